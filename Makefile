@@ -1,0 +1,95 @@
+# flash-attention-course: build, grade, test.
+#   make lessonN / solutionN   build ./lessonN (your file) or ./solutionN
+#   make grade [SOLUTIONS=1]   build and grade every lesson, one scoreboard row as each finishes
+#   make test                  the test suite (CPU; GPU tests run when a GPU is present)
+#   make results               on a GPU: grade + time every solution into docs/results/<gpu>.csv
+#   make ptxas-lessonN / sass-lessonN / sanitize-lessonN   (also for solutionN)
+#   make clean
+# GPU_ARCH=90 (or sm_90) picks the target; by default it is read from nvidia-smi,
+# and with no GPU a portable build (sm_75, sm_80, sm_90 SASS + compute_90 PTX) is made.
+
+SHELL := /bin/bash
+NVCC ?= $(shell command -v nvcc 2>/dev/null || echo /usr/local/cuda/bin/nvcc)
+CC ?= cc
+CFLAGS ?= -O2 -std=c11 -Wall -Wextra -fopenmp
+NVCC_FLAGS ?= -O3 -std=c++17 -lineinfo -Xcompiler -fopenmp -Xcompiler -Wall
+
+GPU_ARCH ?= $(shell nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n1 | tr -d '. ')
+override GPU_ARCH := $(patsubst sm_%,%,$(GPU_ARCH))
+ifeq ($(strip $(GPU_ARCH)),)
+  ARCH_TAG := portable
+  ARCH_FLAGS := -gencode arch=compute_75,code=sm_75 -gencode arch=compute_80,code=sm_80 \
+                -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90
+else
+  ARCH_TAG := sm_$(GPU_ARCH)
+  ARCH_FLAGS := -gencode arch=compute_$(GPU_ARCH),code=sm_$(GPU_ARCH)
+endif
+BUILD := build/$(ARCH_TAG)
+
+# Shared C part of the harness (no CUDA): lesson 01 and the unit tests link only this.
+HARNESS_C := reference/cli.c reference/grade.c reference/cpu_reference.c reference/rng.c
+HARNESS_H := $(wildcard reference/*.h)
+HARNESS_C_OBJ := $(patsubst reference/%.c,build/host/%.o,$(HARNESS_C))
+# GPU part: the attention runner (cases, timing, device report).
+HARNESS_CU := $(wildcard reference/runner_*.cu)
+HARNESS_CU_OBJ := $(patsubst reference/%.cu,$(BUILD)/%.o,$(HARNESS_CU))
+
+pad = $(if $(filter 1 2 3 4 5 6 7 8 9,$(1)),0$(1),$(1))
+src_of = $(firstword $(wildcard $(1)/$(call pad,$(2))-*/*.cu) $(wildcard $(1)/$(call pad,$(2))-*/*.c))
+LESSON_NUMS := $(shell ls -d lessons/[0-9][0-9]-* 2>/dev/null | sed -E 's@lessons/0?([0-9]+)-.*@\1@')
+
+.PHONY: all lessons solutions grade test clean results help
+.DEFAULT_GOAL := help
+help:
+	@sed -n '2,11p' Makefile | sed 's/^# \{0,1\}//'
+
+all: lessons solutions
+lessons: $(addprefix lesson,$(LESSON_NUMS))
+solutions: $(addprefix solution,$(LESSON_NUMS))
+
+build/host/%.o: reference/%.c $(HARNESS_H) | build/host
+	$(CC) $(CFLAGS) -Ireference -c $< -o $@
+$(BUILD)/%.o: reference/%.cu $(HARNESS_H) | $(BUILD)
+	$(NVCC) $(NVCC_FLAGS) $(ARCH_FLAGS) -DBUILD_TARGET='"$(ARCH_TAG)"' -Ireference -c $< -o $@
+build/host $(BUILD):
+	@mkdir -p $@
+
+# A lesson is one source file: .c (CPU, lesson 01) links the C harness with
+# reference/main_cpu.c; .cu links the GPU runner.
+define link_lesson
+	@if [ -z "$(2)" ]; then echo "no source for $(1) (expected lessons/NN-*/*.cu)"; exit 2; fi
+	$(if $(filter %.c,$(2)),\
+	  $(CC) $(CFLAGS) -Ireference $(2) reference/runner_softmax.c $(HARNESS_C_OBJ) -o $(1) -lm,\
+	  $(NVCC) $(NVCC_FLAGS) $(ARCH_FLAGS) -Ireference $(2) $(HARNESS_CU_OBJ) $(HARNESS_C_OBJ) -o $(1) -lgomp)
+endef
+
+.SECONDEXPANSION:
+lesson%: $$(call src_of,lessons,$$*) $(HARNESS_C_OBJ) $$(if $$(filter %.cu,$$(call src_of,lessons,$$*)),$(HARNESS_CU_OBJ)) reference/runner_softmax.c
+	$(call link_lesson,$@,$(call src_of,lessons,$*))
+solution%: $$(call src_of,solutions,$$*) $(HARNESS_C_OBJ) $$(if $$(filter %.cu,$$(call src_of,solutions,$$*)),$(HARNESS_CU_OBJ)) reference/runner_softmax.c
+	$(call link_lesson,$@,$(call src_of,solutions,$*))
+
+# Inspection targets: registers/smem/spills, SASS, sanitizers.
+ptxas-lesson% ptxas-solution%: KIND = $(if $(findstring solution,$@),solutions,lessons)
+ptxas-lesson% ptxas-solution%:
+	$(NVCC) $(NVCC_FLAGS) $(ARCH_FLAGS) -Ireference -Xptxas -v -c $(call src_of,$(KIND),$*) -o /dev/null 2>&1 \
+	  | grep -E 'Compiling|registers|spill|stack|smem' || true
+sass-lesson% sass-solution%: sass-%: %
+	cuobjdump --dump-sass ./$* | tee build/$*.sass | grep -oE '\b(HMMA|LDSM|LDGSTS|HGMMA|FFMA|MUFU\.EX2|BAR\.SYNC|LDL|STL)[.A-Z0-9]*' | sort | uniq -c
+sanitize-lesson% sanitize-solution%: sanitize-%: %
+	compute-sanitizer --tool memcheck --error-exitcode 9 ./$* --check-only --batch 1 --heads 2 --seq 77 --dim 64
+	compute-sanitizer --tool racecheck --racecheck-report all --error-exitcode 9 ./$* --check-only --batch 1 --heads 2 --seq 77 --dim 64
+
+grade:
+	@bash reference/grade.sh $(if $(SOLUTIONS),solutions,lessons)
+
+results:
+	@bash reference/results.sh
+
+test::
+	@echo "== all tests done"
+
+clean:
+	rm -rf build lesson[0-9]* solution[0-9]* tests/bin
+
+-include mk/*.mk

@@ -1,0 +1,87 @@
+/* attention.h: the one interface every lesson and solution implements, and the
+ * harness (reference/) grades.
+ *
+ * Layout and names follow FlashAttention-2 (Dao, 2023), Algorithm 1:
+ *   Q, K, V, O : [B, H, N, d] row-major, element (b, h, i, c) at ((b*H + h)*N + i)*d + c
+ *   L          : [B, H, N] fp32, the logsumexp of row i of the scaled scores
+ *                S = scale * Q K^T (natural log): L_i = m_i + log(l_i)
+ *   O          = softmax(S [+ causal mask]) V, causal meaning key j is visible to query i
+ *                only when j <= i.
+ */
+#ifndef ATTENTION_H
+#define ATTENTION_H
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Element types. The float64 reference is always computed from the values
+ * actually stored in the inputs (after rounding to the dtype). */
+typedef enum { DTYPE_FP32 = 0, DTYPE_FP16 = 1, DTYPE_BF16 = 2, DTYPE_COUNT = 3 } dtype_t;
+#define DTYPE_BIT(t) (1u << (t))
+
+/* Return values of a lesson's entry point. */
+enum {
+    ATTN_OK = 0,
+    ATTN_NOT_IMPLEMENTED = 1, /* starter as shipped: the grader says "not implemented yet" */
+    ATTN_UNSUPPORTED = 2,     /* this shape/dtype is outside what the lesson declares */
+    ATTN_OUT_OF_MEMORY = 3    /* a method's workspace (e.g. standard attention's N x N S/P)
+                                 could not be allocated; it prints the bytes it needed */
+};
+
+/* Process exit statuses of every lesson binary (and of `make grade`'s rows). */
+enum {
+    EXIT_PASS = 0,
+    EXIT_FAILED = 1,          /* at least one case failed */
+    EXIT_USAGE = 2,           /* bad command line */
+    EXIT_NOT_IMPLEMENTED = 3, /* the entry point says it is not implemented */
+    EXIT_NO_GPU = 4,          /* no NVIDIA driver/GPU, or no code for this GPU in the binary */
+    EXIT_CUDA_ERROR = 5,      /* a CUDA call failed (illegal address, launch failure, ...) */
+    EXIT_TIMEOUT = 6,         /* a kernel did not finish within --timeout seconds */
+    EXIT_OOM = 7              /* the method could not allocate its workspace */
+};
+
+/* Everything a GPU lesson's forward pass receives. All pointers are device
+ * pointers, written/read on `stream` (a cudaStream_t, kept as void* so this
+ * header stays plain C). */
+typedef struct {
+    int B, H, N, d;     /* batch, heads, sequence length, head dimension */
+    int causal;         /* 1: mask keys j > i */
+    float scale;        /* softmax scale, 1/sqrt(d) unless the caller says otherwise */
+    dtype_t dtype;      /* element type of Q, K, V and O */
+    const void *Q, *K, *V;
+    void *O;
+    float *L;           /* logsumexp per row, always fp32 */
+    void *stream;
+} attn_args;
+
+/* What a GPU lesson declares about itself; the harness refuses the rest clearly. */
+typedef struct {
+    int number;               /* 2, 3, ... */
+    const char *name;         /* "02-naive-kernel" */
+    const char *title;        /* "naive kernel, one thread per query row" */
+    unsigned dtypes;          /* DTYPE_BIT(DTYPE_FP32) | ... ; the first set bit is the default */
+    int causal;               /* 1 if --causal is supported */
+    int head_dims[8];         /* supported d, zero-terminated, e.g. {64, 128, 0} */
+} lesson_info;
+
+/* Provided by each GPU lesson/solution. Launches the forward pass on a->stream
+ * and returns ATTN_OK without synchronizing; the harness checks launch errors,
+ * times, and grades. Must write every element of O and L. */
+extern const lesson_info LESSON;
+int attention_forward(const attn_args *a);
+
+/* ---- Lesson 01 (CPU): online softmax of one row ----
+ * x[0..n) may hold -INFINITY (a masked score) and values of any magnitude.
+ * Process x in blocks of `block` elements keeping a running max m and a running
+ * sum l of exp(x - m) (FlashAttention-2 eq. for m_i^(j), l_i^(j)), then write
+ * y[k] = exp(x[k] - m) / l. Returns the final m and l through m_out, l_out.
+ * A fully masked row (every x = -inf) has no defined softmax; the course
+ * defines it as y = 0, m = -inf, l = 0 (what FlashAttention's kernels write).
+ * Returns ATTN_OK or ATTN_NOT_IMPLEMENTED. */
+int online_softmax(const float *x, float *y, int n, int block, float *m_out, float *l_out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
