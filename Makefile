@@ -63,22 +63,27 @@ define link_lesson
 	  $(NVCC) $(NVCC_FLAGS) $(ARCH_FLAGS) -Ireference $(2) $(HARNESS_CU_OBJ) $(HARNESS_C_OBJ) -o $(1) -lgomp)
 endef
 
+deps_of = $(HARNESS_C_OBJ) $(if $(filter %.cu,$(1)),$(HARNESS_CU_OBJ),reference/runner_softmax.c)
 .SECONDEXPANSION:
-lesson%: $$(call src_of,lessons,$$*) $(HARNESS_C_OBJ) $$(if $$(filter %.cu,$$(call src_of,lessons,$$*)),$(HARNESS_CU_OBJ)) reference/runner_softmax.c
+lesson%: $$(call src_of,lessons,$$*) $$(call deps_of,$$(call src_of,lessons,$$*))
 	$(call link_lesson,$@,$(call src_of,lessons,$*))
-solution%: $$(call src_of,solutions,$$*) $(HARNESS_C_OBJ) $$(if $$(filter %.cu,$$(call src_of,solutions,$$*)),$(HARNESS_CU_OBJ)) reference/runner_softmax.c
+solution%: $$(call src_of,solutions,$$*) $$(call deps_of,$$(call src_of,solutions,$$*))
 	$(call link_lesson,$@,$(call src_of,solutions,$*))
 
-# Inspection targets: registers/smem/spills, SASS, sanitizers.
-ptxas-lesson% ptxas-solution%: KIND = $(if $(findstring solution,$@),solutions,lessons)
-ptxas-lesson% ptxas-solution%:
-	$(NVCC) $(NVCC_FLAGS) $(ARCH_FLAGS) -Ireference -Xptxas -v -c $(call src_of,$(KIND),$*) -o /dev/null 2>&1 \
-	  | grep -E 'Compiling|registers|spill|stack|smem' || true
-sass-lesson% sass-solution%: sass-%: %
-	cuobjdump --dump-sass ./$* | tee build/$*.sass | grep -oE '\b(HMMA|LDSM|LDGSTS|HGMMA|FFMA|MUFU\.EX2|BAR\.SYNC|LDL|STL)[.A-Z0-9]*' | sort | uniq -c
-sanitize-lesson% sanitize-solution%: sanitize-%: %
-	compute-sanitizer --tool memcheck --error-exitcode 9 ./$* --check-only --batch 1 --heads 2 --seq 77 --dim 64
-	compute-sanitizer --tool racecheck --racecheck-report all --error-exitcode 9 ./$* --check-only --batch 1 --heads 2 --seq 77 --dim 64
+# Inspection targets: registers/smem/spills, SASS, sanitizers. STEM is lessonN or solutionN.
+kind_of = $(if $(filter solution%,$(1)),solutions,lessons)
+num_of = $(patsubst solution%,%,$(patsubst lesson%,%,$(1)))
+ptxas-%:
+	@src=$(call src_of,$(call kind_of,$*),$(call num_of,$*)); echo "== nvcc -Xptxas -v $$src ($(ARCH_TAG))"; \
+	$(NVCC) $(NVCC_FLAGS) $(ARCH_FLAGS) -Ireference -Xptxas -v -c $$src -o /dev/null 2>&1 \
+	  | grep -E 'Compiling entry|Function properties|registers|spill|stack frame' | sed -E 's/^ptxas info *: //'
+sass-%: %
+	@mkdir -p build && cuobjdump --dump-sass ./$* > build/$*.sass
+	@echo "== instruction counts in ./$* (full listing: build/$*.sass)"
+	@grep -oE '\b(HMMA|LDSM|LDGSTS|HGMMA|FFMA|MUFU\.EX2|BAR\.SYNC|LDL|STL)[.A-Z0-9]*' build/$*.sass | sort | uniq -c
+sanitize-%: %
+	compute-sanitizer --tool memcheck --error-exitcode 9 ./$* --check-only -b 1 -H 2 -n 77 -d 64 --dtype $(or $(DTYPE),$(if $(filter 1 2 3 4 5,$(call num_of,$*)),fp32,fp16))
+	compute-sanitizer --tool racecheck --racecheck-report all --error-exitcode 9 ./$* --check-only -b 1 -H 2 -n 77 -d 64 --dtype $(or $(DTYPE),$(if $(filter 1 2 3 4 5,$(call num_of,$*)),fp32,fp16))
 
 grade:
 	@bash reference/grade.sh $(if $(SOLUTIONS),solutions,lessons)

@@ -1,0 +1,149 @@
+#include "cli.h"
+#include "attention.h"
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static const char *dtype_names[DTYPE_COUNT] = {"fp32", "fp16", "bf16"};
+
+const char *dtype_name(int t) { return (t >= 0 && t < DTYPE_COUNT) ? dtype_names[t] : "all"; }
+
+int dtype_from_name(const char *s) {
+    for (int t = 0; t < DTYPE_COUNT; ++t)
+        if (strcmp(s, dtype_names[t]) == 0) return t;
+    return -1;
+}
+
+/* Whole-string integer in [lo, hi]; 0 on success. */
+static int parse_long(const char *s, long lo, long hi, long *out) {
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end != '\0' || v < lo || v > hi) return -1;
+    *out = v;
+    return 0;
+}
+
+void print_usage(const char *prog, int cpu_lesson) {
+    if (cpu_lesson) {
+        printf("usage: %s [--seed S] [--reps R] [--check-only] [--bench-only] [--csv]\n"
+               "  Grades your online softmax against float64 and times it against the\n"
+               "  three-pass (safe) and two-pass (naive) softmax.\n", prog);
+        return;
+    }
+    printf("usage: %s [options]\n"
+           "  With no shape options: grade the lesson's case matrix, then time the bench\n"
+           "  shape B=%d H=%d N=%d d=%d. With any shape option: grade and time that shape.\n"
+           "  -b, --batch B      batch size, 1..%d\n"
+           "  -H, --heads H      heads, 1..%d\n"
+           "  -n, --seq N        sequence length, 1..%d\n"
+           "  -d, --dim d        head dimension (the lesson lists what it supports)\n"
+           "  -c, --causal       causal mask (lessons 05 and later)\n"
+           "  -t, --dtype T      fp32 | fp16 | bf16 (default: every dtype the lesson supports)\n"
+           "  -s, --seed S       seed of the random inputs (default: new each run, printed)\n"
+           "  -r, --reps R       timed launches, 1..%d (median reported; default 30)\n"
+           "      --warmup W     untimed launches first, 0..1000 (default 3)\n"
+           "      --timeout T    seconds one launch may take before it is reported as a hang,\n"
+           "                     0.1..3600 (default 20)\n"
+           "      --check-only   grade only, no timing\n"
+           "      --bench-only   time only, no grading\n"
+           "      --csv          print one machine-readable row at the end\n"
+           "  -h, --help\n"
+           "Exit status: 0 pass, 1 failed, 2 usage, 3 not implemented, 4 no GPU,\n"
+           "5 CUDA error, 6 timeout, 7 out of memory.\n",
+           prog, BENCH_B, BENCH_H, BENCH_N, BENCH_D, MAX_B, MAX_H, MAX_N, MAX_REPS);
+}
+
+int parse_options(int argc, char **argv, options *o, char *err, size_t errlen) {
+    memset(o, 0, sizeof *o);
+    o->B = BENCH_B; o->H = BENCH_H; o->N = BENCH_N; o->d = BENCH_D;
+    o->dtype = -1; o->reps = 30; o->warmup = 3; o->timeout_s = 20.0;
+    o->seed = (uint64_t)time(NULL) ^ ((uint64_t)clock() << 32);
+    o->seed %= 1000000007ULL; /* short enough to retype */
+
+    enum { OPT_WARMUP = 1000, OPT_TIMEOUT, OPT_CHECK, OPT_BENCH, OPT_CSV };
+    static const struct option longopts[] = {
+        {"batch", required_argument, 0, 'b'}, {"heads", required_argument, 0, 'H'},
+        {"seq", required_argument, 0, 'n'},   {"dim", required_argument, 0, 'd'},
+        {"causal", no_argument, 0, 'c'},      {"dtype", required_argument, 0, 't'},
+        {"seed", required_argument, 0, 's'},  {"reps", required_argument, 0, 'r'},
+        {"warmup", required_argument, 0, OPT_WARMUP},
+        {"timeout", required_argument, 0, OPT_TIMEOUT},
+        {"check-only", no_argument, 0, OPT_CHECK}, {"bench-only", no_argument, 0, OPT_BENCH},
+        {"csv", no_argument, 0, OPT_CSV},     {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0}};
+    optind = 1;
+    opterr = 0;
+    int c;
+    long v;
+#define RANGE(name, lo, hi, dst)                                                            \
+    do {                                                                                     \
+        if (parse_long(optarg, lo, hi, &v)) {                                                \
+            snprintf(err, errlen, "%s '%s' is not valid: expected an integer in %ld..%ld",   \
+                     name, optarg, (long)(lo), (long)(hi));                                  \
+            return 2;                                                                        \
+        }                                                                                    \
+        dst = (int)v;                                                                        \
+    } while (0)
+    while ((c = getopt_long(argc, argv, ":b:H:n:d:ct:s:r:h", longopts, NULL)) != -1) {
+        switch (c) {
+        case 'b': RANGE("--batch", 1, MAX_B, o->B); o->shape_given = 1; break;
+        case 'H': RANGE("--heads", 1, MAX_H, o->H); o->shape_given = 1; break;
+        case 'n': RANGE("--seq", 1, MAX_N, o->N); o->shape_given = 1; break;
+        case 'd': RANGE("--dim", 1, MAX_D, o->d); o->shape_given = 1; break;
+        case 'c': o->causal = 1; break;
+        case 't':
+            o->dtype = dtype_from_name(optarg);
+            if (o->dtype < 0) {
+                snprintf(err, errlen, "--dtype '%s' is not valid: expected fp32, fp16 or bf16", optarg);
+                return 2;
+            }
+            break;
+        case 's': {
+            char *end;
+            errno = 0;
+            unsigned long long s = strtoull(optarg, &end, 10);
+            if (errno || end == optarg || *end || optarg[0] == '-') {
+                snprintf(err, errlen, "--seed '%s' is not valid: expected an integer in 0..%llu",
+                         optarg, (unsigned long long)UINT64_MAX);
+                return 2;
+            }
+            o->seed = s;
+            o->seed_given = 1;
+            break;
+        }
+        case 'r': RANGE("--reps", 1, MAX_REPS, o->reps); break;
+        case OPT_WARMUP: RANGE("--warmup", 0, 1000, o->warmup); break;
+        case OPT_TIMEOUT: {
+            char *end;
+            errno = 0;
+            double t = strtod(optarg, &end);
+            if (errno || end == optarg || *end || !(t >= 0.1 && t <= 3600)) {
+                snprintf(err, errlen, "--timeout '%s' is not valid: expected seconds in 0.1..3600", optarg);
+                return 2;
+            }
+            o->timeout_s = t;
+            break;
+        }
+        case OPT_CHECK: o->check_only = 1; break;
+        case OPT_BENCH: o->bench_only = 1; break;
+        case OPT_CSV: o->csv = 1; break;
+        case 'h': return 1;
+        case ':': snprintf(err, errlen, "option %s needs a value (see --help)", argv[optind - 1]); return 2;
+        default: snprintf(err, errlen, "unknown option '%s' (see --help)", argv[optind - 1]); return 2;
+        }
+    }
+#undef RANGE
+    if (optind < argc) {
+        snprintf(err, errlen, "unexpected argument '%s' (see --help)", argv[optind]);
+        return 2;
+    }
+    if (o->check_only && o->bench_only) {
+        snprintf(err, errlen, "--check-only and --bench-only exclude each other");
+        return 2;
+    }
+    return 0;
+}

@@ -1,0 +1,110 @@
+#include "cpu_reference.h"
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+void attention_row_f64(const float *Q, const float *K, const float *V, int N, int d, int i,
+                       double scale, int causal, double *o, double *L) {
+    int nk = causal ? i + 1 : N;
+    double *s = malloc(sizeof(double) * (size_t)nk);
+    const float *q = Q + (size_t)i * d;
+    double m = -INFINITY;
+    for (int j = 0; j < nk; ++j) {
+        const float *k = K + (size_t)j * d;
+        double acc = 0.0;
+        for (int c = 0; c < d; ++c) acc += (double)q[c] * (double)k[c];
+        s[j] = acc * scale;
+        if (s[j] > m) m = s[j];
+    }
+    double l = 0.0;
+    for (int j = 0; j < nk; ++j) {
+        s[j] = exp(s[j] - m);
+        l += s[j];
+    }
+    for (int c = 0; c < d; ++c) o[c] = 0.0;
+    for (int j = 0; j < nk; ++j) {
+        const float *v = V + (size_t)j * d;
+        double p = s[j] / l;
+        for (int c = 0; c < d; ++c) o[c] += p * (double)v[c];
+    }
+    *L = m + log(l);
+    free(s);
+}
+
+float round_to_dtype(float x, dtype_t dtype) {
+    if (dtype == DTYPE_FP16) return (float)(_Float16)x;
+    if (dtype == DTYPE_BF16) {
+        if (isnan(x)) return x;
+        uint32_t u;
+        memcpy(&u, &x, 4);
+        u += 0x7fffu + ((u >> 16) & 1u);
+        u &= 0xffff0000u;
+        memcpy(&x, &u, 4);
+        return x;
+    }
+    return x;
+}
+
+void attention_row_lowp(const float *Q, const float *K, const float *V, int N, int d, int i,
+                        float scale, int causal, dtype_t dtype, double *o, double *L) {
+    int nk = causal ? i + 1 : N;
+    float *s = malloc(sizeof(float) * (size_t)nk);
+    float *acc = calloc((size_t)d, sizeof(float));
+    const float *q = Q + (size_t)i * d;
+    float m = -INFINITY;
+    for (int j = 0; j < nk; ++j) {
+        const float *k = K + (size_t)j * d;
+        float a = 0.0f;
+        for (int c = 0; c < d; ++c) a += q[c] * k[c];
+        s[j] = a * scale;
+        if (s[j] > m) m = s[j];
+    }
+    float l = 0.0f;
+    for (int j = 0; j < nk; ++j) {
+        s[j] = expf(s[j] - m);
+        l += s[j];
+    }
+    for (int j = 0; j < nk; ++j) {
+        float p = round_to_dtype(s[j] / l, dtype);
+        const float *v = V + (size_t)j * d;
+        for (int c = 0; c < d; ++c) acc[c] += p * v[c];
+    }
+    for (int c = 0; c < d; ++c) o[c] = round_to_dtype(acc[c], dtype);
+    *L = (double)(m + logf(l));
+    free(s);
+    free(acc);
+}
+
+void softmax_f64(const float *x, double *y, int n) {
+    double m = -INFINITY;
+    for (int k = 0; k < n; ++k)
+        if (x[k] > m) m = x[k];
+    if (m == -INFINITY) { /* fully masked row */
+        for (int k = 0; k < n; ++k) y[k] = 0.0;
+        return;
+    }
+    double l = 0.0;
+    for (int k = 0; k < n; ++k) l += exp((double)x[k] - m);
+    for (int k = 0; k < n; ++k) y[k] = exp((double)x[k] - m) / l;
+}
+
+void softmax_three_pass(const float *x, float *y, int n) {
+    float m = -INFINITY;
+    for (int k = 0; k < n; ++k) m = fmaxf(m, x[k]);
+    if (m == -INFINITY) {
+        memset(y, 0, sizeof(float) * (size_t)n);
+        return;
+    }
+    float l = 0.0f;
+    for (int k = 0; k < n; ++k) l += expf(x[k] - m);
+    float inv = 1.0f / l;
+    for (int k = 0; k < n; ++k) y[k] = expf(x[k] - m) * inv;
+}
+
+void softmax_naive_two_pass(const float *x, float *y, int n) {
+    float l = 0.0f;
+    for (int k = 0; k < n; ++k) l += expf(x[k]);
+    float inv = 1.0f / l;
+    for (int k = 0; k < n; ++k) y[k] = expf(x[k]) * inv;
+}

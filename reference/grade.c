@@ -1,0 +1,173 @@
+#include "grade.h"
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+elem_status grade_element(double ref, double got, int poisoned, tolerance tol) {
+    if (poisoned) return ELEM_UNWRITTEN;
+    if (!isfinite(got)) return ELEM_NONFINITE;
+    /* written as "is within", so a NaN anywhere makes it false */
+    if (fabs(got - ref) <= tol.atol + tol.rtol * fabs(ref)) return ELEM_OK;
+    return ELEM_BAD;
+}
+
+const char *elem_status_name(elem_status s) {
+    switch (s) {
+    case ELEM_OK: return "ok";
+    case ELEM_BAD: return "wrong value";
+    case ELEM_NONFINITE: return "NaN/Inf";
+    case ELEM_UNWRITTEN: return "not written";
+    }
+    return "?";
+}
+
+struct grader {
+    int BH, H, N, width;
+    unsigned char *row_state; /* 0 unchecked, 1 ok, 2 bad; [BH*N] */
+    long *col_bad;            /* [width] */
+    grade_report r;
+};
+
+grader *grader_new(int BH, int H, int N, int width) {
+    grader *g = calloc(1, sizeof *g);
+    g->BH = BH; g->H = H; g->N = N; g->width = width;
+    g->row_state = calloc((size_t)BH * N, 1);
+    g->col_bad = calloc((size_t)width, sizeof(long));
+    return g;
+}
+
+void grader_free(grader *g) {
+    if (!g) return;
+    free(g->row_state);
+    free(g->col_bad);
+    free(g);
+}
+
+void grader_check(grader *g, int bh, int row, int col, double ref, double got, int poisoned,
+                  tolerance tol) {
+    elem_status s = grade_element(ref, got, poisoned, tol);
+    unsigned char *rs = &g->row_state[(size_t)bh * g->N + row];
+    if (*rs == 0) *rs = 1;
+    g->r.checked++;
+    if (!poisoned && isfinite(got)) {
+        double a = fabs(got - ref);
+        if (a > g->r.max_abs) g->r.max_abs = a;
+        double rel = a / fmax(fabs(ref), 1e-6);
+        if (rel > g->r.max_rel) g->r.max_rel = rel;
+    }
+    if (s == ELEM_OK) return;
+    *rs = 2;
+    g->r.bad++;
+    if (s == ELEM_NONFINITE) g->r.nonfinite++;
+    if (s == ELEM_UNWRITTEN) g->r.unwritten++;
+    g->col_bad[col]++;
+    if (g->r.nfirst < GRADE_FIRST) g->r.first[g->r.nfirst++] = (mismatch){bh, row, col, ref, got, s};
+}
+
+static void add(char *buf, size_t cap, const char *msg) {
+    size_t n = strlen(buf);
+    if (n && n + 2 < cap) { strcat(buf, "; "); n += 2; }
+    snprintf(buf + n, cap - n, "%s", msg);
+}
+
+/* Describes where the bad rows are: which (b,h) slices and which rows. */
+static void summarize_location(const grader *g, grade_report *r) {
+    char msg[256];
+    int N = g->N, BH = g->BH;
+    /* (b,h) slices */
+    int slices_checked = 0, slices_bad = 0, first_slice_bad = 0;
+    for (int bh = 0; bh < BH; ++bh) {
+        int checked = 0, bad = 0;
+        for (int i = 0; i < N; ++i) {
+            unsigned char s = g->row_state[(size_t)bh * N + i];
+            checked |= s != 0;
+            bad |= s == 2;
+        }
+        slices_checked += checked;
+        slices_bad += bad;
+        if (bh == 0) first_slice_bad = bad;
+    }
+    if (slices_checked > 1 && slices_bad > 0 && slices_bad < slices_checked) {
+        if (!first_slice_bad && slices_bad == slices_checked - 1)
+            snprintf(msg, sizeof msg,
+                     "only (b,h) != (0,0) is wrong: batch/head stride (the slice offset) suspected");
+        else
+            snprintf(msg, sizeof msg, "wrong in %d of %d (b,h) slices", slices_bad, slices_checked);
+        add(r->summary, sizeof r->summary, msg);
+    }
+    /* rows: the lowest bad row index and whether everything below it is fine */
+    int min_bad = N, max_ok_above = -1;
+    long rows_checked = 0, rows_bad = 0;
+    for (int bh = 0; bh < BH; ++bh)
+        for (int i = 0; i < N; ++i) {
+            unsigned char s = g->row_state[(size_t)bh * N + i];
+            if (!s) continue;
+            rows_checked++;
+            if (s == 2) { rows_bad++; if (i < min_bad) min_bad = i; }
+        }
+    for (int bh = 0; bh < BH; ++bh)
+        for (int i = min_bad; i < N; ++i)
+            if (g->row_state[(size_t)bh * N + i] == 1 && i > max_ok_above) max_ok_above = i;
+    r->rows_checked = rows_checked;
+    r->rows_bad = rows_bad;
+    if (rows_bad == 0) return;
+    if (rows_bad * 10 >= rows_checked * 9 && rows_checked >= 4) {
+        add(r->summary, sizeof r->summary,
+            "every row is wrong: check the running max m, the sum l, the rescaling, the K/V loop");
+    } else if (min_bad > 0 && max_ok_above < min_bad) {
+        /* every checked row >= min_bad is bad (within the bad slices) and all rows below are fine */
+        int tile = 0;
+        for (int T = 128; T >= 8; T /= 2)
+            if (N % T && min_bad == N / T * T) { tile = T; break; }
+        if (tile)
+            snprintf(msg, sizeof msg,
+                     "wrong only in the last partial tile: rows %d..%d (N=%d is not a multiple of %d)",
+                     min_bad, N - 1, N, tile);
+        else
+            snprintf(msg, sizeof msg, "wrong only in rows %d..%d (the last rows)", min_bad, N - 1);
+        add(r->summary, sizeof r->summary, msg);
+    } else {
+        snprintf(msg, sizeof msg, "%ld of %ld checked rows wrong (first at row %d)", rows_bad,
+                 rows_checked, min_bad);
+        add(r->summary, sizeof r->summary, msg);
+    }
+    /* columns */
+    if (g->width > 1) {
+        int lo = -1, hi = -1;
+        for (int c = 0; c < g->width; ++c)
+            if (g->col_bad[c]) { if (lo < 0) lo = c; hi = c; }
+        if (lo > 0 || (hi >= 0 && hi < g->width - 1)) {
+            snprintf(msg, sizeof msg, "only head-dim columns %d..%d of 0..%d are wrong (a loop bound over d?)",
+                     lo, hi, g->width - 1);
+            add(r->summary, sizeof r->summary, msg);
+        }
+    }
+}
+
+void grader_finish(const grader *g, grade_report *r) {
+    *r = g->r;
+    r->summary[0] = '\0';
+    if (r->bad == 0) return;
+    char msg[256];
+    if (r->unwritten) {
+        snprintf(msg, sizeof msg, "not written: %ld elements still hold the poison the harness wrote before the launch",
+                 r->unwritten);
+        add(r->summary, sizeof r->summary, msg);
+    }
+    if (r->nonfinite) {
+        snprintf(msg, sizeof msg, "overflow/NaN: %ld elements are NaN or Inf (max not subtracted? a read outside Q/K/V, which the harness surrounds with NaN?)",
+                 r->nonfinite);
+        add(r->summary, sizeof r->summary, msg);
+    }
+    summarize_location(g, r);
+}
+
+void grade_print_first(const grade_report *r, int H, const char *what) {
+    for (int k = 0; k < r->nfirst; ++k) {
+        const mismatch *m = &r->first[k];
+        printf("      %s[b=%d, h=%d, row=%d, col=%d]: expected %.6g, got %.6g (%s)\n", what,
+               m->bh / H, m->bh % H, m->row, m->col, m->expected, m->got,
+               elem_status_name(m->status));
+    }
+}

@@ -1,0 +1,479 @@
+/* runner_attention.cu: main() of every GPU lesson binary.
+ * Grades the lesson's attention_forward against the float64 CPU reference on a
+ * fixed case matrix (fresh seeded inputs, poisoned outputs, guarded inputs, a
+ * determinism re-run, a causal future-key test), then times it. */
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <algorithm>
+#include <string>
+#include <vector>
+#include "cuda_check.h"
+#include "gpu_env.h"
+extern "C" {
+#include "cli.h"
+#include "cpu_reference.h"
+#include "grade.h"
+#include "rng.h"
+}
+
+static const uint32_t POISON32 = 0xFFADDEADu; /* a NaN no arithmetic produces */
+static const uint32_t POISON16 = 0xFFADu;     /* NaN in both fp16 and bf16 */
+static const size_t GUARD = 64 << 10;         /* bytes of NaN around every input */
+
+struct Case {
+    const char *name;
+    int B, H, N, d, causal;
+    float qscale; /* x30: logits around +-100, a softmax without max subtraction overflows */
+};
+
+struct Problem {
+    Case c;
+    dtype_t dt;
+    size_t n; /* B*H*N*d */
+    std::vector<float> Q, K, V; /* the exact values stored on the device */
+    char *raw[3];               /* device allocations with guards */
+    void *dO;
+    float *dL;
+    cudaStream_t stream;
+    attn_args args;
+};
+
+static int esize(dtype_t t) { return t == DTYPE_FP32 ? 4 : 2; }
+
+static void encode(const float *src, void *dst, size_t n, dtype_t t) {
+    for (size_t i = 0; i < n; ++i) {
+        if (t == DTYPE_FP32) ((float *)dst)[i] = src[i];
+        else if (t == DTYPE_FP16) ((__half *)dst)[i] = __float2half_rn(src[i]);
+        else ((__nv_bfloat16 *)dst)[i] = __float2bfloat16_rn(src[i]);
+    }
+}
+
+static double decode(const void *raw, size_t i, dtype_t t, int *poisoned) {
+    if (t == DTYPE_FP32) {
+        uint32_t u;
+        memcpy(&u, (const char *)raw + 4 * i, 4);
+        *poisoned = u == POISON32;
+        float f;
+        memcpy(&f, &u, 4);
+        return f;
+    }
+    uint16_t u;
+    memcpy(&u, (const char *)raw + 2 * i, 2);
+    *poisoned = u == POISON16;
+    if (t == DTYPE_FP16) return __half2float(*(const __half *)&u);
+    return __bfloat162float(*(const __nv_bfloat16 *)&u);
+}
+
+static float rounded(float x, dtype_t t) {
+    if (t == DTYPE_FP16) return __half2float(__float2half_rn(x));
+    if (t == DTYPE_BF16) return __bfloat162float(__float2bfloat16_rn(x));
+    return x;
+}
+
+/* Fills rows [row0, N) of every (b,h) slice of X with fresh N(0,1)*scale values. */
+static void random_rows(std::vector<float> &X, const Case &c, int row0, float scale, dtype_t t, rng_t *r) {
+    for (int bh = 0; bh < c.B * c.H; ++bh)
+        for (size_t i = (size_t)row0 * c.d; i < (size_t)c.N * c.d; ++i)
+            X[(size_t)bh * c.N * c.d + i] = rounded((float)(rng_normal(r) * scale), t);
+}
+
+static void upload(Problem &p, int which) {
+    const std::vector<float> &X = which == 0 ? p.Q : which == 1 ? p.K : p.V;
+    std::vector<char> buf(p.n * esize(p.dt));
+    encode(X.data(), buf.data(), p.n, p.dt);
+    CUDA_CHECK(cudaMemcpy(p.raw[which] + GUARD, buf.data(), buf.size(), cudaMemcpyHostToDevice));
+}
+
+static void problem_init(Problem &p, const Case &c, dtype_t dt, uint64_t seed, float scale_override) {
+    p.c = c;
+    p.dt = dt;
+    p.n = (size_t)c.B * c.H * c.N * c.d;
+    rng_t r;
+    rng_seed(&r, seed);
+    p.Q.assign(p.n, 0.f); p.K.assign(p.n, 0.f); p.V.assign(p.n, 0.f);
+    random_rows(p.Q, c, 0, c.qscale, dt, &r);
+    random_rows(p.K, c, 0, 1.f, dt, &r);
+    random_rows(p.V, c, 0, 1.f, dt, &r);
+    size_t bytes = p.n * esize(dt);
+    for (int k = 0; k < 3; ++k) {
+        cudaError_t e = cudaMalloc(&p.raw[k], bytes + 2 * GUARD);
+        if (e == cudaErrorMemoryAllocation) {
+            fprintf(stderr, "out of memory: the inputs need %.1f MiB each; use a smaller shape\n", bytes / 1048576.0);
+            exit(EXIT_OOM);
+        }
+        CUDA_CHECK(e);
+        /* guards and data: NaN (0x7FC00000 / 0x7FC0 is NaN in all three dtypes' high half) */
+        fill_pattern(p.raw[k], (bytes + 2 * GUARD) / esize(dt), esize(dt), esize(dt) == 4 ? 0x7FC00000u : 0x7FC0u, 0);
+        upload(p, k);
+    }
+    CUDA_CHECK(cudaMalloc(&p.dO, bytes));
+    CUDA_CHECK(cudaMalloc(&p.dL, sizeof(float) * (size_t)c.B * c.H * c.N));
+    CUDA_CHECK(cudaStreamCreate(&p.stream));
+    attn_args a;
+    a.B = c.B; a.H = c.H; a.N = c.N; a.d = c.d; a.causal = c.causal;
+    a.scale = scale_override > 0 ? scale_override : 1.0f / sqrtf((float)c.d);
+    a.dtype = dt;
+    a.Q = p.raw[0] + GUARD; a.K = p.raw[1] + GUARD; a.V = p.raw[2] + GUARD;
+    a.O = p.dO; a.L = p.dL; a.stream = p.stream;
+    p.args = a;
+}
+
+static void problem_free(Problem &p) {
+    for (int k = 0; k < 3; ++k) CUDA_CHECK(cudaFree(p.raw[k]));
+    CUDA_CHECK(cudaFree(p.dO));
+    CUDA_CHECK(cudaFree(p.dL));
+    CUDA_CHECK(cudaStreamDestroy(p.stream));
+}
+
+static int launch(void *arg) { return attention_forward(&((Problem *)arg)->args); }
+
+static void report_rc(int rc) {
+    if (rc == ATTN_NOT_IMPLEMENTED) return;
+    if (rc == ATTN_OUT_OF_MEMORY) {
+        fprintf(stderr, "out of memory (the method's message is above)\n");
+        exit(EXIT_OOM);
+    }
+    if (rc != ATTN_OK) {
+        fprintf(stderr, "attention_forward returned %d (%s)\n", rc,
+                rc == ATTN_UNSUPPORTED ? "unsupported shape or dtype" : "unknown code");
+        exit(EXIT_FAILED);
+    }
+}
+
+/* Poison, launch, wait, copy O and L back. Returns the entry point's code. */
+static int run_once(Problem &p, double timeout_s, std::vector<char> &O, std::vector<float> &L) {
+    size_t rows = (size_t)p.c.B * p.c.H * p.c.N;
+    fill_pattern(p.dO, p.n, esize(p.dt), esize(p.dt) == 4 ? POISON32 : POISON16, p.stream);
+    fill_pattern(p.dL, rows, 4, POISON32, p.stream);
+    int rc = attention_forward(&p.args);
+    if (rc != ATTN_OK) return rc;
+    CUDA_CHECK(cudaGetLastError());
+    wait_stream(p.stream, timeout_s, "the lesson's kernel");
+    O.resize(p.n * esize(p.dt));
+    L.resize(rows);
+    CUDA_CHECK(cudaMemcpy(O.data(), p.dO, O.size(), cudaMemcpyDeviceToHost));
+    CUDA_CHECK(cudaMemcpy(L.data(), p.dL, sizeof(float) * rows, cudaMemcpyDeviceToHost));
+    return ATTN_OK;
+}
+
+/* Which (bh, row) pairs get the float64 reference: all of them when cheap,
+ * else every slice's first and last row plus random ones, within a budget of
+ * about 3e8 multiply-adds so a case grades in about a second. */
+static std::vector<std::pair<int, int>> pick_rows(const Case &c, rng_t *r) {
+    long BH = (long)c.B * c.H, total = BH * c.N;
+    long budget = std::max(64L, (long)(3e8 / ((double)c.N * c.d)));
+    std::vector<std::pair<int, int>> rows;
+    if (total <= budget) {
+        for (int bh = 0; bh < BH; ++bh)
+            for (int i = 0; i < c.N; ++i) rows.push_back({bh, i});
+        return rows;
+    }
+    std::vector<char> taken(total, 0);
+    auto take = [&](int bh, int i) { if (!taken[(long)bh * c.N + i]) { taken[(long)bh * c.N + i] = 1; rows.push_back({bh, i}); } };
+    if (2 * BH <= budget / 2)
+        for (int bh = 0; bh < BH; ++bh) { take(bh, 0); take(bh, c.N - 1); }
+    while ((long)rows.size() < budget) take((int)(rng_next(r) % BH), (int)(rng_next(r) % c.N));
+    std::sort(rows.begin(), rows.end());
+    return rows;
+}
+
+struct Verdict { bool pass; std::string why; };
+
+static Verdict grade(Problem &p, const std::vector<char> &O, const std::vector<float> &L, uint64_t seed) {
+    const Case &c = p.c;
+    rng_t r;
+    rng_seed(&r, seed ^ 0x5eed);
+    std::vector<std::pair<int, int>> rows = pick_rows(c, &r);
+    size_t R = rows.size(), d = c.d, sl = (size_t)c.N * d;
+    std::vector<double> refO(R * d), refL(R), baseO, baseL;
+    bool lowp = p.dt != DTYPE_FP32;
+    if (lowp) { baseO.resize(R * d); baseL.resize(R); }
+#pragma omp parallel for schedule(dynamic, 8)
+    for (long k = 0; k < (long)R; ++k) {
+        int bh = rows[k].first, i = rows[k].second;
+        attention_row_f64(&p.Q[bh * sl], &p.K[bh * sl], &p.V[bh * sl], c.N, c.d, i, p.args.scale,
+                          c.causal, &refO[k * d], &refL[k]);
+        if (lowp)
+            attention_row_lowp(&p.Q[bh * sl], &p.K[bh * sl], &p.V[bh * sl], c.N, c.d, i, p.args.scale,
+                               c.causal, p.dt, &baseO[k * d], &baseL[k]);
+    }
+    tolerance tO = {1e-5, 1e-4}, tL = {1e-4, 1e-5};
+    char tol_desc[160];
+    snprintf(tol_desc, sizeof tol_desc, "|err| <= 1e-5 + 1e-4*|ref|");
+    if (lowp) { /* FlashAttention's test rule: at most 2x the error of a same-precision reference */
+        double eO = 0, eL = 0;
+        for (size_t k = 0; k < R * d; ++k) eO = std::max(eO, fabs(baseO[k] - refO[k]));
+        for (size_t k = 0; k < R; ++k) eL = std::max(eL, fabs(baseL[k] - refL[k]));
+        double atol = p.dt == DTYPE_FP16 ? 1e-4 : 8e-4;
+        tO = {2 * eO + atol, 0};
+        tL = {2 * eL + 1e-4, 1e-5};
+        snprintf(tol_desc, sizeof tol_desc, "|err| <= 2 x %.2g (%s reference's max error) + %.0e",
+                 eO, dtype_name(p.dt), atol);
+    }
+    int BH = c.B * c.H;
+    grader *gO = grader_new(BH, c.H, c.N, c.d), *gL = grader_new(BH, c.H, c.N, 1);
+    for (size_t k = 0; k < R; ++k) {
+        int bh = rows[k].first, i = rows[k].second, poisoned;
+        for (int col = 0; col < c.d; ++col) {
+            double got = decode(O.data(), (size_t)bh * sl + (size_t)i * d + col, p.dt, &poisoned);
+            grader_check(gO, bh, i, col, refO[k * d + col], got, poisoned, tO);
+        }
+        double gotL = decode(L.data(), (size_t)bh * c.N + i, DTYPE_FP32, &poisoned);
+        grader_check(gL, bh, i, 0, refL[k], gotL, poisoned, tL);
+    }
+    /* every element, checked row or not, must have been written */
+    std::vector<char> checked_row((size_t)BH * c.N, 0);
+    for (auto &rw : rows) checked_row[(size_t)rw.first * c.N + rw.second] = 1;
+    for (int bh = 0; bh < BH; ++bh)
+        for (int i = 0; i < c.N; ++i) {
+            if (checked_row[(size_t)bh * c.N + i]) continue;
+            int poisoned;
+            for (int col = 0; col < c.d; ++col) {
+                decode(O.data(), (size_t)bh * sl + (size_t)i * d + col, p.dt, &poisoned);
+                if (poisoned) grader_check(gO, bh, i, col, 0.0, NAN, 1, tO);
+            }
+            decode(L.data(), (size_t)bh * c.N + i, DTYPE_FP32, &poisoned);
+            if (poisoned) grader_check(gL, bh, i, 0, 0.0, NAN, 1, tL);
+        }
+    grade_report rO, rL;
+    grader_finish(gO, &rO);
+    grader_finish(gL, &rL);
+    grader_free(gO);
+    grader_free(gL);
+    Verdict v = {rO.bad == 0 && rL.bad == 0, ""};
+    if (v.pass) {
+        char buf[256];
+        snprintf(buf, sizeof buf, "max err O %.2g, L %.2g (%s)", rO.max_abs, rL.max_abs, tol_desc);
+        v.why = buf;
+        return v;
+    }
+    char buf[1600];
+    if (rO.bad) {
+        snprintf(buf, sizeof buf, "O: %ld of %ld checked elements bad (%.2f%%), max abs err %.3g, max rel err %.3g; %s\n      diagnosis: %s\n",
+                 rO.bad, rO.checked, 100.0 * rO.bad / rO.checked, rO.max_abs, rO.max_rel, tol_desc, rO.summary);
+        v.why += buf;
+    }
+    if (rL.bad) {
+        snprintf(buf, sizeof buf, "L (logsumexp): %ld of %ld bad, max abs err %.3g\n      diagnosis: %s\n",
+                 rL.bad, rL.checked, rL.max_abs, rL.summary);
+        v.why += buf;
+    }
+    printf("    FAIL  %-6s %s\n      %s", c.name, dtype_name(p.dt), v.why.c_str());
+    grade_print_first(&rO, c.H, "O");
+    grade_print_first(&rL, c.H, "L");
+    v.why = "";
+    return v;
+}
+
+/* Counts elements whose bits differ between two runs on the same input. */
+static long bit_diffs(const std::vector<char> &a, const std::vector<char> &b, int es, size_t from, size_t to) {
+    long n = 0;
+    for (size_t i = from; i < to; ++i) n += memcmp(&a[i * es], &b[i * es], es) != 0;
+    return n;
+}
+
+/* Grades one case: the output, a bitwise re-run, and for causal cases whether
+ * changing K and V at positions >= p changes any row < p. */
+static int grade_case(const Case &c, dtype_t dt, uint64_t seed, const options &o, float scale_override) {
+    Problem p;
+    problem_init(p, c, dt, seed, scale_override);
+    std::vector<char> O1, O2;
+    std::vector<float> L1, L2;
+    int rc = run_once(p, o.timeout_s, O1, L1);
+    if (rc != ATTN_OK) { problem_free(p); report_rc(rc); return rc; }
+    Verdict v = grade(p, O1, L1, seed);
+    bool ok = v.pass;
+    /* determinism */
+    run_once(p, o.timeout_s, O2, L2);
+    std::vector<char> L1b((char *)L1.data(), (char *)(L1.data() + L1.size())),
+        L2b((char *)L2.data(), (char *)(L2.data() + L2.size()));
+    long nd = bit_diffs(O1, O2, esize(dt), 0, p.n) + bit_diffs(L1b, L2b, 4, 0, L1.size());
+    if (nd) {
+        printf("    FAIL  %-6s %s: race suspected: two launches on the same input differ in %ld elements "
+               "(a missing __syncthreads()? `make sanitize-lessonN` runs racecheck)\n", c.name, dtype_name(dt), nd);
+        ok = false;
+    }
+    /* causal: the future must not leak */
+    if (c.causal && c.N >= 2) {
+        int pos = c.N / 2 + 1 < c.N ? c.N / 2 + 1 : c.N - 1;
+        rng_t r;
+        rng_seed(&r, seed ^ 0xf00d);
+        random_rows(p.K, c, pos, 1.f, dt, &r);
+        random_rows(p.V, c, pos, 1.f, dt, &r);
+        upload(p, 1);
+        upload(p, 2);
+        run_once(p, o.timeout_s, O2, L2);
+        long leaks = 0;
+        for (int bh = 0; bh < c.B * c.H; ++bh) {
+            size_t base = (size_t)bh * c.N;
+            leaks += bit_diffs(O1, O2, esize(dt), base * c.d, (base + pos) * c.d);
+            for (int i = 0; i < pos; ++i) leaks += memcmp(&L1[base + i], &L2[base + i], 4) != 0;
+        }
+        if (leaks) {
+            printf("    FAIL  %-6s %s: causal: future keys influence the output: changing K and V at "
+                   "positions >= %d changed %ld elements of rows < %d\n", c.name, dtype_name(dt), pos, leaks, pos);
+            ok = false;
+        }
+    }
+    if (ok)
+        printf("    pass  %-6s %s  B=%d H=%d N=%d d=%d%s%s  %s\n", c.name, dtype_name(dt), c.B, c.H, c.N,
+               c.d, c.causal ? " causal" : "", c.qscale != 1.f ? " x30 logits" : "", v.why.c_str());
+    else
+        printf("          rerun: %s -b %d -H %d -n %d -d %d --dtype %s%s --seed %llu --check-only\n",
+               "<binary>", c.B, c.H, c.N, c.d, dtype_name(dt), c.causal ? " --causal" : "",
+               (unsigned long long)o.seed);
+    fflush(stdout);
+    problem_free(p);
+    return ok ? ATTN_OK : -1;
+}
+
+static bool supports_d(int d) {
+    for (int k = 0; k < 8 && LESSON.head_dims[k]; ++k)
+        if (LESSON.head_dims[k] == d) return true;
+    return false;
+}
+
+static std::string head_dims_list() {
+    std::string s;
+    for (int k = 0; k < 8 && LESSON.head_dims[k]; ++k) s += (k ? ", " : "") + std::to_string(LESSON.head_dims[k]);
+    return s;
+}
+
+static std::string dtypes_list() {
+    std::string s;
+    for (int t = 0; t < DTYPE_COUNT; ++t)
+        if (LESSON.dtypes & DTYPE_BIT(t)) s += std::string(s.empty() ? "" : ", ") + dtype_name(t);
+    return s;
+}
+
+/* The fixed case matrix: tiny, N = 1, N not a multiple of any tile, several
+ * B*H, both ends of the supported head dims, x30 logits, the bench shape;
+ * causal versions where the lesson supports it. */
+static std::vector<Case> case_matrix() {
+    int d0 = LESSON.head_dims[0], d1 = d0;
+    for (int k = 0; k < 8 && LESSON.head_dims[k]; ++k) d1 = LESSON.head_dims[k];
+    int db = supports_d(BENCH_D) ? BENCH_D : d0;
+    std::vector<Case> m = {
+        {"tiny", 1, 1, 4, d0, 0, 1.f},      {"N=1", 1, 2, 1, d0, 0, 1.f},
+        {"N=77", 2, 3, 77, d0, 0, 1.f},     {"B*H", 3, 5, 200, d1, 0, 1.f},
+        {"N=1000", 1, 2, 1000, d1, 0, 1.f}, {"x30", 1, 2, 300, d0, 0, 30.f},
+        {"bench", BENCH_B, BENCH_H, BENCH_N, db, 0, 1.f},
+    };
+    if (LESSON.causal) {
+        std::vector<Case> cz = {{"tiny", 1, 1, 4, d0, 1, 1.f},   {"N=77", 2, 3, 77, d0, 1, 1.f},
+                                {"N=1000", 1, 2, 1000, d1, 1, 1.f}, {"x30", 1, 2, 300, d1, 1, 30.f},
+                                {"bench", BENCH_B, BENCH_H, BENCH_N, db, 1, 1.f}};
+        m.insert(m.end(), cz.begin(), cz.end());
+    }
+    return m;
+}
+
+struct Timing { double ms, tflops, pct; size_t mem; };
+
+static Timing time_shape(const Case &c, dtype_t dt, const options &o, const gpu_env &g, uint64_t seed) {
+    size_t free0, free1, total;
+    CUDA_CHECK(cudaMemGetInfo(&free0, &total));
+    Problem p;
+    problem_init(p, c, dt, seed, 0);
+    std::vector<char> O;
+    std::vector<float> L;
+    int rc = run_once(p, o.timeout_s, O, L); /* also allocates any workspace the method keeps */
+    if (rc != ATTN_OK) { problem_free(p); report_rc(rc); exit(EXIT_NOT_IMPLEMENTED); }
+    CUDA_CHECK(cudaMemGetInfo(&free1, &total));
+    Timing t;
+    t.mem = free0 > free1 ? free0 - free1 - 2 * GUARD * 3 : 0;
+    t.ms = time_launches(launch, &p, p.stream, o.warmup, o.reps, o.timeout_s, &g);
+    double flops = 4.0 * c.B * c.H * (double)c.N * c.N * c.d * (c.causal ? 0.5 : 1.0);
+    t.tflops = flops / (t.ms * 1e-3) / 1e12;
+    t.pct = 100.0 * t.tflops / gpu_peak(&g, dt);
+    problem_free(p);
+    return t;
+}
+
+static void csv_row(const char *status, int passed, int total, int dt, const Case &c, const Timing *t) {
+    printf("lesson,status,cases_passed,cases_total,dtype,B,H,N,d,causal,ms,tflops,peak_pct,mem_bytes\n");
+    if (t)
+        printf("%s,%s,%d,%d,%s,%d,%d,%d,%d,%d,%.4f,%.2f,%.1f,%zu\n", LESSON.name, status, passed, total,
+               dtype_name(dt), c.B, c.H, c.N, c.d, c.causal, t->ms, t->tflops, t->pct, t->mem);
+    else
+        printf("%s,%s,%d,%d,%s,%d,%d,%d,%d,%d,,,,\n", LESSON.name, status, passed, total, dtype_name(dt),
+               c.B, c.H, c.N, c.d, c.causal);
+}
+
+int main(int argc, char **argv) {
+    options o;
+    char err[256] = "";
+    const char *prog = strrchr(argv[0], '/') ? strrchr(argv[0], '/') + 1 : argv[0];
+    int pr = parse_options(argc, argv, &o, err, sizeof err);
+    if (pr == 1) { print_usage(prog, 0); return 0; }
+    if (pr == 2) { fprintf(stderr, "%s: %s\n", prog, err); return EXIT_USAGE; }
+    if (o.causal && !LESSON.causal) {
+        fprintf(stderr, "%s: lesson %02d does not support --causal (causal masking starts in lesson 05)\n", prog, LESSON.number);
+        return EXIT_USAGE;
+    }
+    if (o.dtype >= 0 && !(LESSON.dtypes & DTYPE_BIT(o.dtype))) {
+        fprintf(stderr, "%s: --dtype %s is not supported by lesson %02d: expected one of %s\n", prog,
+                dtype_name(o.dtype), LESSON.number, dtypes_list().c_str());
+        return EXIT_USAGE;
+    }
+    if (o.shape_given && !supports_d(o.d)) {
+        fprintf(stderr, "%s: --dim %d is not supported by lesson %02d: expected one of %s\n", prog, o.d,
+                LESSON.number, head_dims_list().c_str());
+        return EXIT_USAGE;
+    }
+    gpu_env g;
+    gpu_init(&g, o.csv && o.bench_only);
+    dtype_t dt_default = (dtype_t)__builtin_ctz(LESSON.dtypes);
+    dtype_t dt_time = o.dtype >= 0 ? (dtype_t)o.dtype : dt_default;
+    Case bench = {"bench", o.B, o.H, o.N, o.shape_given ? o.d : (supports_d(BENCH_D) ? BENCH_D : LESSON.head_dims[0]), o.causal, 1.f};
+    if (!(o.csv && o.bench_only))
+        printf("Lesson %02d: %s\nseed %llu (rerun with --seed %llu)\n", LESSON.number, LESSON.title,
+               (unsigned long long)o.seed, (unsigned long long)o.seed);
+    int passed = 0, total = 0;
+    if (!o.bench_only) {
+        std::vector<Case> cases = o.shape_given ? std::vector<Case>{{"custom", o.B, o.H, o.N, o.d, o.causal, 1.f}} : case_matrix();
+        printf("Grading against float64 on the CPU (%zu cases x %s):\n", cases.size(), o.dtype >= 0 ? dtype_name(o.dtype) : dtypes_list().c_str());
+        for (int t = 0; t < DTYPE_COUNT; ++t) {
+            if (!(LESSON.dtypes & DTYPE_BIT(t)) || (o.dtype >= 0 && o.dtype != t)) continue;
+            for (size_t k = 0; k < cases.size(); ++k) {
+                const Case &c = cases[k];
+                uint64_t cs = rng_mix(o.seed, ((uint64_t)c.B << 40) ^ ((uint64_t)c.H << 28) ^ ((uint64_t)c.N << 8) ^ c.d ^ ((uint64_t)c.causal << 62) ^ ((uint64_t)t << 60) ^ (c.qscale != 1.f));
+                int rc = grade_case(c, (dtype_t)t, cs, o, 0);
+                if (rc == ATTN_NOT_IMPLEMENTED) {
+                    printf("NOT IMPLEMENTED: lesson %02d's attention_forward says it is not written yet.\n"
+                           "  Open lessons/%s/ and work through TODO(1), TODO(2), ... then run ./lesson%d again.\n",
+                           LESSON.number, LESSON.name, LESSON.number);
+                    if (o.csv) csv_row("not-implemented", 0, (int)cases.size(), t, bench, NULL);
+                    return EXIT_NOT_IMPLEMENTED;
+                }
+                total++;
+                passed += rc == ATTN_OK;
+            }
+        }
+        printf("%d of %d cases passed\n", passed, total);
+    }
+    Timing tm = {0, 0, 0, 0}, *tp = NULL;
+    if (!o.check_only) {
+        tm = time_shape(bench, dt_time, o, g, rng_mix(o.seed, 77));
+        tp = &tm;
+        if (!(o.csv && o.bench_only))
+            printf("Time: %s B=%d H=%d N=%d d=%d%s: %.3f ms, %.2f TFLOP/s, %.1f%% of %s peak %.0f TFLOP/s (%s); "
+                   "device memory %.1f MiB\n", dtype_name(dt_time), bench.B, bench.H, bench.N, bench.d,
+                   bench.causal ? " causal" : "", tm.ms, tm.tflops, tm.pct, dt_time == DTYPE_FP32 ? "fp32" : "tensor-core",
+                   gpu_peak(&g, dt_time), g.peak_source, tm.mem / 1048576.0);
+        if (LESSON.causal && !o.causal && !o.bench_only) {
+            Case cz = bench;
+            cz.causal = 1;
+            Timing tc = time_shape(cz, dt_time, o, g, rng_mix(o.seed, 78));
+            printf("Causal: %.3f ms, %.2f TFLOP/s; non-causal time / causal time = %.2fx "
+                   "(2x is the most skipping can give)\n", tc.ms, tc.tflops, tm.ms / tc.ms);
+        }
+    }
+    const char *status = (!o.bench_only && passed < total) ? "fail" : "pass";
+    if (o.csv) csv_row(status, passed, total, dt_time, bench, tp);
+    else if (!o.bench_only) printf("%s\n", passed == total ? "PASS" : "FAIL");
+    return passed == total ? EXIT_PASS : EXIT_FAILED;
+}
