@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# make results (on a GPU): grade and time every solution on the bench shape and
+# write docs/results/<gpu-name>.csv with the date, commit, nvcc version and, per
+# solution, the sha256 of its source. `make test` checks those hashes against
+# the sources (tests/check_results_fresh.sh), so a kernel changed without a GPU
+# run cannot land unnoticed.
+set -euo pipefail
+gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n1 || true)
+if [ -z "$gpu" ]; then echo "make results needs an NVIDIA GPU (nvidia-smi found none)" >&2; exit 4; fi
+slug=$(echo "$gpu" | tr 'A-Z ' 'a-z-' | tr -cd 'a-z0-9-')
+out=docs/results/$slug.csv
+mkdir -p docs/results build/results
+nvcc_v=$(${NVCC:-nvcc} --version | sed -n 's/.*release \([0-9.]*\).*/\1/p')
+commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
+dirty=$(git status --porcelain -- solutions reference 2>/dev/null | grep -q . && echo "+uncommitted" || true)
+tmp=$(mktemp)
+{
+    echo "# gpu: $gpu"
+    echo "# date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+    echo "# commit: $commit$dirty"
+    echo "# nvcc: $nvcc_v"
+    echo "# driver: $(nvidia-smi --query-gpu=driver_version --format=csv,noheader | head -n1)"
+    echo "solution,source_sha256,status,cases_passed,cases_total,dtype,B,H,N,d,causal,ms,tflops,peak_pct"
+} >"$tmp"
+for dir in solutions/[0-9][0-9]-*/; do
+    name=$(basename "$dir")
+    n=$((10#${name%%-*}))
+    src=$(ls "$dir"*.c "$dir"*.cu 2>/dev/null | head -n1)
+    sha=$(sha256sum "$src" | cut -c1-16)
+    make -s "solution$n" >/dev/null
+    log=build/results/solution$n.log
+    set +e
+    timeout --kill-after=10 900 "./solution$n" --csv >"$log" 2>&1
+    set -e
+    row=$(grep -E "^$name," "$log" | tail -n1 || true)
+    [ -n "$row" ] || row="$name,crash,,,,,,,,,,,,"
+    IFS=, read -r _ status passed total dtype B H N d causal ms tflops pct _ <<<"$row"
+    echo "$name,$sha,$status,$passed,$total,$dtype,$B,$H,$N,$d,$causal,$ms,$tflops,$pct" | tee -a "$tmp"
+done
+mv "$tmp" "$out"
+echo "wrote $out"
