@@ -1,0 +1,271 @@
+#!/usr/bin/env bash
+# bench/bench.sh: standard attention vs every flash solution across sequence lengths.
+#
+#   bash bench/bench.sh            the full grid (make bench); CSV + charts in docs/results/
+#   bash bench/bench.sh --quick    a few shapes for a demo (make bench-quick); CSV in build/
+# Options: --no-peers (skip PyTorch), --no-build, --no-plots, --out FILE.csv
+# Environment: BENCH_NMAX (largest N, default 65536), BENCH_CAP_MS (a series stops once
+# one launch is predicted to take longer than this, default 2000; 600 with --quick).
+#
+# Every run is one process of the course harness: `./standard` or `./solutionN` with
+#   --bench-only --csv -b B -H H -n N -d D [--causal] --dtype T --reps R --warmup W
+# It times R launches with CUDA events after W warm-up launches, overwriting a 2 x L2
+# buffer before each timed launch (outside the events), and reports the median; memory is
+# the cudaMemGetInfo drop across allocating the inputs/outputs and the first launch, so it
+# includes any workspace the method keeps (standard attention's S and P).
+#
+# The grid (the course's shape family): H*d = 2048, B*N = 16384 (B = 1 from N = 16384 on),
+# d in {64, 128}, causal and not, N = 512, 1024, ... doubling past 16384 until standard
+# attention is out of memory in every dtype at some N; that N is still run for the flash
+# solutions, then the grid stops. A memory sweep adds B = 1, d = 64 rows for N < 16384
+# (standard, the first and the last solution), so the memory column shows N^2 vs N at
+# fixed B. Each flash solution runs in fp16 when it supports it, else fp32; standard runs
+# in fp32 and fp16, and a row's speedup is standard's time (same dtype and shape) / its time.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+QUICK=0 PEERS=1 BUILD=1 PLOTS=1 OUT=""
+while [ $# -gt 0 ]; do
+    case "$1" in
+    --quick) QUICK=1 ;;
+    --no-peers) PEERS=0 ;;
+    --no-build) BUILD=0 ;;
+    --no-plots) PLOTS=0 ;;
+    --out) OUT="${2:?--out needs a file}"; shift ;;
+    -h | --help) sed -n '2,8p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "bench.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
+    esac
+    shift
+done
+
+# ---- a GPU, or a clear refusal ----
+SMI="${BENCH_NVIDIA_SMI:-nvidia-smi}" # overridable so the self-test can check this message
+gpu_line=""
+if command -v "$SMI" >/dev/null 2>&1; then
+    gpu_line=$("$SMI" --query-gpu=name,memory.total --format=csv,noheader,nounits -i 0 2>/dev/null | head -n1)
+fi
+if [ -z "$gpu_line" ]; then
+    cat >&2 <<'EOF'
+make bench needs an NVIDIA GPU: `nvidia-smi` is missing or lists no device.
+  It builds ./standard and ./solutionN (nvcc, cuBLAS) and times them on the GPU;
+  nothing was run. The committed results are in docs/results/ (`make bench-plots`
+  redraws their charts without a GPU).
+EOF
+    exit 4
+fi
+GPU_NAME=$(echo "${gpu_line%,*}" | sed 's/^ *//; s/ *$//; s/,/ /g')
+GPU_MEM_BYTES=$(( $(echo "${gpu_line##*,}" | tr -dc '0-9') * 1048576 ))
+SLUG=$(echo "$GPU_NAME" | tr 'A-Z' 'a-z' | sed -E 's/[^a-z0-9]+/-/g; s/^-+//; s/-+$//')
+DATE=$(date -u +%Y-%m-%dT%H:%MZ)
+COMMIT=$(git describe --always --dirty 2>/dev/null || echo unknown)
+TIMING="cuda-events median of reps after warm-up; 2xL2 flush between launches"
+
+if [ -z "$OUT" ]; then
+    if [ "$QUICK" = 1 ]; then OUT="build/bench-quick-$SLUG.csv"; else OUT="docs/results/bench-$SLUG.csv"; fi
+fi
+mkdir -p "$(dirname "$OUT")" build
+ERR=$(mktemp -d)
+trap 'rm -rf "$ERR"' EXIT
+
+# ---- methods: standard + every solution from 02 on ----
+SOL_NUMS=()
+SOL_NAMES=()
+for dir in solutions/[0-9][0-9]-*/; do
+    [ -d "$dir" ] || continue
+    name=$(basename "$dir")
+    num=$((10#${name%%-*}))
+    [ "$num" -ge 2 ] || continue
+    ls "$dir"*.cu >/dev/null 2>&1 || continue
+    SOL_NUMS+=("$num")
+    SOL_NAMES+=("$name")
+done
+
+BROKEN=()
+if [ "$BUILD" = 1 ]; then
+    targets=(standard)
+    for n in "${SOL_NUMS[@]}"; do targets+=("solution$n"); done
+    echo "== building: ${targets[*]}"
+    ${MAKE:-make} --no-print-directory -k -j"$(nproc)" "${targets[@]}" >"$ERR/build.log" 2>&1 || true
+    for t in "${targets[@]}"; do
+        if ! ${MAKE:-make} --no-print-directory -q "$t" >/dev/null 2>&1; then
+            echo "   build of $t failed (its errors are in build/bench-build.log); it is left out"
+            cp "$ERR/build.log" build/bench-build.log
+            BROKEN+=("$t")
+        fi
+    done
+fi
+is_broken() { local t; for t in "${BROKEN[@]}"; do [ "$t" = "$1" ] && return 0; done; return 1; }
+is_broken standard && { echo "bench.sh: ./standard did not build (make standard)" >&2; exit 5; }
+[ -x ./standard ] || { echo "bench.sh: ./standard was not built (make standard)" >&2; exit 5; }
+
+# Each method as "label|binary|dtype"; a solution gets fp16 when it accepts it.
+METHODS=()
+FIRST_SOL="" LAST_SOL=""
+for k in "${!SOL_NUMS[@]}"; do
+    n=${SOL_NUMS[$k]} name=${SOL_NAMES[$k]}
+    [ -x "./solution$n" ] && ! is_broken "solution$n" || continue
+    "./solution$n" --bench-only --csv -b 1 -H 1 -n 64 -d 64 --dtype fp16 --reps 1 --warmup 0 \
+        >/dev/null 2>"$ERR/probe" </dev/null
+    if [ $? = 2 ] && grep -q -- "--dtype" "$ERR/probe"; then dt=fp32; else dt=fp16; fi
+    METHODS+=("$name|./solution$n|$dt")
+    [ -n "$FIRST_SOL" ] || FIRST_SOL="$name|./solution$n|$dt"
+    LAST_SOL="$name|./solution$n|$dt"
+done
+[ ${#METHODS[@]} -gt 0 ] || echo "   (no solutions/NN-*/ built: only standard attention is timed)"
+
+# ---- one run ----
+HEADER="gpu,date,commit,method,dtype,B,H,N,d,causal,status,ms,tflops,mem_bytes,speedup_vs_standard,reps,sweep,gpu_mem_bytes,timing"
+echo "$HEADER" >"$OUT"
+declare -A STD_MS   # "dtype:B:H:N:d:causal" -> standard's ms
+declare -A LAST     # "label:dtype:d:causal:sweep" -> "ms flops" of its previous run
+declare -A DEAD     # same key -> why the series stopped
+STD_FIT=0           # per N: 1 once standard attention, in some dtype, did not run out of memory
+
+csv_row() { # method dtype B H N d causal status ms tflops mem speedup reps sweep
+    echo "$GPU_NAME,$DATE,$COMMIT,$1,$2,$3,$4,$5,$6,$7,$8,$9,${10},${11},${12},${13},${14},$GPU_MEM_BYTES,$TIMING" >>"$OUT"
+}
+
+printf '%-28s %-4s %5s %3s %6s %4s %3s %10s %8s %10s %8s\n' method dtype B H N d cau ms "TFLOP/s" "mem MiB" speedup
+show() { # label dtype B H N d causal status ms tflops mem speedup [note]
+    local mib="" ms="$9" tf="${10}" sp="${12}"
+    [ -n "${11}" ] && mib=$(awk -v b="${11}" 'BEGIN{printf "%.0f", b/1048576}')
+    if [ "$8" = ok ]; then
+        printf '%-28s %-4s %5s %3s %6s %4s %3s %10.3f %8.1f %10s %8s\n' "$1" "$2" "$3" "$4" "$5" "$6" "$7" "$ms" "$tf" "$mib" "${sp:+${sp}x}"
+    else
+        printf '%-28s %-4s %5s %3s %6s %4s %3s %10s %8s %10s   %s\n' "$1" "$2" "$3" "$4" "$5" "$6" "$7" "${8}" "" "$mib" "${13:-}"
+    fi
+}
+
+# run LABEL BINARY DTYPE B H N D CAUSAL SWEEP
+run() {
+    local label=$1 bin=$2 dt=$3 B=$4 H=$5 N=$6 d=$7 causal=$8 sweep=$9
+    local key="$label:$dt:$d:$causal:$sweep" flops ms="" tf="" mem="" status note="" reps warm pred=""
+    if [ -n "${DEAD[$key]:-}" ]; then
+        [ "$label" = standard ] && STD_FIT=1
+        return 0
+    fi
+    flops=$(awk -v b="$B" -v n="$N" 'BEGIN{printf "%.0f", b*n*n}') # the rest of 4*B*H*N^2*d is fixed per series
+    if [ -n "${LAST[$key]:-}" ]; then
+        pred=$(awk -v l="${LAST[$key]}" -v f="$flops" 'BEGIN{split(l,a," "); printf "%.3f", a[1]*f/a[2]}')
+        if awk -v p="$pred" -v c="$CAP_MS" 'BEGIN{exit !(p>c)}'; then
+            DEAD[$key]="skipped"
+            [ "$label" = standard ] && STD_FIT=1
+            note="skipped: one launch predicted at ${pred} ms > ${CAP_MS} ms (BENCH_CAP_MS); larger N skipped too"
+            csv_row "$label" "$dt" "$B" "$H" "$N" "$d" "$causal" skipped "" "" "" "" "" "$sweep"
+            show "$label" "$dt" "$B" "$H" "$N" "$d" "$causal" skipped "" "" "" "" "$note"
+            return 0
+        fi
+    fi
+    # Timed launches: about REP_MS of them in all, between 3 and 30; warm-up 3 (1 when slow).
+    reps=$(awk -v p="${pred:-0}" -v b="$REP_MS" 'BEGIN{r = p > 0 ? int(b/p) : 10; if (r<3) r=3; if (r>30) r=30; print r}')
+    warm=$(awk -v p="${pred:-0}" 'BEGIN{print (p > 100 ? 1 : 3)}')
+    local args=(--bench-only --csv -b "$B" -H "$H" -n "$N" -d "$d" --dtype "$dt" --reps "$reps" --warmup "$warm" --timeout 120)
+    [ "$causal" = 1 ] && args+=(--causal)
+    local out rc row
+    out=$(timeout 900 "$bin" "${args[@]}" 2>"$ERR/stderr" </dev/null)
+    rc=$?
+    row=$(printf '%s\n' "$out" | awk -F, 'NF >= 14 && $2 != "status"' | tail -n1)
+    if [ -n "$row" ] && [ "$rc" = 0 ]; then
+        IFS=, read -r _ status _ _ _ _ _ _ _ _ ms tf _ mem <<<"$row"
+        [ "$status" = pass ] && status=ok # bench-only: timed, not graded (grading: make grade)
+    else
+        case $rc in
+        2) status=unsupported; note=$(grep -m1 -E 'not supported|does not support' "$ERR/stderr" | sed 's/^[^:]*: //') ;;
+        3) status=not-implemented ;;
+        4) status=no-gpu ;;
+        5) status=cuda-error ;;
+        6 | 124) status=timeout ;;
+        7) status=oom
+           mem=$(grep -oE '= [0-9]+ bytes' "$ERR/stderr" | tail -n1 | tr -dc '0-9')
+           note="out of memory${mem:+: would need $(awk -v b="$mem" 'BEGIN{printf "%.0f", b/1048576}') MiB for S and P}" ;;
+        *) status=failed-rc$rc ;;
+        esac
+        [ -z "$note" ] && note=$(grep -v '^$' "$ERR/stderr" | tail -n1 | cut -c1-140)
+        [ "$status" = oom ] || DEAD[$key]="$status" # an error at one N: do not repeat it at larger N
+    fi
+    # The grid goes on while standard attention, in some dtype, did anything but run out of memory.
+    [ "$label" = standard ] && [ "$status" != oom ] && STD_FIT=1
+    local sp=""
+    if [ "$status" = ok ]; then
+        LAST[$key]="$ms $flops"
+        if [ "$label" = standard ]; then
+            STD_MS["$dt:$B:$H:$N:$d:$causal"]=$ms
+        elif [ -n "${STD_MS["$dt:$B:$H:$N:$d:$causal"]:-}" ]; then
+            sp=$(awk -v s="${STD_MS["$dt:$B:$H:$N:$d:$causal"]}" -v m="$ms" 'BEGIN{printf "%.2f", s/m}')
+        fi
+    fi
+    csv_row "$label" "$dt" "$B" "$H" "$N" "$d" "$causal" "$status" "$ms" "$tf" "$mem" "$sp" "$reps" "$sweep"
+    show "$label" "$dt" "$B" "$H" "$N" "$d" "$causal" "$status" "$ms" "$tf" "$mem" "$sp" "$note"
+}
+
+# Shapes handed to the PyTorch peers: "sweep,B,H,N,d,causal" per line.
+SHAPES="$ERR/shapes"
+: >"$SHAPES"
+NMAX=${BENCH_NMAX:-65536}
+T0=$SECONDS
+
+if [ "$QUICK" = 1 ]; then
+    # Demo: B = 1, 16 heads of d = 128; standard's N^2 buffers run out at the largest N on an 80 GB GPU.
+    CAP_MS=${BENCH_CAP_MS:-600} REP_MS=300
+    QM=("standard|./standard|fp32" "standard|./standard|fp16")
+    [ -n "$LAST_SOL" ] && QM+=("$LAST_SOL")
+    for N in 1024 4096 16384 32768; do
+        for m in "${QM[@]}"; do
+            IFS='|' read -r label bin dt <<<"$m"
+            run "$label" "$bin" "$dt" 1 16 "$N" 128 0 quick
+        done
+        echo "quick,1,16,$N,128,0" >>"$SHAPES"
+    done
+else
+    CAP_MS=${BENCH_CAP_MS:-2000} REP_MS=1500
+    for d in 64 128; do
+        H=$((2048 / d))
+        for causal in 0 1; do
+            echo "== d=$d H=$H $([ $causal = 1 ] && echo causal || echo non-causal)"
+            N=512
+            while [ "$N" -le "$NMAX" ]; do
+                B=$((16384 / N)); [ "$B" -ge 1 ] || B=1
+                STD_FIT=0
+                run standard ./standard fp32 "$B" "$H" "$N" "$d" "$causal" grid
+                run standard ./standard fp16 "$B" "$H" "$N" "$d" "$causal" grid
+                for m in "${METHODS[@]}"; do
+                    IFS='|' read -r label bin dt <<<"$m"
+                    run "$label" "$bin" "$dt" "$B" "$H" "$N" "$d" "$causal" grid
+                done
+                echo "grid,$B,$H,$N,$d,$causal" >>"$SHAPES"
+                [ "$STD_FIT" = 0 ] && break # flash has had its N beyond standard's reach
+                N=$((N * 2))
+            done
+        done
+    done
+    # Memory at fixed B = 1 (the grid's rows from N = 16384 on are B = 1 already).
+    echo "== memory sweep: B=1 H=32 d=64 non-causal, N < 16384"
+    MM=("standard|./standard|fp32" "standard|./standard|fp16")
+    [ -n "$FIRST_SOL" ] && MM+=("$FIRST_SOL")
+    [ -n "$LAST_SOL" ] && [ "$LAST_SOL" != "$FIRST_SOL" ] && MM+=("$LAST_SOL")
+    for N in 512 1024 2048 4096 8192; do
+        for m in "${MM[@]}"; do
+            IFS='|' read -r label bin dt <<<"$m"
+            run "$label" "$bin" "$dt" 1 32 "$N" 64 0 memory
+        done
+        echo "memory,1,32,$N,64,0" >>"$SHAPES"
+    done
+fi
+echo "== harness runs done in $((SECONDS - T0)) s"
+
+# ---- PyTorch peers on the same shapes ----
+if [ "$PEERS" = 1 ]; then
+    if python3 -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" >/dev/null 2>&1; then
+        echo "== PyTorch peers (scaled_dot_product_attention backends, matmul-softmax-matmul)"
+        python3 bench/peers.py --csv "$OUT" --shapes "$SHAPES" --gpu "$GPU_NAME" --gpu-mem "$GPU_MEM_BYTES" \
+            --date "$DATE" --commit "$COMMIT" --cap-ms "$CAP_MS" --rep-ms "$REP_MS" $([ "$QUICK" = 1 ] && echo --quick) ||
+            echo "   peers.py failed (rc $?): the harness rows above are kept"
+    else
+        echo "== PyTorch peers skipped: python3 with a CUDA-enabled torch is not importable"
+    fi
+fi
+
+echo "== results: $OUT ($(($(wc -l <"$OUT") - 1)) rows, $((SECONDS - T0)) s)"
+if [ "$PLOTS" = 1 ] && [ "$QUICK" = 0 ]; then
+    bash bench/plot.sh "$OUT" docs/results
+fi

@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# bench/selftest.sh: CPU-only checks of the benchmark scripts (part of `make test`).
+#   1. without a GPU, bench.sh refuses with a message and a non-zero status;
+#   2. bench.sh's grid logic (skips, OOM, the N beyond standard's reach, speedups) run
+#      against fake binaries in a scratch copy under /tmp, which print made-up CSV rows;
+#   3. plot.sh draws every chart from that CSV (skipped when gnuplot is missing);
+#   4. peers.py at least compiles.
+# The fake numbers never leave /tmp.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+fail() { echo "bench-selftest: FAIL: $*" >&2; exit 1; }
+TMP=$(mktemp -d /tmp/bench-selftest.XXXXXX)
+trap '[ -n "${KEEP:-}" ] || rm -rf "$TMP"' EXIT
+
+# 1. no GPU
+out=$(BENCH_NVIDIA_SMI=/nonexistent/nvidia-smi bash bench/bench.sh --no-build 2>&1)
+rc=$?
+[ $rc -ne 0 ] || fail "bench.sh without a GPU exited 0"
+grep -q "needs an NVIDIA GPU" <<<"$out" || fail "bench.sh without a GPU did not say what it needs: $out"
+
+# 2. a scratch repo with fake binaries
+mkdir -p "$TMP/repo/solutions/02-naive" "$TMP/repo/solutions/07-tensor-cores" "$TMP/repo/docs/results"
+cp -r bench "$TMP/repo/"
+touch "$TMP/repo/solutions/02-naive/naive.cu" "$TMP/repo/solutions/07-tensor-cores/tc.cu"
+cat >"$TMP/nvidia-smi" <<'EOF'
+#!/usr/bin/env bash
+echo "FAKE GPU 80GB, 81559"
+EOF
+# fake harness: KIND=standard|naive|tc; made-up rates; standard's S and P against 80 GB
+cat >"$TMP/fake" <<'EOF'
+#!/usr/bin/env bash
+kind=$1; shift
+B=8 H=12 N=1024 d=64 c=0 dt=fp32
+while [ $# -gt 0 ]; do case $1 in
+  -b) B=$2; shift;; -H) H=$2; shift;; -n) N=$2; shift;; -d) d=$2; shift;; --dtype) dt=$2; shift;;
+  --causal) c=1;; --reps|--warmup|--timeout) shift;; esac; shift; done
+if [ $kind = naive ] && [ $c = 1 ]; then echo "x: lesson 02 does not support --causal" >&2; exit 2; fi
+if [ $kind = naive ] && [ $dt != fp32 ]; then echo "x: --dtype $dt is not supported by lesson 02" >&2; exit 2; fi
+es=$([ $dt = fp32 ] && echo 4 || echo 2)
+awk -v k=$kind -v B=$B -v H=$H -v N=$N -v d=$d -v c=$c -v es=$es -v dt=$dt 'BEGIN {
+  f = 4*B*H*N*N*d*(c ? 0.5 : 1); io = 4*B*H*N*d*es + 4*B*H*N
+  if (k == "standard") { ws = B*H*N*N*(4+es); if (io + ws > 80e9) {
+      printf "out of memory: standard attention needs %.0f MiB for S and P (... = %.0f bytes)\n", ws/1048576, ws > "/dev/stderr"; exit 7 }
+    t = 4*B*H*N*N*d / ((es == 4 ? 30 : 200) * 1e9) + B*H*N*N*(8+es) / 3e9; mem = io + ws }
+  else { t = f / ((k == "naive" ? 0.9 : 300) * 1e9); mem = io }
+  print "lesson,status,cases_passed,cases_total,dtype,B,H,N,d,causal,ms,tflops,peak_pct,mem_bytes"
+  printf "%s,pass,0,0,%s,%d,%d,%d,%d,%d,%.4f,%.2f,1.0,%.0f\n", k, dt, B, H, N, d, c, t, f/(t*1e-3)/1e12, mem }'
+EOF
+chmod +x "$TMP/nvidia-smi" "$TMP/fake"
+printf '#!/usr/bin/env bash\nexec %s standard "$@"\n' "$TMP/fake" >"$TMP/repo/standard"
+printf '#!/usr/bin/env bash\nexec %s naive "$@"\n' "$TMP/fake" >"$TMP/repo/solution2"
+printf '#!/usr/bin/env bash\nexec %s tc "$@"\n' "$TMP/fake" >"$TMP/repo/solution7"
+chmod +x "$TMP/repo/standard" "$TMP/repo/solution2" "$TMP/repo/solution7"
+CSV="$TMP/repo/docs/results/bench-fake.csv"
+BENCH_NVIDIA_SMI="$TMP/nvidia-smi" bash "$TMP/repo/bench/bench.sh" --no-build --no-peers --no-plots \
+    --out "$CSV" >"$TMP/bench.log" 2>&1 || { cat "$TMP/bench.log"; fail "bench.sh on fake binaries failed"; }
+check() { awk -F, "NR > 1 && ($1) {n++} END {exit !n}" "$CSV" || { cat "$TMP/bench.log"; fail "$2"; }; }
+check '$4 == "standard" && $11 == "oom" && $14 > 0' "no OOM row with the bytes standard needed"
+check '$4 == "07-tensor-cores" && $11 == "ok" && $8 > 16384' "the flash solution did not run beyond standard's N"
+check '$4 == "07-tensor-cores" && $15 > 0' "no speedup over standard"
+check '$4 == "02-naive" && $11 == "skipped"' "the slow solution was not skipped at large N"
+check '$4 == "02-naive" && $10 == 1 && $11 == "unsupported"' "causal on a non-causal solution not recorded as unsupported"
+check '$17 == "memory" && $6 == 1 && $8 == 512' "no memory sweep rows"
+n=$(awk -F, 'NR == 1 {print NF}' "$CSV")
+awk -F, -v n="$n" 'NF != n {exit 1}' "$CSV" || fail "rows with a different number of fields than the header"
+
+# 3. charts
+if command -v gnuplot >/dev/null; then
+    bash bench/plot.sh "$CSV" "$TMP/out" >"$TMP/plot.log" 2>&1 || { cat "$TMP/plot.log"; fail "plot.sh failed"; }
+    for s in time-d64 time-d128 time-d64-causal time-d128-causal memory ladder; do
+        f="$TMP/out/bench-fake-$s.svg"
+        [ -s "$f" ] && grep -q "<svg" "$f" || { cat "$TMP/plot.log"; fail "$f was not drawn"; }
+    done
+    if grep -qi "warning\|error" "$TMP/plot.log"; then cat "$TMP/plot.log"; fail "gnuplot complained"; fi
+else
+    echo "bench-selftest: gnuplot not installed, charts not checked"
+fi
+
+# 4. peers.py parses
+PYTHONPYCACHEPREFIX="$TMP/pycache" python3 -m py_compile "$ROOT/bench/peers.py" 2>&1 ||
+    fail "bench/peers.py does not compile"
+echo "bench-selftest: ok ($(($(wc -l <"$CSV") - 1)) fake rows, charts drawn)"

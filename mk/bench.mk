@@ -1,0 +1,26 @@
+# mk/bench.mk: standard attention baseline and `make bench` (issue 6).
+#   make standard       ./standard: unfused cuBLAS attention, same harness/CLI as a lesson
+#   make bench          (GPU) standard vs every flash solution (+ PyTorch peers when torch is
+#                       importable) over the course grid; CSV + SVG charts in docs/results/
+#   make bench-quick    (GPU) a few shapes in well under a minute, for a demo; CSV in build/
+#   make bench-plots    redraw the charts from the committed docs/results/bench-*.csv
+#   make bench-selftest (CPU) plots a synthetic CSV in /tmp, checks the no-GPU message; in `make test`
+
+.PHONY: bench bench-quick bench-plots bench-selftest
+
+standard: reference/standard_attention.cu $(HARNESS_CU_OBJ) $(HARNESS_C_OBJ) $(HARNESS_H)
+	$(NVCC) $(NVCC_FLAGS) $(ARCH_FLAGS) -Ireference reference/standard_attention.cu $(HARNESS_CU_OBJ) $(HARNESS_C_OBJ) -o standard -lcublas -lgomp
+
+bench:
+	@bash bench/bench.sh
+
+bench-quick:
+	@bash bench/bench.sh --quick
+
+bench-plots:
+	@bash bench/plot.sh
+
+bench-selftest:
+	@bash bench/selftest.sh
+
+test:: bench-selftest
