@@ -1,0 +1,90 @@
+/* The grading logic: what fails, and what the diagnosis says. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <string.h>
+#include "grade.h"
+
+static const tolerance TOL = {1e-5, 1e-4};
+
+Test(grade, nan_and_inf_never_pass) {
+    cr_assert_eq(grade_element(1.0, NAN, 0, TOL), ELEM_NONFINITE);
+    cr_assert_eq(grade_element(NAN, 1.0, 0, (tolerance){INFINITY, INFINITY}), ELEM_BAD);
+    cr_assert_eq(grade_element(1.0, INFINITY, 0, (tolerance){INFINITY, 0}), ELEM_NONFINITE);
+}
+
+Test(grade, poison_is_not_written_even_if_close) {
+    cr_assert_eq(grade_element(0.0, 0.0, 1, TOL), ELEM_UNWRITTEN);
+}
+
+Test(grade, tolerance_edges) {
+    double ref = 2.0, tol = 1e-5 + 1e-4 * 2.0;
+    cr_assert_eq(grade_element(ref, ref + tol * 0.999, 0, TOL), ELEM_OK);
+    cr_assert_eq(grade_element(ref, ref - tol * 0.999, 0, TOL), ELEM_OK);
+    cr_assert_eq(grade_element(ref, ref + tol * 1.001, 0, TOL), ELEM_BAD);
+    cr_assert_eq(grade_element(0.0, 1.1e-5, 0, TOL), ELEM_BAD);
+}
+
+/* Builds a [BH, N, d] grade where bad(bh, row, col) decides the bad elements. */
+static void run(int BH, int N, int d, int (*bad)(int, int, int), elem_status how, grade_report *r) {
+    grader *g = grader_new(BH, 1, N, d);
+    for (int bh = 0; bh < BH; ++bh)
+        for (int i = 0; i < N; ++i)
+            for (int c = 0; c < d; ++c) {
+                int b = bad(bh, i, c);
+                double got = b ? (how == ELEM_NONFINITE ? NAN : 1.0) : 0.5;
+                grader_check(g, bh, i, c, 0.5, got, b && how == ELEM_UNWRITTEN, TOL);
+            }
+    grader_finish(g, r);
+    grader_free(g);
+}
+
+static int last_partial(int bh, int i, int c) { (void)bh; (void)c; return i >= 64; }
+static int not_first_slice(int bh, int i, int c) { (void)i; (void)c; return bh != 0; }
+static int every(int bh, int i, int c) { (void)bh; (void)i; (void)c; return 1; }
+static int none(int bh, int i, int c) { (void)bh; (void)i; (void)c; return 0; }
+static int high_cols(int bh, int i, int c) { (void)bh; (void)i; return c >= 32; }
+
+Test(grade, all_good_has_no_summary) {
+    grade_report r;
+    run(2, 77, 8, none, ELEM_BAD, &r);
+    cr_assert_eq(r.bad, 0);
+    cr_assert_str_empty(r.summary);
+    cr_assert_eq(r.checked, 2 * 77 * 8);
+}
+
+Test(grade, last_partial_tile_is_named) {
+    grade_report r;
+    run(3, 77, 8, last_partial, ELEM_BAD, &r);
+    cr_assert(strstr(r.summary, "last partial tile") != NULL, "%s", r.summary);
+    cr_assert(strstr(r.summary, "rows 64..76") != NULL, "%s", r.summary);
+}
+
+Test(grade, slice_offset_bug_is_named) {
+    grade_report r;
+    run(6, 40, 4, not_first_slice, ELEM_BAD, &r);
+    cr_assert(strstr(r.summary, "batch/head stride") != NULL, "%s", r.summary);
+}
+
+Test(grade, unwritten_and_nan_are_named) {
+    grade_report r;
+    run(1, 50, 4, every, ELEM_UNWRITTEN, &r);
+    cr_assert(strstr(r.summary, "not written") != NULL, "%s", r.summary);
+    cr_assert_eq(r.unwritten, 200);
+    run(1, 50, 4, every, ELEM_NONFINITE, &r);
+    cr_assert(strstr(r.summary, "overflow/NaN") != NULL, "%s", r.summary);
+    cr_assert(strstr(r.summary, "every row") != NULL, "%s", r.summary);
+}
+
+Test(grade, column_range_is_named) {
+    grade_report r;
+    run(2, 20, 64, high_cols, ELEM_BAD, &r);
+    cr_assert(strstr(r.summary, "columns 32..63") != NULL, "%s", r.summary);
+}
+
+Test(grade, first_mismatches_are_kept) {
+    grade_report r;
+    run(1, 100, 2, last_partial, ELEM_BAD, &r);
+    cr_assert_eq(r.nfirst, GRADE_FIRST);
+    cr_assert_eq(r.first[0].row, 64);
+    cr_assert_eq(r.first[0].col, 0);
+}
