@@ -133,11 +133,11 @@ static void summarize_location(const grader *g, grade_report *r) {
         add(r->summary, sizeof r->summary, msg);
     }
     /* columns */
-    if (g->width > 1) {
+    if (g->width > 1 && r->bad >= 4L * g->width) { /* a pattern, not a few stray elements */
         int lo = -1, hi = -1;
         for (int c = 0; c < g->width; ++c)
             if (g->col_bad[c]) { if (lo < 0) lo = c; hi = c; }
-        if (lo > 0 || (hi >= 0 && hi < g->width - 1)) {
+        if ((lo > 0 || (hi >= 0 && hi < g->width - 1)) && 4 * (hi - lo + 1) <= 3 * g->width) {
             snprintf(msg, sizeof msg, "only head-dim columns %d..%d of 0..%d are wrong (a loop bound over d?)",
                      lo, hi, g->width - 1);
             add(r->summary, sizeof r->summary, msg);

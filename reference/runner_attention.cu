@@ -188,25 +188,27 @@ static Verdict grade(Problem &p, const std::vector<char> &O, const std::vector<f
     rng_seed(&r, seed ^ 0x5eed);
     std::vector<std::pair<int, int>> rows = pick_rows(c, &r);
     size_t R = rows.size(), d = c.d, sl = (size_t)c.N * d;
-    std::vector<double> refO(R * d), refL(R), baseO, baseL;
+    std::vector<double> refO(R * d), refL(R), baseO(R * d), baseL(R);
     bool lowp = p.dt != DTYPE_FP32;
-    if (lowp) { baseO.resize(R * d); baseL.resize(R); }
 #pragma omp parallel for schedule(dynamic, 8)
     for (long k = 0; k < (long)R; ++k) {
         int bh = rows[k].first, i = rows[k].second;
         attention_row_f64(&p.Q[bh * sl], &p.K[bh * sl], &p.V[bh * sl], c.N, c.d, i, p.args.scale,
                           c.causal, &refO[k * d], &refL[k]);
-        if (lowp)
-            attention_row_lowp(&p.Q[bh * sl], &p.K[bh * sl], &p.V[bh * sl], c.N, c.d, i, p.args.scale,
+        attention_row_lowp(&p.Q[bh * sl], &p.K[bh * sl], &p.V[bh * sl], c.N, c.d, i, p.args.scale,
                                c.causal, p.dt, &baseO[k * d], &baseL[k]);
     }
-    tolerance tO = {1e-5, 1e-4}, tL = {1e-4, 1e-5};
+    /* The error a plain same-precision attention makes on these very inputs:
+     * with x30 logits even fp32 loses ~1e-4 relative (S is ill-conditioned),
+     * so fixed tolerances would either fail correct kernels or pass wrong ones. */
+    double eO = 0, eL = 0;
+    for (size_t k = 0; k < R * d; ++k) eO = std::max(eO, fabs(baseO[k] - refO[k]));
+    for (size_t k = 0; k < R; ++k) eL = std::max(eL, fabs(baseL[k] - refL[k]));
+    /* fp32: within 1e-5 + 1e-4*|ref|, widened to 3x the plain fp32 reference's max error */
+    tolerance tO = {1e-5 + 3 * eO, 1e-4}, tL = {1e-4 + 3 * eL, 1e-5};
     char tol_desc[160];
-    snprintf(tol_desc, sizeof tol_desc, "|err| <= 1e-5 + 1e-4*|ref|");
+    snprintf(tol_desc, sizeof tol_desc, "|err| <= 1e-5 + 3 x %.2g (plain fp32 reference's max error) + 1e-4*|ref|", eO);
     if (lowp) { /* FlashAttention's test rule: at most 2x the error of a same-precision reference */
-        double eO = 0, eL = 0;
-        for (size_t k = 0; k < R * d; ++k) eO = std::max(eO, fabs(baseO[k] - refO[k]));
-        for (size_t k = 0; k < R; ++k) eL = std::max(eL, fabs(baseL[k] - refL[k]));
         double atol = p.dt == DTYPE_FP16 ? 1e-4 : 8e-4;
         tO = {2 * eO + atol, 0};
         tL = {2 * eL + 1e-4, 1e-5};
@@ -371,7 +373,7 @@ static std::vector<Case> case_matrix() {
     return m;
 }
 
-struct Timing { double ms, tflops, pct; size_t mem; };
+struct Timing { double ms, tflops, pct; size_t mem, unwritten; };
 
 static Timing time_shape(const Case &c, dtype_t dt, const options &o, const gpu_env &g, uint64_t seed) {
     size_t free0, free1, total;
@@ -384,6 +386,12 @@ static Timing time_shape(const Case &c, dtype_t dt, const options &o, const gpu_
     if (rc != ATTN_OK) { problem_free(p); report_rc(rc); exit(EXIT_NOT_IMPLEMENTED); }
     CUDA_CHECK(cudaMemGetInfo(&free1, &total));
     Timing t;
+    /* even when only timing, an output nobody wrote is not a result */
+    t.unwritten = 0;
+    for (size_t i = 0; i < p.n; ++i) { int po; decode(O.data(), i, dt, &po); t.unwritten += po; }
+    for (size_t i = 0; i < L.size(); ++i) { int po; decode(L.data(), i, DTYPE_FP32, &po); t.unwritten += po; }
+    if (t.unwritten)
+        fprintf(stderr, "FAIL: %zu elements of O and L were not written on the timed shape\n", t.unwritten);
     t.mem = free0 > free1 ? free0 - free1 - 2 * GUARD * 3 : 0;
     t.ms = time_launches(launch, &p, p.stream, o.warmup, o.reps, o.timeout_s, &g);
     double flops = 4.0 * c.B * c.H * (double)c.N * c.N * c.d * (c.causal ? 0.5 : 1.0);
@@ -455,7 +463,7 @@ int main(int argc, char **argv) {
         }
         printf("%d of %d cases passed\n", passed, total);
     }
-    Timing tm = {0, 0, 0, 0}, *tp = NULL;
+    Timing tm = {0, 0, 0, 0, 0}, *tp = NULL;
     if (!o.check_only) {
         tm = time_shape(bench, dt_time, o, g, rng_mix(o.seed, 77));
         tp = &tm;
@@ -472,8 +480,8 @@ int main(int argc, char **argv) {
                    "(2x is the most skipping can give)\n", tc.ms, tc.tflops, tm.ms / tc.ms);
         }
     }
-    const char *status = (!o.bench_only && passed < total) ? "fail" : "pass";
-    if (o.csv) csv_row(status, passed, total, dt_time, bench, tp);
-    else if (!o.bench_only) printf("%s\n", passed == total ? "PASS" : "FAIL");
-    return passed == total ? EXIT_PASS : EXIT_FAILED;
+    bool ok = passed == total && tm.unwritten == 0;
+    if (o.csv) csv_row(ok ? "pass" : "fail", passed, total, dt_time, bench, tp);
+    else if (!o.bench_only) printf("%s\n", ok ? "PASS" : "FAIL");
+    return ok ? EXIT_PASS : EXIT_FAILED;
 }
