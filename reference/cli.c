@@ -51,6 +51,8 @@ void print_usage(const char *prog, int cpu_lesson) {
            "      --check-only   grade only, no timing\n"
            "      --bench-only   time only, no grading\n"
            "      --csv          print one machine-readable row at the end\n"
+           "      --fuzz K       grade K random valid shapes (B, H, N, d, causal, dtype) instead\n"
+           "                     of the case matrix; implies --check-only\n"
            "  -h, --help\n"
            "Exit status: 0 pass, 1 failed, 2 usage, 3 not implemented, 4 no GPU,\n"
            "5 CUDA error, 6 timeout, 7 out of memory.\n",
@@ -64,7 +66,7 @@ int parse_options(int argc, char **argv, options *o, char *err, size_t errlen) {
     o->seed = (uint64_t)time(NULL) ^ ((uint64_t)clock() << 32);
     o->seed %= 1000000007ULL; /* short enough to retype */
 
-    enum { OPT_WARMUP = 1000, OPT_TIMEOUT, OPT_CHECK, OPT_BENCH, OPT_CSV };
+    enum { OPT_WARMUP = 1000, OPT_TIMEOUT, OPT_CHECK, OPT_BENCH, OPT_CSV, OPT_FUZZ };
     static const struct option longopts[] = {
         {"batch", required_argument, 0, 'b'}, {"heads", required_argument, 0, 'H'},
         {"seq", required_argument, 0, 'n'},   {"dim", required_argument, 0, 'd'},
@@ -74,6 +76,7 @@ int parse_options(int argc, char **argv, options *o, char *err, size_t errlen) {
         {"timeout", required_argument, 0, OPT_TIMEOUT},
         {"check-only", no_argument, 0, OPT_CHECK}, {"bench-only", no_argument, 0, OPT_BENCH},
         {"csv", no_argument, 0, OPT_CSV},     {"help", no_argument, 0, 'h'},
+        {"fuzz", required_argument, 0, OPT_FUZZ},
         {0, 0, 0, 0}};
     optind = 1;
     opterr = 0;
@@ -131,6 +134,7 @@ int parse_options(int argc, char **argv, options *o, char *err, size_t errlen) {
         case OPT_CHECK: o->check_only = 1; break;
         case OPT_BENCH: o->bench_only = 1; break;
         case OPT_CSV: o->csv = 1; break;
+        case OPT_FUZZ: RANGE("--fuzz", 1, 100000, o->fuzz); o->check_only = 1; break;
         case 'h': return 1;
         case ':': snprintf(err, errlen, "option %s needs a value (see --help)", argv[optind - 1]); return 2;
         default: snprintf(err, errlen, "unknown option '%s' (see --help)", argv[optind - 1]); return 2;
@@ -139,6 +143,10 @@ int parse_options(int argc, char **argv, options *o, char *err, size_t errlen) {
 #undef RANGE
     if (optind < argc) {
         snprintf(err, errlen, "unexpected argument '%s' (see --help)", argv[optind]);
+        return 2;
+    }
+    if (o->fuzz && (o->bench_only || o->shape_given)) {
+        snprintf(err, errlen, "--fuzz draws its own shapes: it excludes --bench-only and the shape options");
         return 2;
     }
     if (o->check_only && o->bench_only) {

@@ -19,6 +19,7 @@ typedef struct {
     int reps, warmup;
     double timeout_s;     /* per launch; a kernel running longer is reported as a hang */
     int check_only, bench_only, csv;
+    int fuzz;             /* >0: grade this many random valid shapes instead of the matrix */
 } options;
 
 /* Limits, shown in the refusals. */

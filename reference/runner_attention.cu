@@ -373,6 +373,25 @@ static std::vector<Case> case_matrix() {
     return m;
 }
 
+/* --fuzz: random valid shapes, N log-uniform in 1..4096 so ragged tiles and
+ * tiny N both come up often; causal and x30 logits at random where supported. */
+static std::vector<Case> fuzz_cases(int K, uint64_t seed) {
+    rng_t r;
+    rng_seed(&r, seed ^ 0xf122);
+    int nd = 0;
+    while (nd < 8 && LESSON.head_dims[nd]) ++nd;
+    std::vector<Case> v;
+    for (int k = 0; k < K; ++k) {
+        Case c = {"fuzz", 1 + (int)(rng_next(&r) % 4), 1 + (int)(rng_next(&r) % 6),
+                  (int)exp(rng_uniform(&r) * log(4096.0)) + (int)(rng_next(&r) % 2),
+                  LESSON.head_dims[rng_next(&r) % nd], LESSON.causal ? (int)(rng_next(&r) % 2) : 0,
+                  rng_uniform(&r) < 0.15 ? 30.f : 1.f};
+        if (c.N > 4096) c.N = 4096;
+        v.push_back(c);
+    }
+    return v;
+}
+
 struct Timing { double ms, tflops, pct; size_t mem, unwritten; };
 
 static Timing time_shape(const Case &c, dtype_t dt, const options &o, const gpu_env &g, uint64_t seed) {
@@ -442,7 +461,9 @@ int main(int argc, char **argv) {
                (unsigned long long)o.seed, (unsigned long long)o.seed);
     int passed = 0, total = 0;
     if (!o.bench_only) {
-        std::vector<Case> cases = o.shape_given ? std::vector<Case>{{"custom", o.B, o.H, o.N, o.d, o.causal, 1.f}} : case_matrix();
+        std::vector<Case> cases = o.shape_given ? std::vector<Case>{{"custom", o.B, o.H, o.N, o.d, o.causal, 1.f}}
+                                  : o.fuzz    ? fuzz_cases(o.fuzz, o.seed)
+                                              : case_matrix();
         printf("Grading against float64 on the CPU (%zu cases x %s):\n", cases.size(), o.dtype >= 0 ? dtype_name(o.dtype) : dtypes_list().c_str());
         for (int t = 0; t < DTYPE_COUNT; ++t) {
             if (!(LESSON.dtypes & DTYPE_BIT(t)) || (o.dtype >= 0 && o.dtype != t)) continue;
