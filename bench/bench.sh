@@ -3,7 +3,10 @@
 #
 #   bash bench/bench.sh            the full grid (make bench); CSV + charts in docs/results/
 #   bash bench/bench.sh --quick    a few shapes for a demo (make bench-quick); CSV in build/
-# Options: --no-peers (skip PyTorch), --no-build, --no-plots, --out FILE.csv
+# Options: --no-peers (skip PyTorch), --no-build, --no-plots, --out FILE.csv,
+#   --d 64|128|64,128 (head dims of the grid; the memory sweep comes with 64),
+#   --append (add rows to the CSV instead of starting it afresh: to split the full bench
+#   into two commands, e.g. `--d 64 --no-plots` then `--d 128 --append`).
 # Environment: BENCH_NMAX (largest N, default 65536), BENCH_CAP_MS (a series stops once
 # one launch is predicted to take longer than this, default 2000; 600 with --quick).
 #
@@ -24,7 +27,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
-QUICK=0 PEERS=1 BUILD=1 PLOTS=1 OUT=""
+QUICK=0 PEERS=1 BUILD=1 PLOTS=1 OUT="" DLIST="64 128" APPEND=0
 while [ $# -gt 0 ]; do
     case "$1" in
     --quick) QUICK=1 ;;
@@ -32,7 +35,10 @@ while [ $# -gt 0 ]; do
     --no-build) BUILD=0 ;;
     --no-plots) PLOTS=0 ;;
     --out) OUT="${2:?--out needs a file}"; shift ;;
-    -h | --help) sed -n '2,8p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --d) DLIST=$(echo "${2:?--d needs 64, 128 or 64,128}" | tr ',' ' '); shift
+         for d in $DLIST; do [ "$d" = 64 ] || [ "$d" = 128 ] || { echo "bench.sh: --d takes 64 and/or 128" >&2; exit 2; }; done ;;
+    --append) APPEND=1 ;;
+    -h | --help) sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "bench.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
     esac
     shift
@@ -115,7 +121,11 @@ done
 
 # ---- one run ----
 HEADER="gpu,date,commit,method,dtype,B,H,N,d,causal,status,ms,tflops,mem_bytes,speedup_vs_standard,reps,sweep,gpu_mem_bytes,timing"
-echo "$HEADER" >"$OUT"
+if [ "$APPEND" = 1 ] && [ -s "$OUT" ]; then
+    [ "$(head -n1 "$OUT")" = "$HEADER" ] || { echo "bench.sh: $OUT has another header; not appending" >&2; exit 2; }
+else
+    echo "$HEADER" >"$OUT"
+fi
 declare -A STD_MS   # "dtype:B:H:N:d:causal" -> standard's ms
 declare -A LAST     # "label:dtype:d:causal:sweep" -> "ms flops" of its previous run
 declare -A DEAD     # same key -> why the series stopped
@@ -205,10 +215,11 @@ NMAX=${BENCH_NMAX:-65536}
 T0=$SECONDS
 
 if [ "$QUICK" = 1 ]; then
-    # Demo: B = 1, 16 heads of d = 128; standard's N^2 buffers run out at the largest N on an 80 GB GPU.
+    # Demo: B = 1, 16 heads of d = 128; the last (fastest) solution against standard attention
+    # in the same dtype, whose N^2 buffers run out of memory at N = 32768 on an 80 GB GPU.
     CAP_MS=${BENCH_CAP_MS:-600} REP_MS=300
-    QM=("standard|./standard|fp32" "standard|./standard|fp16")
-    [ -n "$LAST_SOL" ] && QM+=("$LAST_SOL")
+    QM=("standard|./standard|fp16")
+    if [ -n "$LAST_SOL" ]; then QM=("standard|./standard|${LAST_SOL##*|}" "$LAST_SOL"); fi
     for N in 1024 4096 16384 32768; do
         for m in "${QM[@]}"; do
             IFS='|' read -r label bin dt <<<"$m"
@@ -217,8 +228,8 @@ if [ "$QUICK" = 1 ]; then
         echo "quick,1,16,$N,128,0" >>"$SHAPES"
     done
 else
-    CAP_MS=${BENCH_CAP_MS:-2000} REP_MS=1500
-    for d in 64 128; do
+    CAP_MS=${BENCH_CAP_MS:-2000} REP_MS=800
+    for d in $DLIST; do
         H=$((2048 / d))
         for causal in 0 1; do
             echo "== d=$d H=$H $([ $causal = 1 ] && echo causal || echo non-causal)"
@@ -239,11 +250,13 @@ else
         done
     done
     # Memory at fixed B = 1 (the grid's rows from N = 16384 on are B = 1 already).
-    echo "== memory sweep: B=1 H=32 d=64 non-causal, N < 16384"
+    MEMN="512 1024 2048 4096 8192"
+    [[ " $DLIST " == *" 64 "* ]] || MEMN=""
+    [ -n "$MEMN" ] && echo "== memory sweep: B=1 H=32 d=64 non-causal, N < 16384"
     MM=("standard|./standard|fp32" "standard|./standard|fp16")
     [ -n "$FIRST_SOL" ] && MM+=("$FIRST_SOL")
     [ -n "$LAST_SOL" ] && [ "$LAST_SOL" != "$FIRST_SOL" ] && MM+=("$LAST_SOL")
-    for N in 512 1024 2048 4096 8192; do
+    for N in $MEMN; do
         for m in "${MM[@]}"; do
             IFS='|' read -r label bin dt <<<"$m"
             run "$label" "$bin" "$dt" 1 32 "$N" 64 0 memory

@@ -5,6 +5,8 @@
 #   make bench-quick    (GPU) a few shapes in well under a minute, for a demo; CSV in build/
 #   make bench-plots    redraw the charts from the committed docs/results/bench-*.csv
 #   make bench-selftest (CPU) plots a synthetic CSV in /tmp, checks the no-GPU message; in `make test`
+# BENCH_ARGS passes options to bench/bench.sh, e.g. make bench BENCH_ARGS="--d 64 --no-plots"
+# then make bench BENCH_ARGS="--d 128 --append" (two commands of about half the time each).
 
 .PHONY: bench bench-quick bench-plots bench-selftest
 
@@ -12,10 +14,10 @@ standard: reference/standard_attention.cu $(HARNESS_CU_OBJ) $(HARNESS_C_OBJ) $(H
 	$(NVCC) $(NVCC_FLAGS) $(ARCH_FLAGS) -Ireference reference/standard_attention.cu $(HARNESS_CU_OBJ) $(HARNESS_C_OBJ) -o standard -lcublas -lgomp
 
 bench:
-	@bash bench/bench.sh
+	@bash bench/bench.sh $(BENCH_ARGS)
 
 bench-quick:
-	@bash bench/bench.sh --quick
+	@bash bench/bench.sh --quick $(BENCH_ARGS)
 
 bench-plots:
 	@bash bench/plot.sh
