@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# docs/build.sh [OUT]: render the course site (default OUT: docs/site) with pandoc.
+#
+# Pages, in reading order (previous/next follow it):
+#   index.html        from docs/index.md
+#   NN-name.html      from lessons/NN-name/README.md, every lesson that exists, by NN
+#   results.html      from docs/results.md + docs/results/*.csv (+ charts)
+# Filters (docs/filters/): include.lua pulls code from the real files, site.lua
+# sets titles, navigation and rewrites links, results.lua fills the results page.
+# Everything is local: math is MathML, CSS is one file, no scripts, no network.
+#
+# Environment: DOCS_ROOT (repository to build, default: the one holding this
+# script), PANDOC (default pandoc). Exits non-zero if any page fails to build
+# (unresolved include, unreadable file, bad template...). Warnings (a link to a
+# missing file, math pandoc could not convert) are printed and also left in
+# OUT/build.log for tests/docs/check_site.sh.
+set -euo pipefail
+
+ROOT=$(cd "${DOCS_ROOT:-$(dirname "${BASH_SOURCE[0]}")/..}" && pwd)
+OUT=${1:-$ROOT/docs/site}
+PANDOC=${PANDOC:-pandoc}
+DOCS=$ROOT/docs
+SITE_TITLE="FlashAttention from scratch"
+
+command -v "$PANDOC" >/dev/null || { echo "docs: pandoc not found (apt-get install pandoc)" >&2; exit 2; }
+mkdir -p "$OUT"
+OUT=$(cd "$OUT" && pwd)
+# Start clean so a renamed or removed lesson leaves no stale page behind.
+rm -rf "$OUT"/*.html "$OUT/assets" "$OUT/style.css" "$OUT/build.log" "$OUT/screenshot-lesson.png"
+WORK=$(mktemp -d)
+trap 'rm -rf "$WORK"' EXIT
+
+# Title of a markdown file: its first "# " heading outside code fences.
+title_of() {
+  awk '/^ {0,3}(```|~~~)/ { fence = !fence; next }
+       !fence && /^# / { sub(/^# +/, ""); sub(/ +#* *$/, ""); print; exit }' "$1"
+}
+
+# The page list: id <TAB> source <TAB> title.
+PAGES=$WORK/pages.tsv
+printf 'index\tdocs/index.md\t%s\n' "$(title_of "$DOCS/index.md")" > "$PAGES"
+shopt -s nullglob
+for dir in "$ROOT"/lessons/[0-9][0-9]-*/; do
+  dir=${dir%/}; name=${dir##*/}
+  if [[ ! -f $dir/README.md ]]; then
+    echo "[WARNING] lessons/$name has no README.md: no page for it" | tee -a "$WORK/log" >&2
+    continue
+  fi
+  t=$(title_of "$dir/README.md"); [[ -n $t ]] || t=$name
+  printf '%s\tlessons/%s/README.md\t%s\n' "$name" "$name" "$t" >> "$PAGES"
+done
+printf 'results\tdocs/results.md\t%s\n' "$(title_of "$DOCS/results.md")" >> "$PAGES"
+
+# Results: every CSV, every committed chart; a TFLOP/s chart per CSV when gnuplot is here.
+csvs=(); svgs=()
+for f in "$DOCS"/results/*.csv; do csvs+=("docs/results/${f##*/}"); done
+for f in "$DOCS"/results/*.svg; do svgs+=("docs/results/${f##*/}"); done
+mkdir -p "$OUT/assets/docs/results" "$OUT/assets/results"
+for f in "${svgs[@]}"; do cp "$ROOT/$f" "$OUT/assets/$f"; done
+# A CSV with committed charts (docs/results/<name>-*.svg, e.g. make bench's) gets those.
+for csv in "${csvs[@]}"; do
+  name=$(basename "$csv" .csv)
+  has_charts=("$DOCS/results/$name"-*.svg)
+  [[ ${#has_charts[@]} -eq 0 ]] || continue
+  if command -v gnuplot >/dev/null; then
+    bash "$DOCS/results-chart.sh" "$ROOT/$csv" "$OUT/assets/results/$name-tflops.svg" \
+      || echo "docs: $csv: no chart drawn" >&2
+  else
+    echo "docs: gnuplot not installed: no chart for $csv" >&2
+  fi
+done
+
+cp "$DOCS/style.css" "$OUT/style.css"
+
+status=0
+while IFS=$'\t' read -r id src title; do
+  if DOCS_ROOT=$ROOT DOCS_OUT=$OUT DOCS_SRC=$src DOCS_PAGES=$PAGES \
+     DOCS_RESULTS_CSV=$(printf '%s\n' "${csvs[@]}") DOCS_RESULTS_SVG=$(printf '%s\n' "${svgs[@]}") \
+     "$PANDOC" "$ROOT/$src" \
+       --from commonmark_x --to html5 --standalone --wrap=none \
+       --template "$DOCS/template.html" \
+       --mathml --toc --toc-depth=3 \
+       --syntax-definition "$DOCS/syntax/cuda.xml" \
+       --lua-filter "$DOCS/filters/include.lua" \
+       --lua-filter "$DOCS/filters/site.lua" \
+       --lua-filter "$DOCS/filters/results.lua" \
+       --metadata site-title="$SITE_TITLE" \
+       --output "$OUT/$id.html" 2> "$WORK/err"; then
+    echo "docs: $src -> ${OUT#$ROOT/}/$id.html"
+  else
+    echo "docs: FAILED $src" >&2
+    status=1
+  fi
+  if [[ -s $WORK/err ]]; then
+    sed "s|^|  $src: |" "$WORK/err" >&2
+    { echo "== $src"; cat "$WORK/err"; } >> "$WORK/log"
+  fi
+done < "$PAGES"
+
+touch "$WORK/log"; cp "$WORK/log" "$OUT/build.log"
+if [[ $status -ne 0 ]]; then echo "docs: some pages failed to build (see above)" >&2; exit 1; fi
+echo "docs: open $OUT/index.html"

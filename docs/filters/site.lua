@@ -1,0 +1,194 @@
+--[[ site.lua: turn one markdown page of the repository into a page of the site.
+
+- Title: the first level-1 heading becomes the page title (and leaves the body).
+- Links between pages: a link to another page's source (a lesson's README.md,
+  with or without a #fragment, or its folder; docs/index.md or the top
+  README.md; docs/results.md) becomes a link to that page's .html.
+- Links to other files of the repository (source files, headers...) become
+  plain text marked with class "repo-path" (the path in the tooltip): the site
+  is read offline and carries no copy of the sources. Links to files that do
+  not exist are left alone, so the site check reports them as broken.
+- Images in the repository are copied to <site>/assets/<path from repo root>;
+  an image alone in a paragraph becomes a figure captioned by its alt text.
+- Navigation: every page gets the list of pages, previous and next.
+- A div with id "lesson-list" is replaced by the list of lessons.
+
+Environment (set by docs/build.sh): DOCS_ROOT, DOCS_OUT, DOCS_SRC (this page's
+source, from the repository root), DOCS_PAGES (tab-separated: id, source, title).
+]]
+
+local ROOT = os.getenv('DOCS_ROOT') or '.'
+local OUT = os.getenv('DOCS_OUT') or 'docs/site'
+local SRC = os.getenv('DOCS_SRC') or ''
+local PAGES_FILE = os.getenv('DOCS_PAGES')
+
+local function warn(msg) io.stderr:write('[WARNING] ' .. msg .. '\n') end
+
+-- The site's pages, in reading order, and what each one is made from.
+local pages, page_of_path = {}, {}
+if PAGES_FILE then
+  for line in io.lines(PAGES_FILE) do
+    local id, src, title = line:match('^([^\t]+)\t([^\t]+)\t(.*)$')
+    if id then
+      pages[#pages + 1] = { id = id, src = src, title = title }
+      page_of_path[src] = id
+      local dir = src:match('^(lessons/[^/]+)/README%.md$')
+      if dir then page_of_path[dir] = id end
+    end
+  end
+end
+if page_of_path['docs/index.md'] then page_of_path['README.md'] = page_of_path['docs/index.md'] end
+
+local function normalize(path)
+  local parts = {}
+  for seg in path:gmatch('[^/]+') do
+    if seg == '..' then
+      if #parts == 0 then return nil end
+      table.remove(parts)
+    elseif seg ~= '.' then
+      parts[#parts + 1] = seg
+    end
+  end
+  return table.concat(parts, '/')
+end
+
+local SRC_DIR = SRC:match('^(.*)/[^/]*$') or ''
+
+-- repository path of a relative link target, or nil for external/absolute/in-page ones
+local function resolve(target)
+  if target:match('^[%a][%w+.%-]*:') or target:match('^//') or target:match('^#')
+     or target:match('^/') or target == '' then
+    return nil
+  end
+  local path, frag = target:match('^([^#?]*)[^#]*(#?.*)$')
+  path = path:gsub('%%20', ' ')
+  local p = normalize((SRC_DIR ~= '' and (SRC_DIR .. '/') or '') .. path)
+  return p, frag
+end
+
+local function exists(p)
+  local f = io.open(ROOT .. '/' .. p, 'rb')
+  if f then f:close() return true end
+  return false
+end
+
+local function copy_asset(p)
+  local src = io.open(ROOT .. '/' .. p, 'rb')
+  if not src then return false end
+  local data = src:read('a')
+  src:close()
+  local dest = OUT .. '/assets/' .. p
+  os.execute("mkdir -p '" .. dest:match('^(.*)/[^/]*$'):gsub("'", "'\\''") .. "'")
+  local out = assert(io.open(dest, 'wb'))
+  out:write(data)
+  out:close()
+  return true
+end
+
+local function Link(link)
+  local p, frag = resolve(link.target)
+  if p == nil then return nil end
+  local id = page_of_path[(p:gsub('/$', ''))]
+  if id then
+    link.target = id .. '.html' .. frag
+    return link
+  end
+  if p ~= '' and exists(p) then
+    return pandoc.Span(link.content, pandoc.Attr('', { 'repo-path' }, { title = p }))
+  end
+  warn('link to "' .. link.target .. '": no such page or file')
+  return nil
+end
+
+local function Image(img)
+  local p = resolve(img.src)
+  if p == nil then return nil end
+  if copy_asset(p) then
+    img.src = 'assets/' .. p
+  else
+    warn('image "' .. img.src .. '": no such file')
+  end
+  return img
+end
+
+-- An image alone in a paragraph, with alt text, is a figure with that caption
+-- (commonmark_x in pandoc 2.17 has no implicit_figures).
+local function Para(para)
+  if #para.content == 1 and para.content[1].t == 'Image' then
+    local img = para.content[1]
+    if #img.caption > 0 and not img.title:match('^fig:') then
+      img.title = 'fig:' .. img.title
+      return para
+    end
+  end
+  return nil
+end
+
+local function inlines_of(text)
+  local doc = pandoc.read(text, 'commonmark_x')
+  if #doc.blocks > 0 and doc.blocks[1].content then return doc.blocks[1].content end
+  return pandoc.List({ pandoc.Str(text) })
+end
+
+local function Pandoc(doc)
+  local meta, blocks = doc.meta, doc.blocks
+  -- Title from the first level-1 heading.
+  if meta.title == nil then
+    for i, b in ipairs(blocks) do
+      if b.t == 'Header' and b.level == 1 then
+        meta.title = pandoc.MetaInlines(b.content)
+        table.remove(blocks, i)
+        break
+      end
+    end
+  end
+  if meta.title == nil then meta.title = pandoc.MetaInlines({ pandoc.Str(SRC) }) end
+  meta.pagetitle = pandoc.utils.stringify(meta.title)
+  local site_title = meta['site-title'] and pandoc.utils.stringify(meta['site-title']) or ''
+  if site_title ~= '' and site_title ~= meta.pagetitle then
+    meta['title-suffix'] = pandoc.MetaString(site_title)
+  end
+
+  -- Navigation.
+  local nav, here = {}, nil
+  for i, pg in ipairs(pages) do
+    if pg.src == SRC then here = i end
+    nav[#nav + 1] = pandoc.MetaMap({
+      href = pandoc.MetaString(pg.id .. '.html'),
+      title = pandoc.MetaInlines(inlines_of(pg.title)),
+      current = pandoc.MetaBool(pg.src == SRC),
+    })
+  end
+  meta.pages = pandoc.MetaList(nav)
+  if here and here > 1 then meta.prev = nav[here - 1] end
+  if here and here < #pages then meta.next = nav[here + 1] end
+  if here then meta['page-id'] = pandoc.MetaString(pages[here].id) end
+  if SRC:match('^lessons/') then meta['is-lesson'] = pandoc.MetaBool(true) end
+  meta['source-path'] = pandoc.MetaString(SRC)
+
+  -- The list of lessons, where the page asks for it.
+  local out = pandoc.List()
+  for _, b in ipairs(blocks) do
+    if b.t == 'Div' and b.identifier == 'lesson-list' then
+      local items = pandoc.List()
+      for _, pg in ipairs(pages) do
+        if pg.src:match('^lessons/') then
+          items:insert({ pandoc.Plain({ pandoc.Link(inlines_of(pg.title), pg.id .. '.html') }) })
+        end
+      end
+      if #items == 0 then
+        out:insert(pandoc.Para({ pandoc.Emph({ pandoc.Str('No lessons yet.') }) }))
+      else
+        out:insert(pandoc.Div({ pandoc.BulletList(items) }, pandoc.Attr('lesson-list', { 'lesson-list' })))
+      end
+    else
+      out:insert(b)
+    end
+  end
+  return pandoc.Pandoc(out, meta)
+end
+
+return {
+  { Link = Link, Image = Image, Para = Para },
+  { Pandoc = Pandoc },
+}
