@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# tests/docs/browser_check.sh: build the site and load every page in headless Chromium
+# (browser_check.py): no console errors, no uncaught exceptions, no network requests,
+# images loaded, MathML laid out, style.css applied. Writes a screenshot of a lesson page
+# to docs/site/screenshot-lesson.png. First it shows on a deliberately broken page that
+# the check catches console errors. Offline and bounded in time.
+# Without pandoc or Chromium it prints SKIP and succeeds, unless DOCS_REQUIRE=1 (CI).
+set -euo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+CHROMIUM=${CHROMIUM:-$(command -v chromium || command -v chromium-browser || true)}
+missing=""
+command -v pandoc >/dev/null || missing+=" pandoc"
+command -v python3 >/dev/null || missing+=" python3"
+[[ -n $CHROMIUM ]] || missing+=" chromium"
+if [[ -n $missing ]]; then
+  if [[ ${DOCS_REQUIRE:-0} == 1 ]]; then echo "docs-browser-check: FAIL: not installed:$missing (DOCS_REQUIRE=1)"; exit 1; fi
+  echo "docs-browser-check: SKIP: not installed:$missing (apt-get install$missing)"; exit 0
+fi
+export CHROMIUM
+TMP=$(mktemp -d); trap 'rm -rf "$TMP"' EXIT
+
+echo "== docs-browser-check: self-test on a broken page"
+cp "$ROOT/docs/style.css" "$TMP/"
+cat > "$TMP/01-broken.html" <<'HTML'
+<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>broken</title>
+<link rel="stylesheet" href="style.css"></head><body><header class="site"></header><main>
+<img src="missing.png" alt="missing"><script>console.error("selftest error"); notDefined();</script>
+</main></body></html>
+HTML
+if out=$(timeout 120 python3 "$ROOT/tests/docs/browser_check.py" "$TMP" "$TMP/shot.png" 2>&1); then
+  echo "$out"; echo "docs-browser-check: FAILED: the broken page passed"; exit 1
+fi
+for want in 'console.error: selftest error' 'uncaught exception' 'images that did not load'; do
+  grep -qF -- "$want" <<<"$out" || { echo "$out"; echo "docs-browser-check: FAILED: not reported: $want"; exit 1; }
+done
+echo "ok   a console error, an exception and a missing image are reported"
+
+echo "== docs-browser-check: build the site and load every page"
+bash "$ROOT/docs/build.sh" "$ROOT/docs/site" > "$TMP/build.out" 2>&1 || { cat "$TMP/build.out"; exit 1; }
+timeout 300 python3 "$ROOT/tests/docs/browser_check.py" "$ROOT/docs/site" "$ROOT/docs/site/screenshot-lesson.png"

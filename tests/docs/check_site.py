@@ -1,0 +1,209 @@
+#!/usr/bin/env python3
+"""check_site.py ROOT SITE: check a built course site (docs/build.sh) against its sources.
+
+Fails (exit 1, one line per problem) on:
+  - a lesson folder lessons/NN-*/ without its page SITE/NN-*.html, or no index/results page;
+  - a broken internal link or anchor: a[href], img[src], link[href], ... that points to a
+    file missing from SITE, outside SITE, or to an #id the target page does not have;
+  - a resource (image, stylesheet, script, ...) loaded from the network: the site is read
+    offline, so only links (a[href]) may point outside;
+  - math that did not become MathML: pandoc's fallback <span class="math ..."> or TeX
+    left in the text ($...$, \\frac, ...) outside code, and the build log's
+    "Could not convert TeX math" warnings;
+  - an include that did not run (data-include attributes left in the HTML);
+  - a page without exactly one stylesheet (style.css), a title, or its previous/next links.
+Only the Python standard library is used.
+"""
+import html.parser
+import os
+import re
+import sys
+import urllib.parse
+
+RESOURCE_ATTRS = {("img", "src"), ("link", "href"), ("script", "src"), ("source", "src"),
+                  ("iframe", "src"), ("object", "data"), ("embed", "src"), ("video", "src"),
+                  ("audio", "src"), ("track", "src"), ("input", "src")}
+TEXT_SKIP = {"pre", "code", "math", "script", "style", "annotation", "title"}
+VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta",
+        "source", "track", "wbr"}
+TEX_DOLLARS = re.compile(r"\$\$?[^\s$][^$]*\$")
+TEX_COMMAND = re.compile(r"\\[A-Za-z]+")
+
+
+class Page(html.parser.HTMLParser):
+    def __init__(self):
+        super().__init__(convert_charrefs=True)
+        self.ids, self.refs, self.problems = set(), [], []
+        self.stack = []          # open elements (tag names)
+        self.skip = 0            # depth inside elements whose text is not prose
+        self.stylesheets, self.styles, self.rels = [], 0, set()
+        self.maths, self.title, self.in_title = 0, "", False
+        self.math_spans = []     # [text] of pandoc's non-MathML fallbacks
+        self.in_math_span = 0
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        line = self.getpos()[0]
+        for key in ("id",) + (("name",) if tag == "a" else ()):
+            if a.get(key):
+                self.ids.add(a[key])
+        for (t, attr) in RESOURCE_ATTRS | {("a", "href"), ("area", "href")}:
+            if tag == t and a.get(attr) is not None:
+                self.refs.append((line, tag, attr, a[attr]))
+        if tag == "link" and "stylesheet" in (a.get("rel") or "").split():
+            self.stylesheets.append(a.get("href"))
+        if tag == "style":
+            self.styles += 1
+        if tag in ("a", "link") and a.get("rel"):
+            self.rels.update(a["rel"].split())
+        if tag == "math":
+            self.maths += 1
+        if "data-include" in a or "data-region" in a:
+            self.problems.append(f"line {line}: include not processed: {a.get('data-include')!r}")
+        classes = (a.get("class") or "").split()
+        if tag == "span" and "math" in classes:
+            self.math_spans.append("")
+            self.in_math_span += 1
+        elif self.in_math_span and tag == "span":
+            self.in_math_span += 1
+        if tag == "title":
+            self.in_title = True
+        if tag in VOID:
+            return
+        self.stack.append(tag)
+        if tag in TEXT_SKIP:
+            self.skip += 1
+
+    def handle_startendtag(self, tag, attrs):
+        self.handle_starttag(tag, attrs)
+        if tag not in VOID and self.stack and self.stack[-1] == tag:
+            self.handle_endtag(tag)
+
+    def handle_endtag(self, tag):
+        if tag == "title":
+            self.in_title = False
+        if tag == "span" and self.in_math_span:
+            self.in_math_span -= 1
+        if tag in VOID or tag not in self.stack:
+            return
+        while self.stack:
+            t = self.stack.pop()
+            if t in TEXT_SKIP:
+                self.skip -= 1
+            if t == tag:
+                break
+
+    def handle_data(self, data):
+        if self.in_title:
+            self.title += data
+        if self.in_math_span:
+            self.math_spans[-1] += data
+            return
+        if self.skip:
+            return
+        for m in TEX_DOLLARS.finditer(data):
+            self.problems.append(f"line {self.getpos()[0]}: TeX math left as text: {m.group(0)[:60]!r}")
+        for m in TEX_COMMAND.finditer(data):
+            self.problems.append(f"line {self.getpos()[0]}: TeX command left as text: {m.group(0)!r}")
+
+
+def main(root, site):
+    errors = []
+    pages = {}
+    for dirpath, _, files in os.walk(site):
+        for f in files:
+            if f.endswith(".html"):
+                path = os.path.join(dirpath, f)
+                p = Page()
+                with open(path, encoding="utf-8") as fh:
+                    p.feed(fh.read())
+                p.close()
+                pages[os.path.relpath(path, site)] = p
+
+    # Every lesson has a page; the fixed pages exist.
+    lessons_dir = os.path.join(root, "lessons")
+    lessons = sorted(d for d in (os.listdir(lessons_dir) if os.path.isdir(lessons_dir) else [])
+                     if re.match(r"^[0-9][0-9]-", d) and os.path.isdir(os.path.join(lessons_dir, d)))
+    for d in lessons:
+        if d + ".html" not in pages:
+            why = "" if os.path.exists(os.path.join(lessons_dir, d, "README.md")) else " (no README.md)"
+            errors.append(f"lessons/{d}: no page {d}.html in the site{why}")
+    for fixed in ("index.html", "results.html"):
+        if fixed not in pages:
+            errors.append(f"{fixed}: missing")
+
+    # Reading order (from the navigation of the index page) for the previous/next check.
+    order = ["index.html"] + [d + ".html" for d in lessons if d + ".html" in pages] + ["results.html"]
+
+    nlinks = nmath = 0
+    site_abs = os.path.realpath(site)
+    for name, p in sorted(pages.items()):
+        here = os.path.dirname(os.path.join(site_abs, name))
+        for msg in p.problems:
+            errors.append(f"{name}: {msg}")
+        for text in p.math_spans:
+            errors.append(f"{name}: math not converted to MathML: {text.strip()[:60]!r}")
+        nmath += p.maths
+        if p.stylesheets != ["style.css"] or p.styles:
+            errors.append(f"{name}: expected exactly one stylesheet, style.css (found {p.stylesheets}, "
+                          f"{p.styles} <style>)")
+        if not p.title.strip():
+            errors.append(f"{name}: no <title>")
+        if name in order:
+            i = order.index(name)
+            if i > 0 and "prev" not in p.rels:
+                errors.append(f"{name}: no link to the previous page")
+            if i < len(order) - 1 and "next" not in p.rels:
+                errors.append(f"{name}: no link to the next page")
+        for line, tag, attr, url in p.refs:
+            nlinks += 1
+            where = f"{name}:{line}: <{tag} {attr}=\"{url}\">"
+            parts = urllib.parse.urlsplit(url)
+            if parts.scheme or url.startswith("//"):
+                if parts.scheme == "data" and (tag, attr) in RESOURCE_ATTRS:
+                    continue
+                if (tag, attr) in RESOURCE_ATTRS:
+                    errors.append(f"{where}: resource from outside the site (the site must work offline)")
+                elif parts.scheme not in ("http", "https", "mailto"):
+                    errors.append(f"{where}: unsupported link scheme")
+                continue
+            if url.startswith("/"):
+                errors.append(f"{where}: absolute path (links must be relative)")
+                continue
+            path = urllib.parse.unquote(parts.path)
+            frag = urllib.parse.unquote(parts.fragment)
+            target = os.path.realpath(os.path.join(here, path)) if path else os.path.join(site_abs, name)
+            rel = os.path.relpath(target, site_abs)
+            if rel.startswith(".."):
+                errors.append(f"{where}: broken link (points outside the site)")
+                continue
+            if path and not os.path.exists(target):
+                errors.append(f"{where}: broken link (no {rel} in the site)")
+                continue
+            if frag and rel.endswith(".html"):
+                if rel not in pages:
+                    errors.append(f"{where}: target page not parsed")
+                elif frag not in pages[rel].ids:
+                    errors.append(f"{where}: broken anchor (no id \"{frag}\" in {rel})")
+
+    log = os.path.join(site, "build.log")
+    if os.path.exists(log):
+        with open(log, encoding="utf-8", errors="replace") as fh:
+            page = "?"
+            for line in fh:
+                if line.startswith("== "):
+                    page = line[3:].strip()
+                if "Could not convert TeX math" in line:
+                    errors.append(f"{page}: pandoc: {line.strip()}")
+
+    for e in errors:
+        print("docs-check: " + e)
+    print(f"docs-check: {len(pages)} pages ({len(lessons)} lessons), {nlinks} links, "
+          f"{nmath} MathML elements: {'FAILED, ' + str(len(errors)) + ' problems' if errors else 'OK'}")
+    return 1 if errors else 0
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 3:
+        sys.exit(__doc__)
+    sys.exit(main(sys.argv[1], sys.argv[2]))

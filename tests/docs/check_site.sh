@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# tests/docs/check_site.sh: build the course site from this checkout (docs/build.sh ->
+# docs/site/) and check it (check_site.py: every lesson has a page, no broken internal
+# link or anchor, no unresolved include, all math is MathML, offline, one stylesheet,
+# previous/next). Then selftest.sh proves on a fixture that each of those breakages
+# is caught. Without pandoc it prints SKIP and succeeds, unless DOCS_REQUIRE=1 (CI).
+set -euo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+for tool in pandoc python3; do
+  if ! command -v "$tool" >/dev/null; then
+    if [[ ${DOCS_REQUIRE:-0} == 1 ]]; then echo "docs-check: FAIL: $tool not installed (DOCS_REQUIRE=1)"; exit 1; fi
+    echo "docs-check: SKIP: $tool not installed (apt-get install pandoc python3)"; exit 0
+  fi
+done
+echo "== docs-check: diagrams are what docs/diagrams/draw.py draws"
+TMP=$(mktemp -d); trap 'rm -rf "$TMP"' EXIT
+python3 "$ROOT/docs/diagrams/draw.py" "$TMP"
+for f in "$TMP"/*.svg; do
+  if ! cmp -s "$f" "$ROOT/docs/diagrams/${f##*/}"; then
+    echo "docs-check: FAILED: docs/diagrams/${f##*/} differs from draw.py's output (run python3 docs/diagrams/draw.py and commit)"; exit 1
+  fi
+done
+echo "== docs-check: build the site from this checkout"
+if ! bash "$ROOT/docs/build.sh" "$ROOT/docs/site"; then
+  echo "docs-check: FAILED: the site did not build (see the errors above)"; exit 1
+fi
+python3 "$ROOT/tests/docs/check_site.py" "$ROOT" "$ROOT/docs/site"
+echo "== docs-check: self-test of the build and the check on a fixture"
+bash "$ROOT/tests/docs/selftest.sh"
