@@ -24,6 +24,14 @@
 # (standard, the first and the last solution), so the memory column shows N^2 vs N at
 # fixed B. Each flash solution runs in fp16 when it supports it, else fp32; standard runs
 # in fp32 and fp16, and a row's speedup is standard's time (same dtype and shape) / its time.
+#
+# CSV (docs/results/bench-<gpu>.csv, started afresh by each full run unless --append), a row
+# per run: gpu, date (UTC), commit (git describe), method (standard | solution folder |
+# torch-*), dtype, B, H, N, d, causal, status (ok = timed, not graded: grading is `make
+# grade`; oom; skipped; unsupported; not-implemented; timeout; cuda-error; ...), ms (median),
+# tflops (4 B H N^2 d / time, halved when causal), mem_bytes (device memory of the method
+# with its inputs and outputs; for standard's oom rows the S + P bytes it asked for),
+# speedup_vs_standard, reps, sweep (grid | memory | quick), gpu_mem_bytes, timing.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 

@@ -34,7 +34,7 @@ set linetype cycle 17
 if (kind eq "time") {
     set logscale x 2
     set logscale y
-    set xlabel "sequence length N  (B*N = 16384, H*d = 2048)"
+    set xlabel "sequence length N  (B = max(1, 16384/N), H*d = 2048)"
     set ylabel "time per forward pass (ms, median)"
     set format x "%.0f"
     plot for [i = 1:nf] word(files, i) using 1:2 with linespoints \
