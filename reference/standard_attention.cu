@@ -236,15 +236,17 @@ int attention_forward(const attn_args *a) {
     const long long nn = (long long)N * N, nd = (long long)N * d;
     if (batch > 2147483647LL || batch * N > 2147483647LL) return ATTN_UNSUPPORTED; /* grid.x, batchCount */
 
-    int rc = ensure_workspace(a, (size_t)batch * nn * 4, (size_t)batch * nn * p_elem, p_elem);
-    if (rc != ATTN_OK) return rc;
-
+    /* The handle first: with S and P taking nearly all memory, cuBLAS's own
+       small allocations would fail instead of the N^2 one that should. */
     if (!g_handle) {
         CUBLAS_TRY(cublasCreate(&g_handle));
         /* Default math: CUBLAS_COMPUTE_32F stays true fp32 (no TF32). */
         CUBLAS_TRY(cublasSetMathMode(g_handle, CUBLAS_DEFAULT_MATH));
     }
     CUBLAS_TRY(cublasSetStream(g_handle, stream));
+
+    int rc = ensure_workspace(a, (size_t)batch * nn * 4, (size_t)batch * nn * p_elem, p_elem);
+    if (rc != ATTN_OK) return rc;
 
     /* Step 1: S^T = scale * K Q^T (S stored fp32 for every dtype). */
     const float alpha = a->scale, beta = 0.f;
