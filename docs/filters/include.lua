@@ -75,15 +75,19 @@ local function tidy(lines)
   end
   while #out > 0 and out[1] == '' do table.remove(out, 1) end
   while #out > 0 and out[#out] == '' do table.remove(out) end
+  -- Dedent by the smallest indentation, ignoring preprocessor lines (#pragma at
+  -- column 0 inside a loop), which stay where they are.
   local indent
   for _, line in ipairs(out) do
-    if line ~= '' then
+    if line ~= '' and not line:match('^#') then
       local lead = line:match('^[ \t]*')
       if not indent or #lead < #indent then indent = lead end
     end
   end
   if indent and #indent > 0 then
-    for i, line in ipairs(out) do out[i] = line:sub(#indent + 1) end
+    for i, line in ipairs(out) do
+      if line:sub(1, #indent) == indent then out[i] = line:sub(#indent + 1) end
+    end
   end
   return table.concat(out, '\n')
 end

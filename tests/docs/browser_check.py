@@ -10,7 +10,8 @@ network port, no websocket, standard library only). For each SITE/*.html it fail
   - a page that did not finish loading within the time limit.
 Then it writes a PNG screenshot of one lesson page (the first one with both math and
 highlighted code; DOCS_SCREENSHOT_PAGE=NN-name.html picks another), scrolled to where
-its first math and code are. Environment: CHROMIUM (default: chromium).
+its first math and code are, and checks that this page prints to PDF.
+Environment: CHROMIUM (default: chromium).
 """
 import base64
 import json
@@ -138,8 +139,9 @@ PROBE = """(() => {
 FOCUS = """(() => {
   const first = s => document.querySelector(s);
   const els = [first('main math'), first('main pre.sourceCode')].filter(Boolean);
-  const top = Math.min(...els.map(e => e.getBoundingClientRect().top + window.scrollY));
-  window.scrollTo(0, Math.max(0, top - 160));
+  const tops = els.map(e => e.getBoundingClientRect().top + window.scrollY);
+  // Stay at the top (title visible) when the first math and some code fit there.
+  if (Math.max(...tops) + 240 > window.innerHeight) window.scrollTo(0, Math.max(0, Math.min(...tops) - 160));
   return window.scrollY;
 })()"""
 
@@ -230,7 +232,14 @@ def main(site, shot):
             png = b.call("Page.captureScreenshot", {"format": "png"}, session=s)["data"]
             with open(shot, "wb") as fh:
                 fh.write(base64.b64decode(png))
+            # It must also print (the print style hides the navigation): a non-trivial PDF.
+            b.call("Runtime.evaluate", {"expression": "window.scrollTo(0, 0)"}, session=s)
+            pdf = base64.b64decode(b.call("Page.printToPDF", {"printBackground": False}, session=s,
+                                          timeout=60)["data"])
+            if not pdf.startswith(b"%PDF") or len(pdf) < 5000:
+                errors.append(f"{pick}: printing to PDF gave {len(pdf)} bytes")
             r = info.get(pick, {})
+            print(f"docs-browser-check: {pick} prints to a {len(pdf) // 1024} KiB PDF")
             print(f"docs-browser-check: screenshot of {pick} ({r.get('math', 0)} math, "
                   f"{r.get('code', 0)} code blocks) -> {shot}")
     finally:

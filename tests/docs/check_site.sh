@@ -24,6 +24,8 @@ echo "== docs-check: build the site from this checkout"
 if ! bash "$ROOT/docs/build.sh" "$ROOT/docs/site"; then
   echo "docs-check: FAILED: the site did not build (see the errors above)"; exit 1
 fi
-python3 "$ROOT/tests/docs/check_site.py" "$ROOT" "$ROOT/docs/site"
+status=0
+python3 "$ROOT/tests/docs/check_site.py" "$ROOT" "$ROOT/docs/site" || status=1
 echo "== docs-check: self-test of the build and the check on a fixture"
-bash "$ROOT/tests/docs/selftest.sh"
+bash "$ROOT/tests/docs/selftest.sh" || status=1
+exit $status
