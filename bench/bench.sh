@@ -4,9 +4,9 @@
 #   bash bench/bench.sh            the full grid (make bench); CSV + charts in docs/results/
 #   bash bench/bench.sh --quick    a few shapes for a demo (make bench-quick); CSV in build/
 # Options: --no-peers (skip PyTorch), --no-build, --no-plots, --out FILE.csv,
-#   --d 64|128|64,128 (head dims of the grid; the memory sweep comes with 64),
-#   --append (add rows to the CSV instead of starting it afresh: to split the full bench
-#   into two commands, e.g. `--d 64 --no-plots` then `--d 128 --append`).
+#   --d 64|128|64,128 and --causal 0|1|0,1 (parts of the grid; the memory sweep comes with
+#   d 64 non-causal), --append (add rows to the CSV instead of starting it afresh). To split
+#   the full bench into commands: `--d 64 --no-plots`, then `--d 128 --append`.
 # Environment: BENCH_NMAX (largest N, default 65536), BENCH_CAP_MS (a series stops once
 # one launch is predicted to take longer than this, default 2000; 600 with --quick).
 #
@@ -35,7 +35,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
-QUICK=0 PEERS=1 BUILD=1 PLOTS=1 OUT="" DLIST="64 128" APPEND=0
+QUICK=0 PEERS=1 BUILD=1 PLOTS=1 OUT="" DLIST="64 128" CLIST="0 1" APPEND=0
 while [ $# -gt 0 ]; do
     case "$1" in
     --quick) QUICK=1 ;;
@@ -45,6 +45,8 @@ while [ $# -gt 0 ]; do
     --out) OUT="${2:?--out needs a file}"; shift ;;
     --d) DLIST=$(echo "${2:?--d needs 64, 128 or 64,128}" | tr ',' ' '); shift
          for d in $DLIST; do [ "$d" = 64 ] || [ "$d" = 128 ] || { echo "bench.sh: --d takes 64 and/or 128" >&2; exit 2; }; done ;;
+    --causal) CLIST=$(echo "${2:?--causal needs 0, 1 or 0,1}" | tr ',' ' '); shift
+         for c in $CLIST; do [ "$c" = 0 ] || [ "$c" = 1 ] || { echo "bench.sh: --causal takes 0 and/or 1" >&2; exit 2; }; done ;;
     --append) APPEND=1 ;;
     -h | --help) sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "bench.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
@@ -239,7 +241,7 @@ else
     CAP_MS=${BENCH_CAP_MS:-2000} REP_MS=800
     for d in $DLIST; do
         H=$((2048 / d))
-        for causal in 0 1; do
+        for causal in $CLIST; do
             echo "== d=$d H=$H $([ $causal = 1 ] && echo causal || echo non-causal)"
             N=512
             while [ "$N" -le "$NMAX" ]; do
@@ -259,7 +261,7 @@ else
     done
     # Memory at fixed B = 1 (the grid's rows from N = 16384 on are B = 1 already).
     MEMN="512 1024 2048 4096 8192"
-    [[ " $DLIST " == *" 64 "* ]] || MEMN=""
+    [[ " $DLIST " == *" 64 "* && " $CLIST " == *" 0 "* ]] || MEMN=""
     [ -n "$MEMN" ] && echo "== memory sweep: B=1 H=32 d=64 non-causal, N < 16384"
     MM=("standard|./standard|fp32" "standard|./standard|fp16")
     [ -n "$FIRST_SOL" ] && MM+=("$FIRST_SOL")

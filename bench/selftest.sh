@@ -53,15 +53,19 @@ printf '#!/usr/bin/env bash\nexec %s naive "$@"\n' "$TMP/fake" >"$TMP/repo/solut
 printf '#!/usr/bin/env bash\nexec %s tc "$@"\n' "$TMP/fake" >"$TMP/repo/solution7"
 chmod +x "$TMP/repo/standard" "$TMP/repo/solution2" "$TMP/repo/solution7"
 CSV="$TMP/repo/docs/results/bench-fake.csv"
-# in two parts, as on a machine with a per-command time limit
+# in three parts, as on a machine with a per-command time limit
 BENCH_NVIDIA_SMI="$TMP/nvidia-smi" bash "$TMP/repo/bench/bench.sh" --no-build --no-peers --no-plots \
     --d 64 --out "$CSV" >"$TMP/bench.log" 2>&1 || { cat "$TMP/bench.log"; fail "bench.sh on fake binaries failed"; }
-BENCH_NVIDIA_SMI="$TMP/nvidia-smi" bash "$TMP/repo/bench/bench.sh" --no-build --no-peers --no-plots \
-    --d 128 --append --out "$CSV" >>"$TMP/bench.log" 2>&1 || { cat "$TMP/bench.log"; fail "bench.sh --append failed"; }
+for c in 0 1; do
+    BENCH_NVIDIA_SMI="$TMP/nvidia-smi" bash "$TMP/repo/bench/bench.sh" --no-build --no-peers --no-plots \
+        --d 128 --causal $c --append --out "$CSV" >>"$TMP/bench.log" 2>&1 ||
+        { cat "$TMP/bench.log"; fail "bench.sh --append failed"; }
+done
 [ "$(grep -c '^gpu,' "$CSV")" = 1 ] || fail "--append wrote a second header"
 check() { awk -F, "NR > 1 && ($1) {n++} END {exit !n}" "$CSV" || { cat "$TMP/bench.log"; fail "$2"; }; }
 check '$9 == 64' "no d = 64 rows"
-check '$9 == 128' "no d = 128 rows after --append"
+check '$9 == 128 && $10 == 0' "no d = 128 non-causal rows after --append"
+check '$9 == 128 && $10 == 1' "no d = 128 causal rows after --append"
 check '$4 == "standard" && $11 == "oom" && $14 > 0' "no OOM row with the bytes standard needed"
 check '$4 == "07-tensor-cores" && $11 == "ok" && $8 > 16384' "the flash solution did not run beyond standard's N"
 check '$4 == "07-tensor-cores" && $15 > 0' "no speedup over standard"
