@@ -3,7 +3,8 @@
 - Title: the first level-1 heading becomes the page title (and leaves the body).
 - Links between pages: a link to another page's source (a lesson's README.md,
   with or without a #fragment, or its folder; docs/index.md or the top
-  README.md; docs/results.md) becomes a link to that page's .html.
+  README.md, without its fragment; docs/results.md) becomes a link to that
+  page's .html.
 - Links to other files of the repository (source files, headers...) become
   plain text marked with class "repo-path" (the path in the tooltip): the site
   is read offline and carries no copy of the sources. Links to files that do
@@ -90,7 +91,8 @@ local function Link(link)
   if p == nil then return nil end
   local id = page_of_path[(p:gsub('/$', ''))]
   if id then
-    link.target = id .. '.html' .. frag
+    -- The top README.md becomes the index page, whose headings differ: drop its #fragment.
+    link.target = id .. '.html' .. ((p == 'README.md') and '' or frag)
     return link
   end
   if p ~= '' and exists(p) then

@@ -3,8 +3,8 @@
 
 Drives Chromium through the DevTools protocol on a pipe (--remote-debugging-pipe: no
 network port, no websocket, standard library only). For each SITE/*.html it fails on:
-  - a console error or warning-level log error (console.error, failed resource loads,
-    CSP/mixed-content errors...) or an uncaught exception;
+  - a console error (console.error/warn/assert from a script, or a browser log entry of
+    level error: failed resource loads, CSP/mixed-content errors...) or an uncaught exception;
   - a request that is not file:// or data: (the site must work offline);
   - an image that did not load, or MathML that did not lay out (a <math> with no size);
   - a page that did not finish loading within the time limit.
@@ -156,7 +156,7 @@ def problems_of(events, page):
         elif m == "Runtime.consoleAPICalled" and p.get("type") in ("error", "assert", "warning"):
             args = " ".join(str(a.get("value", a.get("description", ""))) for a in p.get("args", []))
             out.append(f"console.{p['type']}: {args}")
-        elif m == "Log.entryAdded" and p.get("entry", {}).get("level") in ("error", "warning"):
+        elif m == "Log.entryAdded" and p.get("entry", {}).get("level") == "error":
             e = p["entry"]
             out.append(f"console {e['level']} ({e.get('source')}): {e.get('text')} {e.get('url', '')}")
         elif m == "Network.requestWillBeSent":
