@@ -355,6 +355,7 @@ attention_wmma_kernel(const T *__restrict__ Q, const T *__restrict__ K,
         __trap();  // never launched: see Built
 }
 
+// [region host]
 /* What the device offers, asked once per process (the harness uses one device). */
 struct DeviceLimits {
     int cc_major;
@@ -410,3 +411,4 @@ int attention_forward(const attn_args *a) {
     default:  return ATTN_UNSUPPORTED;
     }
 }
+// [end host]
