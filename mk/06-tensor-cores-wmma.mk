@@ -1,0 +1,38 @@
+# mk/06-tensor-cores-wmma.mk: lesson 06 checks that need no GPU (both run in `make test`).
+#   make check-06   the starter and the solution compile for sm_75 and sm_90 with no
+#                   register spills (ptxas -v); SKIPs without nvcc
+#   make emu-06     the solution's kernel, run on the CPU with an emulated wmma whose
+#                   fragment layout is scrambled (tests/wmma_emu), graded against the
+#                   harness's references with its 16-bit rule; SKIPs without nvcc headers
+.PHONY: check-06 emu-06
+
+CUDA_INC_06 := $(dir $(NVCC))../include
+CXX_06 ?= g++
+
+check-06:
+	@if ! command -v $(NVCC) >/dev/null 2>&1; then echo "check-06: SKIP (no nvcc)"; exit 0; fi; \
+	for f in lessons/06-tensor-cores-wmma/wmma.cu solutions/06-tensor-cores-wmma/wmma.cu; do \
+	  for a in 75 90; do \
+	    out=$$($(NVCC) -O3 -std=c++17 -gencode arch=compute_$$a,code=sm_$$a -Ireference \
+	           -Xptxas -v -c $$f -o /dev/null 2>&1) || { echo "$$out"; exit 1; }; \
+	    if echo "$$out" | grep -qE '[1-9][0-9]* bytes spill'; then \
+	      echo "check-06: $$f sm_$$a spills:"; echo "$$out" | grep -E 'spill|registers'; exit 1; fi; \
+	  done; \
+	done; echo "check-06: starter and solution build for sm_75 and sm_90, no spills"
+
+build/emu06/kernel.inc: solutions/06-tensor-cores-wmma/wmma.cu
+	@mkdir -p $(@D)
+	awk '/\/\/ \[region host\]/{skip=1} !skip{print} /\/\/ \[end host\]/{skip=0}' $< \
+	  | sed -e '/#include <mma.h>/d' \
+	        -e 's/extern __shared__ __align__(128) unsigned char smem\[\];/unsigned char *smem = emu_smem_ptr;/' > $@
+
+build/emu06/emu06: tests/wmma_emu/emu06.cpp tests/wmma_emu/wmma_emu.h build/emu06/kernel.inc build/host/cpu_reference.o
+	$(CXX_06) -O2 -std=c++20 -Wno-unknown-pragmas -Wno-attributes -I$(CUDA_INC_06) -Ireference \
+	  -DEMU_KERNEL='"$(CURDIR)/build/emu06/kernel.inc"' tests/wmma_emu/emu06.cpp build/host/cpu_reference.o \
+	  -o $@ -lpthread -lm
+
+emu-06:
+	@if [ ! -f $(CUDA_INC_06)/cuda_fp16.h ]; then echo "emu-06: SKIP (no CUDA headers)"; exit 0; fi; \
+	$(MAKE) --no-print-directory build/emu06/emu06 && timeout 600 ./build/emu06/emu06
+
+test:: check-06 emu-06

@@ -1,0 +1,152 @@
+/* wmma_emu.h: run lesson 06's kernel on the CPU to check its index math, masks and
+ * barriers without a GPU. One std::thread per CUDA thread; __syncthreads and __syncwarp
+ * are barriers; nvcuda::wmma is reimplemented with a deliberately scrambled element order
+ * (a different bijection for A, B and accumulator fragments), so a kernel that assumed the
+ * real register layout of a fragment would fail here. Every wmma call also checks the
+ * documented contract: 32-byte aligned pointer, ldm a multiple of 16 bytes, and the same
+ * pointer, ldm and layout in all 32 lanes.
+ *
+ * Not checked: bank conflicts, real timing, memory ordering beyond the barriers. */
+#pragma once
+#include <cuda_runtime.h>
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+#include <barrier>
+#include <thread>
+#include <vector>
+#include <memory>
+#include <type_traits>
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#define __launch_bounds__(...)
+struct EmuIdx { unsigned x = 0, y = 0, z = 0; };
+inline thread_local EmuIdx emu_tid, emu_bid;
+inline EmuIdx emu_grid;
+#define threadIdx emu_tid
+#define blockIdx emu_bid
+#define gridDim emu_grid
+using std::min;
+
+struct EmuBlock {
+    std::barrier<> block{128};
+    std::barrier<> warp[4]{std::barrier<>(32), std::barrier<>(32), std::barrier<>(32), std::barrier<>(32)};
+    float shfl[4][32];
+    float mat[4][3][256];           // per-warp operands of one mma
+    const void *arg_ptr[4][32];     // per-lane arguments of one wmma call
+    unsigned arg_ldm[4][32];
+};
+inline EmuBlock *emu_block;
+inline unsigned char *emu_smem_ptr;
+inline int emu_warp() { return emu_tid.x / 32; }
+inline int emu_lane() { return emu_tid.x % 32; }
+
+inline void __syncthreads() { emu_block->block.arrive_and_wait(); }
+inline void __syncwarp(unsigned = 0xffffffffu) { emu_block->warp[emu_warp()].arrive_and_wait(); }
+inline float __shfl_xor_sync(unsigned, float v, int m) {
+    emu_block->shfl[emu_warp()][emu_lane()] = v;
+    __syncwarp();
+    float r = emu_block->shfl[emu_warp()][emu_lane() ^ m];
+    __syncwarp();
+    return r;
+}
+inline void __trap() { fprintf(stderr, "__trap()\n"); abort(); }
+
+inline float emu_f(float x) { return x; }
+inline float emu_f(__half x) { return __half2float(x); }
+inline float emu_f(__nv_bfloat16 x) { return __bfloat162float(x); }
+
+namespace nvcuda { namespace wmma {
+struct row_major {}; struct col_major {};
+struct matrix_a {}; struct matrix_b {}; struct accumulator {};
+enum layout_t { mem_row_major, mem_col_major };
+
+/* Element e of lane `lane` holds matrix element idx = row * 16 + col. */
+template <class Use> inline int emu_map(int lane, int e) {
+    const int mul = std::is_same<Use, matrix_a>::value ? 37 : std::is_same<Use, matrix_b>::value ? 101 : 77;
+    return ((lane * 8 + e) * mul + 11) % 256;
+}
+template <class Use, int M, int N, int K, class T, class Layout = void>
+struct fragment {
+    static_assert(M == 16 && N == 16 && K == 16, "the emulator knows 16x16x16 only");
+    enum { num_elements = 8 };
+    T x[8];
+};
+
+/* The contract of every wmma call: same arguments in all 32 lanes, 256-bit aligned
+ * pointer, ldm a multiple of 16 bytes. */
+inline void emu_contract(const void *p, unsigned ldm, size_t elem, const char *what) {
+    EmuBlock *b = emu_block;
+    const int w = emu_warp();
+    b->arg_ptr[w][emu_lane()] = p;
+    b->arg_ldm[w][emu_lane()] = ldm;
+    __syncwarp();
+    if (emu_lane() == 0) {
+        for (int l = 1; l < 32; ++l)
+            if (b->arg_ptr[w][l] != p || b->arg_ldm[w][l] != ldm) {
+                fprintf(stderr, "%s: lanes disagree on pointer or ldm\n", what); abort();
+            }
+        if ((uintptr_t)p % 32) { fprintf(stderr, "%s: pointer not 32-byte aligned\n", what); abort(); }
+        if (ldm * elem % 16) { fprintf(stderr, "%s: ldm not a multiple of 16 bytes\n", what); abort(); }
+    }
+    __syncwarp();
+}
+inline int emu_at(int r, int c, unsigned ldm, bool row_major) { return row_major ? r * ldm + c : c * ldm + r; }
+
+template <class Use, class T, class Lay>
+inline void load_matrix_sync(fragment<Use, 16, 16, 16, T, Lay> &f, const T *p, unsigned ldm) {
+    emu_contract(p, ldm, sizeof(T), "load_matrix_sync(a/b)");
+    for (int e = 0; e < 8; ++e) {
+        const int idx = emu_map<Use>(emu_lane(), e);
+        f.x[e] = p[emu_at(idx / 16, idx % 16, ldm, std::is_same<Lay, row_major>::value)];
+    }
+    __syncwarp();
+}
+inline void load_matrix_sync(fragment<accumulator, 16, 16, 16, float> &f, const float *p, unsigned ldm,
+                             layout_t l) {
+    emu_contract(p, ldm, 4, "load_matrix_sync(acc)");
+    for (int e = 0; e < 8; ++e) {
+        const int idx = emu_map<accumulator>(emu_lane(), e);
+        f.x[e] = p[emu_at(idx / 16, idx % 16, ldm, l == mem_row_major)];
+    }
+    __syncwarp();
+}
+inline void store_matrix_sync(float *p, const fragment<accumulator, 16, 16, 16, float> &f, unsigned ldm,
+                              layout_t l) {
+    emu_contract(p, ldm, 4, "store_matrix_sync");
+    for (int e = 0; e < 8; ++e) {
+        const int idx = emu_map<accumulator>(emu_lane(), e);
+        p[emu_at(idx / 16, idx % 16, ldm, l == mem_row_major)] = f.x[e];
+    }
+    __syncwarp();
+}
+template <class F, class V> inline void fill_fragment(F &f, V v) {
+    for (auto &x : f.x) x = v;
+}
+template <class T, class LA, class LB>
+inline void mma_sync(fragment<accumulator, 16, 16, 16, float> &d, const fragment<matrix_a, 16, 16, 16, T, LA> &a,
+                     const fragment<matrix_b, 16, 16, 16, T, LB> &b,
+                     const fragment<accumulator, 16, 16, 16, float> &c) {
+    float(*m)[256] = emu_block->mat[emu_warp()];
+    __syncwarp();
+    for (int e = 0; e < 8; ++e) {
+        m[0][emu_map<matrix_a>(emu_lane(), e)] = emu_f(a.x[e]);
+        m[1][emu_map<matrix_b>(emu_lane(), e)] = emu_f(b.x[e]);
+        m[2][emu_map<accumulator>(emu_lane(), e)] = c.x[e];
+    }
+    __syncwarp();
+    float out[8];
+    for (int e = 0; e < 8; ++e) {
+        const int idx = emu_map<accumulator>(emu_lane(), e), r = idx / 16, col = idx % 16;
+        float acc = m[2][idx];
+        for (int k = 0; k < 16; ++k) acc += m[0][r * 16 + k] * m[1][k * 16 + col];
+        out[e] = acc;
+    }
+    __syncwarp();
+    for (int e = 0; e < 8; ++e) d.x[e] = out[e];
+}
+}}  // namespace nvcuda::wmma
