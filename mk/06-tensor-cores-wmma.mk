@@ -3,8 +3,11 @@
 #                   register spills (ptxas -v); SKIPs without nvcc
 #   make emu-06     the solution's kernel, run on the CPU with an emulated wmma whose
 #                   fragment layout is scrambled (tests/wmma_emu), graded against the
-#                   harness's references with its 16-bit rule; SKIPs without nvcc headers
+#                   harness's references with its 16-bit rule; SKIPs without nvcc headers.
+#                   EMU06_SRC=lessons/06-tensor-cores-wmma/wmma.cu runs your kernel instead
+#                   (it ignores STARTER_NOT_DONE: it calls the kernel directly)
 .PHONY: check-06 emu-06
+EMU06_SRC ?= solutions/06-tensor-cores-wmma/wmma.cu
 
 CUDA_INC_06 := $(dir $(NVCC))../include
 CXX_06 ?= g++
@@ -20,19 +23,17 @@ check-06:
 	  done; \
 	done; echo "check-06: starter and solution build for sm_75 and sm_90, no spills"
 
-build/emu06/kernel.inc: solutions/06-tensor-cores-wmma/wmma.cu
-	@mkdir -p $(@D)
-	awk '/\/\/ \[region host\]/{skip=1} !skip{print} /\/\/ \[end host\]/{skip=0}' $< \
-	  | sed -e '/#include <mma.h>/d' \
-	        -e 's/extern __shared__ __align__(128) unsigned char smem\[\];/unsigned char *smem = emu_smem_ptr;/' > $@
-
-build/emu06/emu06: tests/wmma_emu/emu06.cpp tests/wmma_emu/wmma_emu.h build/emu06/kernel.inc build/host/cpu_reference.o
-	$(CXX_06) -O2 -std=c++20 -Wno-unknown-pragmas -Wno-attributes -I$(CUDA_INC_06) -Ireference \
-	  -DEMU_KERNEL='"$(CURDIR)/build/emu06/kernel.inc"' tests/wmma_emu/emu06.cpp build/host/cpu_reference.o \
-	  -o $@ -lpthread -lm
-
 emu-06:
 	@if [ ! -f $(CUDA_INC_06)/cuda_fp16.h ]; then echo "emu-06: SKIP (no CUDA headers)"; exit 0; fi; \
-	$(MAKE) --no-print-directory build/emu06/emu06 && timeout 600 ./build/emu06/emu06
+	$(MAKE) --no-print-directory build/host/cpu_reference.o && mkdir -p build/emu06 && \
+	awk '/\/\/ \[region host\]/{skip=1} !skip{print} /\/\/ \[end host\]/{skip=0}' $(EMU06_SRC) \
+	  | sed -e '/#include <mma.h>/d' \
+	        -e 's/extern __shared__ __align__(128) unsigned char smem\[\];/unsigned char *smem = emu_smem_ptr;/' \
+	  > build/emu06/kernel.inc && \
+	$(CXX_06) -O2 -std=c++20 -Wno-unknown-pragmas -Wno-attributes -I$(CUDA_INC_06) -Ireference \
+	  -DEMU_KERNEL='"$(CURDIR)/build/emu06/kernel.inc"' tests/wmma_emu/emu06.cpp build/host/cpu_reference.o \
+	  -o build/emu06/emu06 -lpthread -lm && \
+	echo "emu-06: $(EMU06_SRC) on the CPU (wmma emulated, scrambled fragment layout)" && \
+	timeout 600 ./build/emu06/emu06
 
 test:: check-06 emu-06
