@@ -44,11 +44,16 @@ constexpr int Br = WARPS * GROUPS * TR;  // 64 query rows per block
 
 constexpr int Bc = 32;                 // key/value rows per tile
 
-// Blocks per SM the compiler must leave registers for (65536 / (MIN_BLOCKS * 128) per
-// thread: 168 and 255). d = 64: 3 blocks, as many as the registers allow; shared memory
-// (44 KB per block) would allow 5. d = 128: 2 blocks; 3 x 76 KB would not fit in 228 KB.
+// Blocks per SM the compiler must leave registers for, which caps registers per thread
+// at 65536 / (MIN_BLOCKS * 128): 168 and 255. d = 64: 3 blocks; asking for 4 (a cap of
+// 128) makes ptxas spill, though shared memory (44 KB per block) would allow 5.
+// d = 128: 2 blocks; 3 x 76 KB of shared memory would not fit in an SM's 228 KB.
+// The experiment `make ptxas-lesson4-4blocks` compiles with -DMIN_BLOCKS_D64=4 (128 registers).
+#ifndef MIN_BLOCKS_D64
+#define MIN_BLOCKS_D64 3
+#endif
 template <int D> struct Config;
-template <> struct Config<64>  { static constexpr int MIN_BLOCKS = 3; };
+template <> struct Config<64>  { static constexpr int MIN_BLOCKS = MIN_BLOCKS_D64; };
 template <> struct Config<128> { static constexpr int MIN_BLOCKS = 2; };
 
 // Row pitches. Q, K: +4 floats, so 4 (or 8) lanes reading 16 bytes each from consecutive
@@ -216,7 +221,7 @@ flash_registers_kernel(const float *__restrict__ Q, const float *__restrict__ K,
             l[i] = alpha * l[i] + sum;
             // [region rescale]
 #ifdef RUNTIME_INDEX
-            // The experiment of lesson 04 (make ptxas-lesson4-runtime-index): the same loop,
+            // Lesson 04's experiment (make ptxas-lesson4-runtime-index): the same loop,
             // but its trip count is a run-time value. Now c is not known when the code is
             // compiled, o[i][c] cannot name a fixed register, and the compiler must put the
             // whole array o in local memory (the stack frame) and load/store it there.

@@ -7,10 +7,10 @@
  * element by element.
  *
  * This is lesson 04's kernel (O, m, l in registers; one warp per 16 query rows) with three
- * changes, all marked "causal":
- *   1. the K/V loop stops at the last tile that holds a key <= the block's last row;
- *   2. a tile gets the element-wise mask only if it runs past N or straddles the diagonal;
- *   3. blocks take query tiles in reverse order, so the longest ones start first.
+ * changes, marked "Causal 1..3" below:
+ *   1. blocks take query tiles in reverse order, so the longest ones start first;
+ *   2. the K/V loop stops at the last tile that holds a key <= the block's last row;
+ *   3. a tile gets the element-wise mask only if it runs past N or straddles the diagonal.
  * Without --causal the kernel is lesson 04's, tile for tile.
  *
  * Work split of one block (Br = 64 query rows, 4 warps, 128 threads):
@@ -45,9 +45,10 @@ constexpr int Br = WARPS * GROUPS * TR;  // 64 query rows per block
 
 constexpr int Bc = 32;                 // key/value rows per tile
 
-// Blocks per SM the compiler must leave registers for (65536 / (MIN_BLOCKS * 128) per
-// thread: 168 and 255). d = 64: 3 blocks, as many as the registers allow; shared memory
-// (44 KB per block) would allow 5. d = 128: 2 blocks; 3 x 76 KB would not fit in 228 KB.
+// Blocks per SM the compiler must leave registers for, which caps registers per thread
+// at 65536 / (MIN_BLOCKS * 128): 168 and 255. d = 64: 3 blocks; asking for 4 (a cap of
+// 128) makes ptxas spill, though shared memory (44 KB per block) would allow 5.
+// d = 128: 2 blocks; 3 x 76 KB of shared memory would not fit in an SM's 228 KB.
 template <int D> struct Config;
 template <> struct Config<64>  { static constexpr int MIN_BLOCKS = 3; };
 template <> struct Config<128> { static constexpr int MIN_BLOCKS = 2; };
@@ -124,9 +125,10 @@ flash_causal_kernel(const float *__restrict__ Q, const float *__restrict__ K,
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int g = lane / GLANES, t = lane % GLANES;
     // [region tile-order]
-    // Causal 3: with causal masking, query tile i has i + 1 tiles of work (for Br = Bc).
-    // Launch order follows blockIdx.x, so the heaviest tiles of each head go first and
-    // the short ones fill the gaps at the end of the grid.
+    // Causal 1: with causal masking, query tile i loads 2(i + 1) K/V tiles (Br = 2 Bc), so
+    // the last tiles of a head are the heaviest. Blocks start roughly in blockIdx.x order;
+    // handing out tiles in reverse starts the long ones first and leaves the short ones to
+    // fill the gaps at the end of the grid.
     const int row0 = (gridDim.x - 1 - blockIdx.x) * Br;
     // [end tile-order]
     const size_t head = (size_t)blockIdx.z * gridDim.y + blockIdx.y;  // b * H + h
@@ -151,7 +153,7 @@ flash_causal_kernel(const float *__restrict__ Q, const float *__restrict__ K,
     }
 
     // [region loop-bound]
-    // Causal 1: the block's last row is row0 + Br - 1, so no key beyond it is visible and
+    // Causal 2: the block's last row is row0 + Br - 1, so no key beyond it is visible and
     // tiles j with j * Bc > row0 + Br - 1 are never loaded. Tiles run in order j = 0, 1, ...:
     // tile 0 holds key 0, which every row may see, so m is finite after the first tile and
     // a later tile that is fully masked for some row only adds exp2(-inf - m) = 0.
@@ -192,7 +194,7 @@ flash_causal_kernel(const float *__restrict__ Q, const float *__restrict__ K,
 #pragma unroll
             for (int c = 0; c < SPT; ++c) s[i][c] = sum4(acc[i][c]) * scale_log2;
         // [region mask]
-        // Causal 2: a tile needs the element-wise mask if it runs past the end of the
+        // Causal 3: a tile needs the element-wise mask if it runs past the end of the
         // sequence, or (causal) if its last key is beyond the block's first row row0, i.e.
         // it straddles the diagonal. Tiles wholly below the diagonal skip this block: no
         // compare, no select. The test is the same for the whole block (no divergence).
