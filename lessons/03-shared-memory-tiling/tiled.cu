@@ -1,0 +1,219 @@
+/* Lesson 03: FlashAttention tiling with shared memory, fp32.
+ * Build and grade: make lesson3 && ./lesson3      (the lesson text: README.md here)
+ *
+ * Source: FlashAttention-2 (Dao, 2023), Algorithm 1 (forward pass), lines 3-16.
+ *
+ * One thread block owns one tile Q_i of Br = 32 query rows of one (batch, head) and
+ * walks over K and V in tiles of Bc = 32 rows. Each K_j, V_j tile is copied from global
+ * memory into shared memory once, with coalesced 16-byte loads by all 256 threads, and
+ * then used by all 32 query rows of the block: lesson 02 made every query row fetch
+ * every K and V row by itself.
+ *
+ * Everything the block works on lives in shared memory: Q_i, K_j, V_j, the score tile
+ * S (overwritten in place by P), the running max m and sum l of each row, and the
+ * output accumulator O_i. Each step of the inner loop is a phase with its own mapping
+ * of threads to work, separated by __syncthreads():
+ *   load K_j, V_j   all threads, 16 bytes each, consecutive threads -> consecutive bytes
+ *   S = Q_i K_j^T   warp w computes rows w, w+8, w+16, w+24; lane = key column
+ *   softmax         8 threads per row, 4 scores each, warp shuffles for max and sum
+ *   O_i += P V_j    warp w owns rows w, w+8, ...; lane owns columns lane, lane+32, ...
+ * Lesson 04 keeps O, m and l in registers instead and needs fewer barriers.
+ *
+ * Scores are kept in the base-2 domain: S = Q K^T * scale * log2(e), so that
+ * exp(x - m) becomes exp2f(x' - m') (one hardware ex2 plus a few fix-up instructions)
+ * and the multiplication by log2(e) rides along with the scale for free.
+ */
+#include <cuda_runtime.h>
+#include <math.h>
+
+#include "attention.h"
+
+const lesson_info LESSON = {3, "03-shared-memory-tiling",
+                            "shared-memory tiling: one block per Br query rows",
+                            DTYPE_BIT(DTYPE_FP32), 0, {64, 128, 0}};
+
+constexpr int Br = 32;                // query rows per block (one tile Q_i)
+constexpr int Bc = 32;                // key/value rows per tile (K_j, V_j)
+constexpr int THREADS = 256;          // 8 warps
+constexpr int WARPS = THREADS / 32;
+constexpr int PAD = 4;                // floats of padding per shared row (see below)
+
+/* TODO(0): set to 0 when you have written TODO(1)..TODO(5); the grader then grades you. */
+#define STARTER_NOT_DONE 1
+
+// Everything one block keeps in shared memory, for head dimension D. Rows are padded by
+// 4 floats: a row stays a multiple of 16 bytes (float4 loads stay aligned) and row r
+// starts 4 banks after row r-1, so 8 lanes reading 16 bytes each from 8 consecutive
+// rows at the same column hit 32 different banks (no bank conflict).
+template <int D>
+struct SharedTiles {
+    float Q[Br][D + PAD];             // Q_i, loaded once
+    float K[Bc][D + PAD];             // K_j, reloaded every tile
+    float V[Bc][D + PAD];             // V_j, reloaded every tile
+    float O[Br][D + PAD];             // O_i accumulator (not yet divided by l)
+    float S[Br][Bc + PAD];            // S_ij, then P_ij in place
+    float m[Br];                      // running row max (base-2 units)
+    float l[Br];                      // running row sum of exp2(S - m)
+    float alpha[Br];                  // this tile's rescale factor exp2(m_old - m_new)
+};
+
+static_assert(Bc == 32, "the S phase maps lane -> key column");
+static_assert(Br % WARPS == 0 && THREADS % Br == 0, "rows must split evenly over warps and threads");
+
+constexpr float LN2 = 0.693147180559945309f;
+
+// Blocks per SM we ask the compiler to make room for: 4 x 256 threads caps registers at
+// 64 per thread. Barriers stall a whole block, so several resident blocks keep the SM
+// busy while one waits; 4 x 39 KB of shared memory (d = 64) fits in an H100's 228 KB.
+constexpr int MIN_BLOCKS = 4;
+
+/* Copies rows [row0, row0 + ROWS) of one [N, D] row-major fp32 matrix into the shared
+ * tile dst[ROWS][D + PAD], all THREADS threads cooperating. Consecutive threads read
+ * consecutive 16-byte pieces, so one warp instruction reads 512 contiguous bytes (fully
+ * coalesced). Rows >= N are written as zeros: the input buffers are surrounded by NaN
+ * guards, and a NaN in V times a probability of 0 would still be NaN.
+ * Preconditions: src 16-byte aligned, D a multiple of 4. */
+template <int D, int ROWS>
+__device__ __forceinline__ void load_rows(float (*dst)[D + PAD], const float *__restrict__ src,
+                                          int row0, int N) {
+    constexpr int VEC_PER_ROW = D / 4;
+    static_assert(ROWS * VEC_PER_ROW % THREADS == 0, "tile must split evenly over the block");
+    /* TODO(1): copy the tile as ROWS * VEC_PER_ROW pieces of 16 bytes (float4), all threads
+     * together and coalesced. In step it = 0, 1, ..., ROWS * VEC_PER_ROW / THREADS - 1, this
+     * thread copies piece v = it * THREADS + threadIdx.x, which is row r = v / VEC_PER_ROW,
+     * columns c = (v % VEC_PER_ROW) * 4 .. c + 3:
+     *   - if row0 + r < N, read it as one float4 at src + (size_t)(row0 + r) * D + c
+     *     (reinterpret_cast<const float4 *>); otherwise use make_float4(0.f, 0.f, 0.f, 0.f);
+     *   - store it at &dst[r][c] through a float4 pointer.
+     * Put #pragma unroll on the loop: its trip count is a compile-time constant. */
+    (void)dst; (void)src; (void)row0; (void)N;
+}
+
+/* acc + a * b, component by component. A dot product accumulated this way keeps four
+ * running sums (one per float4 component, each over every 4th column of d) that are added
+ * at the end. With logits around +-100 one long fp32 chain of d multiply-adds loses
+ * enough bits to fail the grader's tolerance; four shorter sums of smaller numbers do not
+ * (and they are four independent chains, which the scheduler likes too). */
+__device__ __forceinline__ float4 fma4(float4 a, float4 b, float4 acc) {
+    return make_float4(fmaf(a.x, b.x, acc.x), fmaf(a.y, b.y, acc.y), fmaf(a.z, b.z, acc.z),
+                       fmaf(a.w, b.w, acc.w));
+}
+__device__ __forceinline__ float sum4(float4 a) { return (a.x + a.y) + (a.z + a.w); }
+
+/* Forward pass, one block per (query tile, head, batch).
+ *   Q, K, V, O : [B, H, N, D] row-major fp32 (device), 16-byte aligned
+ *   L          : [B, H, N] fp32, natural-log logsumexp of each scaled score row
+ *   scale_log2 : softmax scale * log2(e)
+ * Grid (Tr, H, B), Tr = ceil(N / Br); THREADS threads; sizeof(SharedTiles<D>) bytes of
+ * dynamic shared memory. Any N >= 1. */
+template <int D>
+__global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
+flash_tiled_kernel(const float *__restrict__ Q, const float *__restrict__ K,
+                   const float *__restrict__ V, float *__restrict__ O, float *__restrict__ L,
+                   int N, float scale_log2) {
+    extern __shared__ float4 smem_raw[];  // float4: the tile struct starts 16-byte aligned
+    SharedTiles<D> &sm = *reinterpret_cast<SharedTiles<D> *>(smem_raw);
+    const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+    const int row0 = blockIdx.x * Br;                                  // first row of Q_i
+    const size_t head = (size_t)blockIdx.z * gridDim.y + blockIdx.y;  // b * H + h
+    const float *Qh = Q + head * N * D, *Kh = K + head * N * D, *Vh = V + head * N * D;
+
+    // Algorithm 1, lines 4-5: load Q_i; O_i = 0, l = 0, m = -inf.
+    load_rows<D, Br>(sm.Q, Qh, row0, N);
+    for (int x = tid; x < Br * D; x += THREADS) sm.O[x / D][x % D] = 0.f;
+    for (int r = tid; r < Br; r += THREADS) {
+        sm.m[r] = -INFINITY;
+        sm.l[r] = 0.f;
+    }
+
+    const int Tc = (N + Bc - 1) / Bc;
+    for (int j = 0; j < Tc; ++j) {  // Algorithm 1, line 6
+        const int key0 = j * Bc;
+        // Barrier 1: every warp has finished reading K_j-1, V_j-1 and P of the previous
+        // tile before we overwrite them (on j = 0: Q_i, O_i, m, l are initialised).
+        __syncthreads();
+        load_rows<D, Bc>(sm.K, Kh, key0, N);  // line 7
+        load_rows<D, Bc>(sm.V, Vh, key0, N);
+        // Barrier 2: the whole K_j, V_j tile is in shared memory before anyone reads it.
+        __syncthreads();
+
+        /* TODO(2): line 8, S = Q_i K_j^T in base-2 units, into sm.S.
+         * This warp computes rows warp + WARPS * i (i = 0 .. Br / WARPS - 1) of the tile; this
+         * lane computes column `lane` of each, the score of key key0 + lane.
+         *   - float4 acc[Br / WARPS], all zero (make_float4(0.f, 0.f, 0.f, 0.f));
+         *   - for k = 0, 4, ..., D - 4: kv = the float4 at &sm.K[lane][k], and for every i
+         *     acc[i] = fma4(the float4 at &sm.Q[warp + WARPS * i][k], kv, acc[i]);
+         *   - sm.S[warp + WARPS * i][lane] = sum4(acc[i]) * scale_log2 if key0 + lane < N,
+         *     else -INFINITY (the last tile may run past the end of the sequence). */
+        // Barrier 3: the softmax threads of a row are not the threads that wrote it.
+        __syncthreads();
+
+        // Line 9, the online softmax, THREADS / Br = 8 neighbouring lanes per row.
+        {
+            constexpr int TPR = THREADS / Br;  // threads per row
+            static_assert(Bc == 4 * TPR, "one float4 of scores per thread");
+            const int r = tid / TPR, part = tid % TPR;
+            /* TODO(3): update row r with this thread's 4 scores sm.S[r][4 * part .. 4 * part + 3].
+             *   - read them as one float4 s, and the row's state m_old = sm.m[r], l_old = sm.l[r];
+             *   - mx = the max of s.x .. s.w, then the max over the 8 lanes of the row:
+             *       for off = TPR / 2, ..., 1: mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
+             *   - m_new = fmaxf(m_old, mx); each score becomes p = exp2f(score - m_new); store the
+             *     4 p's back over the scores (P overwrites S);
+             *   - sum = the 4 p's, then summed over the 8 lanes with the same shuffle loop (+);
+             *   - __syncwarp(): every lane has now read m_old and l_old; then only part == 0
+             *     writes alpha = exp2f(m_old - m_new) to sm.alpha[r], m_new to sm.m[r] and
+             *     alpha * l_old + sum to sm.l[r]. */
+            (void)r; (void)part;
+        }
+        // Barrier 4: P and alpha of a row come from other warps than the ones that use them.
+        __syncthreads();
+
+        // Line 10: O_i = diag(alpha) O_i + P V_j.
+        {
+            constexpr int RPW = Br / WARPS;  // rows per warp
+            constexpr int CPT = D / 32;      // columns per thread
+            /* TODO(4): this thread owns rows warp + WARPS * i (i < RPW) and columns lane + 32 * c
+             * (c < CPT) of O_i.
+             *   - float o[RPW][CPT]; o[i][c] = sm.alpha[row] * sm.O[row][col];
+             *   - for every key k = 0 .. Bc - 1: o[i][c] += P[row][k] * sm.V[k][col], where P is
+             *     sm.S (read it 4 keys at a time as a float4 at &sm.S[row][k]: one broadcast);
+             *   - write o[i][c] back to sm.O[row][col].
+             * Every loop over i and c has a compile-time trip count: #pragma unroll them. */
+            static_assert(RPW * WARPS == Br && CPT * 32 == D, "rows and columns split evenly");
+        }
+    }
+    // Barrier 5: the epilogue reads O_i and l with a different thread mapping.
+    __syncthreads();
+
+    /* TODO(5): lines 12-15, one write of O_i and L.
+     *   - O: for every row r < Br with row0 + r < N and every column c, the element at
+     *     O + head * N * D + (size_t)(row0 + r) * D + c is sm.O[r][c] / sm.l[r]. Use float4
+     *     pieces with consecutive threads on consecutive pieces, as in load_rows (coalesced).
+     *   - L: for every such row, L[head * N + row0 + r] = sm.m[r] * LN2 + logf(sm.l[r])
+     *     (m is in base-2 units; L is a natural log). */
+    (void)O; (void)L; (void)lane; (void)warp; (void)scale_log2; (void)LN2;
+}
+
+/* Opts the kernel in to more than 48 KB of dynamic shared memory when it needs it (d = 128:
+ * 71 KB) and launches it. Returns ATTN_OK, or ATTN_UNSUPPORTED for a head dim other than
+ * 64/128. A GPU with less shared memory per block than the kernel needs (sm_75: 64 KB)
+ * makes the launch fail; the harness reports that as a CUDA error. */
+template <int D>
+static int launch(const attn_args *a) {
+    const size_t smem = sizeof(SharedTiles<D>);
+    if (smem > 48 * 1024)
+        cudaFuncSetAttribute(flash_tiled_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+    const dim3 grid((a->N + Br - 1) / Br, a->H, a->B);
+    flash_tiled_kernel<D><<<grid, THREADS, smem, (cudaStream_t)a->stream>>>(
+        (const float *)a->Q, (const float *)a->K, (const float *)a->V, (float *)a->O, a->L, a->N,
+        a->scale * 1.4426950408889634f);
+    return ATTN_OK;
+}
+
+int attention_forward(const attn_args *a) {
+    if (STARTER_NOT_DONE) return ATTN_NOT_IMPLEMENTED;
+    if (a->dtype != DTYPE_FP32 || a->causal) return ATTN_UNSUPPORTED;
+    if (a->d == 64) return launch<64>(a);
+    if (a->d == 128) return launch<128>(a);
+    return ATTN_UNSUPPORTED;
+}
