@@ -126,6 +126,17 @@ local function Para(para)
   return nil
 end
 
+-- texmath 0.12 (pandoc 2.17) writes \ell as an operator (<mo>), which browsers space
+-- like a "+"; the Unicode letter becomes an identifier (<mi>) like any other variable.
+local function Math(m)
+  local text = m.text:gsub('\\ell%f[^%a]', 'ℓ')
+  if text ~= m.text then
+    m.text = text
+    return m
+  end
+  return nil
+end
+
 local function inlines_of(text)
   local doc = pandoc.read(text, 'commonmark_x')
   if #doc.blocks > 0 and doc.blocks[1].content then return doc.blocks[1].content end
@@ -191,6 +202,6 @@ local function Pandoc(doc)
 end
 
 return {
-  { Link = Link, Image = Image, Para = Para },
+  { Link = Link, Image = Image, Para = Para, Math = Math },
   { Pandoc = Pandoc },
 }

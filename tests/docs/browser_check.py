@@ -8,9 +8,9 @@ network port, no websocket, standard library only). For each SITE/*.html it fail
   - a request that is not file:// or data: (the site must work offline);
   - an image that did not load, or MathML that did not lay out (a <math> with no size);
   - a page that did not finish loading within the time limit.
-Then it writes a PNG screenshot of one lesson page (the first one with both math and
-highlighted code; DOCS_SCREENSHOT_PAGE=NN-name.html picks another), scrolled to where
-its first math and code are, and checks that this page prints to PDF.
+Then it writes a PNG screenshot of one lesson page (the first one with math and CUDA
+code; DOCS_SCREENSHOT_PAGE=NN-name.html picks another), scrolled to a code block with
+math in view, and checks that this page prints to PDF.
 Environment: CHROMIUM (default: chromium).
 """
 import base64
@@ -130,6 +130,7 @@ PROBE = """(() => {
     math: maths.length, mathUnlaid: maths.filter(m => !box(m)).length,
     mathStyled: maths.length ? getComputedStyle(maths[0]).display : '',
     code: document.querySelectorAll('pre.sourceCode').length, highlighted: code.length,
+    cuda: document.querySelectorAll('pre.sourceCode.cuda').length,
     brokenImages: imgs.filter(i => !(i.complete && i.naturalWidth > 0)).map(i => i.getAttribute('src')),
     styled: document.styleSheets.length === 1 &&
             getComputedStyle(document.querySelector('main')).maxWidth !== 'none',
@@ -137,12 +138,22 @@ PROBE = """(() => {
 })()"""
 
 FOCUS = """(() => {
-  const first = s => document.querySelector(s);
-  const els = [first('main math'), first('main pre.sourceCode')].filter(Boolean);
-  const tops = els.map(e => e.getBoundingClientRect().top + window.scrollY);
-  // Stay at the top (title visible) when the first math and some code fit there.
-  if (Math.max(...tops) + 240 > window.innerHeight) window.scrollTo(0, Math.max(0, Math.min(...tops) - 160));
-  return window.scrollY;
+  // Scroll to the first code block (CUDA first) that has math in view with it, the block
+  // a little below the middle of the screen; at the top if both already fit there.
+  const H = window.innerHeight, y0 = window.scrollY;
+  const top = e => e.getBoundingClientRect().top + y0;
+  const maths = [...document.querySelectorAll('main math')].map(top);
+  const blocks = [...document.querySelectorAll('main pre.sourceCode.cuda'),
+                  ...document.querySelectorAll('main pre.sourceCode:not(.cuda)')];
+  for (const b of blocks) {
+    const t = top(b), y = Math.max(0, t < H - 300 ? 0 : t - 0.55 * H);
+    if (maths.some(m => m >= y + 40 && m <= y + H - 60) && t + 200 <= y + H) {
+      window.scrollTo(0, y);
+      return window.scrollY;
+    }
+  }
+  window.scrollTo(0, 0);
+  return 0;
 })()"""
 
 
@@ -219,7 +230,8 @@ def main(site, shot):
         # Screenshot of one lesson page showing math and code.
         want = os.environ.get("DOCS_SCREENSHOT_PAGE")
         lessons = [p for p in pages if p[:2].isdigit()]
-        pick = want or next((p for p in lessons if info.get(p, {}).get("math") and info[p].get("highlighted")),
+        pick = want or next((p for p in lessons if info.get(p, {}).get("math") and info[p].get("cuda")),
+                            None) or next((p for p in lessons if info.get(p, {}).get("math") and info[p].get("highlighted")),
                             next((p for p in lessons if info.get(p, {}).get("math") or info[p].get("code")),
                                  lessons[0] if lessons else None))
         if pick is None:

@@ -39,6 +39,7 @@ class Page(html.parser.HTMLParser):
         self.stylesheets, self.styles, self.rels = [], 0, set()
         self.maths, self.title, self.in_title = 0, "", False
         self.math_spans = []     # [text] of pandoc's non-MathML fallbacks
+        self.source = ""         # "Built from <code>...</code>" in the footer
         self.in_math_span = 0
 
     def handle_starttag(self, tag, attrs):
@@ -94,6 +95,8 @@ class Page(html.parser.HTMLParser):
                 break
 
     def handle_data(self, data):
+        if self.stack[-2:] == ["p", "code"] and data.endswith((".md", "README.md")) and "/" in data:
+            self.source = data
         if self.in_title:
             self.title += data
         if self.in_math_span:
@@ -139,10 +142,11 @@ def main(root, site):
     site_abs = os.path.realpath(site)
     for name, p in sorted(pages.items()):
         here = os.path.dirname(os.path.join(site_abs, name))
+        label = f"{name} (from {p.source})" if p.source else name
         for msg in p.problems:
-            errors.append(f"{name}: {msg}")
+            errors.append(f"{label}: {msg}")
         for text in p.math_spans:
-            errors.append(f"{name}: math not converted to MathML: {text.strip()[:60]!r}")
+            errors.append(f"{label}: math not converted to MathML: {text.strip()[:60]!r}")
         nmath += p.maths
         if p.stylesheets != ["style.css"] or p.styles:
             errors.append(f"{name}: expected exactly one stylesheet, style.css (found {p.stylesheets}, "
