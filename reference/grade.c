@@ -156,7 +156,7 @@ void grader_finish(const grader *g, grade_report *r) {
         add(r->summary, sizeof r->summary, msg);
     }
     if (r->nonfinite) {
-        snprintf(msg, sizeof msg, "overflow/NaN: %ld elements are NaN or Inf (max not subtracted? a read outside Q/K/V, which the harness surrounds with NaN?)",
+        snprintf(msg, sizeof msg, "overflow/NaN: %ld elements are NaN or Inf (max not subtracted? exp(-inf - (-inf)) on a fully masked block? a read outside the inputs, which the GPU harness surrounds with NaN?)",
                  r->nonfinite);
         add(r->summary, sizeof r->summary, msg);
     }

@@ -366,6 +366,7 @@ static std::vector<Case> case_matrix() {
         {"N=1000", 1, 2, 1000, d1, 0, 1.f}, {"x30", 1, 2, 300, d0, 0, 30.f},
         {"bench", BENCH_B, BENCH_H, BENCH_N, db, 0, 1.f},
     };
+    if (d1 != d0) m.push_back({"x30", 1, 2, 300, d1, 0, 30.f});
     if (LESSON.causal) {
         std::vector<Case> cz = {{"tiny", 1, 1, 4, d0, 1, 1.f},   {"N=77", 2, 3, 77, d0, 1, 1.f},
                                 {"N=1000", 1, 2, 1000, d1, 1, 1.f}, {"x30", 1, 2, 300, d1, 1, 30.f},
