@@ -1,0 +1,140 @@
+#!/usr/bin/env bash
+# tests/mutants/cli.sh N...: every solution binary (./solutionN, built by make) refuses bad
+# command lines with exit status 2 and a message naming the option and what it accepts:
+# negative, zero, huge and non-numeric values, unknown options, and what the lesson does not
+# support (head dims, dtypes, --causal before lesson 05), checked against the list the
+# binary itself prints. Runs without a GPU: the command line is checked before the GPU is
+# touched. Values a lesson accepts then run one tiny shape: exit 0 on a GPU, 4 without one.
+# With a GPU it also asks for a shape far beyond device memory: that must be exit 7 (OOM).
+set -u
+cd "$(dirname "$0")/../.."
+pass=0; fail=0; gaps=0
+have_gpu=0; nvidia-smi -L >/dev/null 2>&1 && have_gpu=1
+
+ok()   { pass=$((pass + 1)); }
+bad()  { fail=$((fail + 1)); echo "FAIL  $*"; }
+
+# refused BIN "EXPECTED TEXT" ARGS...: exit status 2 and the text on stderr/stdout
+refused() {
+    local bin=$1 want=$2; shift 2
+    local out rc
+    out=$("./$bin" "$@" 2>&1); rc=$?
+    if [ $rc -eq 2 ] && grep -qF -- "$want" <<<"$out"; then ok
+    else bad "$bin $*: expected exit 2 and '$want', got exit $rc: $(head -c 200 <<<"$out")"; fi
+}
+
+# accepted BIN ARGS...: not a usage error: 0 on a GPU (a tiny shape that must pass), 4 without one
+accepted() {
+    local bin=$1; shift
+    local out rc
+    out=$(timeout 300 "./$bin" "$@" --check-only --timeout 30 2>&1); rc=$?
+    if [ $rc -eq 0 ] || { [ $rc -eq 4 ] && [ $have_gpu = 0 ]; }; then ok
+    else bad "$bin $*: expected to be accepted (exit 0, or 4 without a GPU), got exit $rc: $(tail -n 3 <<<"$out" | head -c 300)"; fi
+}
+
+# probe BIN OPTION VALUE ARGS...: prints "refused LIST" (the list from the refusal message) or "accepted"
+probe() {
+    local bin=$1 opt=$2 val=$3; shift 3
+    local out rc
+    out=$(timeout 300 "./$bin" "$opt" "$val" "$@" --check-only --timeout 30 2>&1); rc=$?
+    if [ $rc -eq 2 ]; then
+        sed -n "s/.*$opt $val is not supported by lesson [0-9]*: expected one of //p" <<<"$out" | head -n1 \
+            | sed 's/^/refused /; s/^refused $/refused ?/'
+    elif [ $rc -eq 0 ] || { [ $rc -eq 4 ] && [ $have_gpu = 0 ]; }; then echo accepted
+    else echo "error $rc"; fi
+}
+
+for n in "$@"; do
+    bin=solution$n
+    if [ ! -x "./$bin" ]; then bad "./$bin missing (make $bin)"; continue; fi
+    # values no lesson accepts
+    refused $bin "unknown option" --bogus
+    refused $bin "unexpected argument" stray
+    refused $bin "needs a value" --seed
+    refused $bin "--reps '0' is not valid: expected an integer in 1..100000" --reps 0
+    refused $bin "--reps '-1' is not valid" --reps -1
+    refused $bin "--seed '-1' is not valid" --seed -1
+    refused $bin "--seed 'x1' is not valid" --seed x1
+    refused $bin "--timeout '0' is not valid: expected seconds in 0.1..3600" --timeout 0
+    refused $bin "--timeout 'abc' is not valid" --timeout abc
+    refused $bin "--timeout '1e9' is not valid" --timeout 1e9
+    refused $bin "--warmup '-1' is not valid" --warmup -1
+    if [ "$n" = 1 ]; then
+        # lesson 01 is one softmax row on the CPU: shape, dtype and causal options do not apply
+        for a in "--seq 5" "--batch 2" "--heads 2" "--dim 64" "--causal" "--dtype fp16" "--dtype bf16"; do
+            refused $bin "do not apply" $a
+        done
+        refused $bin "--dtype 'fp8' is not valid: expected fp32, fp16 or bf16" --dtype fp8
+        continue
+    fi
+    for a in "--batch 0" "--batch -3" "--batch 4097" "--batch 99999999999999999999" "--batch abc" "--batch 2.5"; do
+        refused $bin "${a%% *} '${a#* }' is not valid: expected an integer in 1..4096" $a
+    done
+    for a in "--heads 0" "--heads -1" "--heads 1025" "--heads 0x10"; do
+        refused $bin "${a%% *} '${a#* }' is not valid: expected an integer in 1..1024" $a
+    done
+    for a in "--seq 0" "--seq -5" "--seq 1048577" "--seq 1e3" "--seq 12x" "--seq ''"; do
+        v=${a#* }; [ "$v" = "''" ] && v=""
+        refused $bin "--seq '$v' is not valid: expected an integer in 1..1048576" --seq "$v"
+    done
+    for a in "--dim 0" "--dim -64" "--dim 257" "--dim 64.0" "--dim sixty-four"; do
+        refused $bin "${a%% *} '${a#* }' is not valid: expected an integer in 1..256" $a
+    done
+    refused $bin "--dtype 'fp8' is not valid: expected fp32, fp16 or bf16" --dtype fp8
+    refused $bin "--dtype 'FP16' is not valid" --dtype FP16
+    refused $bin "--fuzz '0' is not valid: expected an integer in 1..100000" --fuzz 0
+    refused $bin "--fuzz '-5' is not valid" --fuzz -5
+    refused $bin "--fuzz draws its own shapes" --fuzz 5 --seq 8
+    refused $bin "--fuzz draws its own shapes" --fuzz 5 --bench-only
+    refused $bin "exclude each other" --check-only --bench-only
+    # head dims: each is accepted, or refused with the lesson's own list, and the list is right
+    dims_ok=""; dims_list=""
+    for d in 16 32 48 64 80 96 128 160 192 256; do
+        r=$(probe $bin --dim $d -b 1 -H 1 -n 3)
+        case $r in
+            accepted) dims_ok="$dims_ok${dims_ok:+, }$d" ;;
+            "refused ?") bad "$bin --dim $d: exit 2 without 'is not supported by lesson NN: expected one of ...'" ;;
+            refused*) dims_list=${r#refused } ;;
+            *) bad "$bin --dim $d: $r" ;;
+        esac
+    done
+    if [ -z "$dims_ok" ]; then bad "$bin accepts no head dim"
+    elif [ -n "$dims_list" ] && [ "$dims_list" != "$dims_ok" ]; then
+        bad "$bin: refusal lists d = $dims_list but accepts $dims_ok"
+    else ok; echo "ok    $bin head dims: accepts $dims_ok, refuses the rest with that list"; fi
+    d0=${dims_ok%%,*}
+    # dtypes, the same way
+    dt_ok=""; dt_list=""
+    for t in fp32 fp16 bf16; do
+        r=$(probe $bin --dtype $t -b 1 -H 1 -n 3 -d "$d0")
+        case $r in
+            accepted) dt_ok="$dt_ok${dt_ok:+, }$t" ;;
+            "refused ?") bad "$bin --dtype $t: exit 2 without 'is not supported by lesson NN: expected one of ...'" ;;
+            refused*) dt_list=${r#refused } ;;
+            *) bad "$bin --dtype $t: $r" ;;
+        esac
+    done
+    if [ -z "$dt_ok" ]; then bad "$bin accepts no dtype"
+    elif [ -n "$dt_list" ] && [ "$dt_list" != "$dt_ok" ]; then bad "$bin: refusal lists dtypes $dt_list but accepts $dt_ok"
+    else ok; echo "ok    $bin dtypes: accepts $dt_ok, refuses the rest with that list"; fi
+    # causal masking starts in lesson 05
+    if [ "$n" -lt 5 ]; then
+        refused $bin "lesson $(printf %02d "$n") does not support --causal" --causal -b 1 -H 1 -n 3 -d "$d0"
+        refused $bin "does not support --causal" --causal
+    else
+        accepted $bin --causal -b 1 -H 1 -n 3 -d "$d0"
+    fi
+    accepted $bin -b 1 -H 1 -n 1 -d "$d0"
+    # far beyond any GPU's memory (and the host's): must be a clear out-of-memory (exit 7)
+    if [ $have_gpu = 1 ]; then
+        out=$(timeout 300 "./$bin" -b 4096 -H 1024 -n 1048576 -d "$d0" --check-only 2>&1); rc=$?
+        if [ $rc -eq 7 ] && grep -qi "out of memory" <<<"$out"; then ok
+        else
+            gaps=$((gaps + 1))
+            echo "GAP   $bin -b 4096 -H 1024 -n 1048576 -d $d0: exit $rc, not 7 (out of memory): $(tail -n 2 <<<"$out" | head -c 200)"
+            echo "      (the harness allocates the host copies before asking the GPU: notes/mutants-grader-gaps.md)"
+        fi
+    fi
+done
+echo "command line: $pass checks passed, $fail failed$([ $gaps -gt 0 ] && echo ", $gaps known gaps") (solutions $*; GPU: $([ $have_gpu = 1 ] && echo yes || echo no))"
+[ $fail -eq 0 ]

@@ -1,0 +1,442 @@
+#!/usr/bin/env python3
+"""tests/mutants/run.py: does the grader reject wrong kernels? (issue 8)
+
+Every file tests/mutants/NN/<name>.mut plants one classic bug in lesson NN's
+solution by exact text substitution (format: tests/mutants/README.md). For each
+mutant this script copies the solution to build/mutants/NN-<name>/, applies the
+substitution (the `from` text must occur exactly once, else "does not apply",
+a failure: mutants must follow the solutions), links it exactly like the
+Makefile's link_lesson, runs it with --check-only, and requires
+    exit status != 0  and  the `expect` regex (Python re, ERE-like) in its output.
+Mutants marked `racecheck:` may instead be rejected by compute-sanitizer's
+racecheck on the given small shape: an output race does not always show in the
+outputs or in the grader's determinism re-run.
+
+Usage (normally through make, which passes the compiler flags in the environment):
+    run.py cpu|gpu|all|build [--equiv] [--md FILE]
+  cpu    lesson 01's mutants (no GPU needed)
+  gpu    lessons 02+ (needs a GPU), plus the check that `make grade` reports the
+         hang mutant as a timeout and goes on with the next lesson
+  all    both
+  build  apply and compile the GPU mutants only (no GPU needed); with --equiv
+         also compare each mutant's SASS with the solution's (same SASS = the
+         planted bug changes nothing = a useless mutant)
+Environment: CC CFLAGS NVCC NVCC_FLAGS ARCH_FLAGS ARCH_TAG HARNESS_C_OBJ
+HARNESS_CU_OBJ (from make), LESSONS="2 7" (subset), MUTANTS_SEED (default 1),
+MUTANTS_JOBS (parallel builds, default: CPU count), MUTANTS_STRICT=1 (known
+grader gaps count as failures).
+Exit status: 0 every mutant rejected with the expected diagnosis, 1 otherwise,
+4 gpu mode without a GPU.
+"""
+import concurrent.futures as cf
+import datetime
+import glob
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import threading
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+HERE = os.path.join(ROOT, "tests", "mutants")
+SEED = os.environ.get("MUTANTS_SEED", "1")
+STRICT = os.environ.get("MUTANTS_STRICT") == "1"
+RUN_LIMIT_S = 900  # whole-process safety net; the harness's own --timeout stops hung kernels
+KNOWN_KEYS = {"what", "expect", "ideal", "gap", "racecheck", "exit", "args"}
+# Lines that carry a diagnosis, in the order we prefer to show them.
+DIAG_RE = re.compile(r"diagnosis:|race suspected|causal: future|TIMEOUT|CUDA error|attention_forward returned|"
+                     r"m: expected|l: expected|y: \d+ of|hint:|not supported|out of memory")
+RACE_RE = re.compile(r"Race reported|hazard displayed \([1-9]|Potential \w+ hazard")
+
+
+def env(name, default=""):
+    return os.environ.get(name, default)
+
+
+class Mutant:
+    def __init__(self, path):
+        self.path = path
+        self.lesson = int(os.path.basename(os.path.dirname(path)))
+        self.name = os.path.splitext(os.path.basename(path))[0]
+        self.id = "%02d/%s" % (self.lesson, self.name)
+        self.meta = {}
+        self.subs = []  # [(from, to)]
+        self.error = None
+        self._parse()
+        sol = sorted(glob.glob(os.path.join(ROOT, "solutions", "%02d-*" % self.lesson, "*.cu")) +
+                     glob.glob(os.path.join(ROOT, "solutions", "%02d-*" % self.lesson, "*.c")))
+        self.solution = sol[0] if sol else None
+        self.gpu = self.solution is None or self.solution.endswith(".cu")
+        self.dir = os.path.join(ROOT, "build", "mutants", "%02d-%s" % (self.lesson, self.name))
+        self.binary = os.path.join(self.dir, "bin")
+
+    def _parse(self):
+        with open(self.path) as f:
+            lines = f.read().split("\n")
+        if lines and lines[-1] == "":
+            lines.pop()
+        block, buf, cur_from = None, [], None
+
+        def close():
+            nonlocal cur_from
+            text = "".join(l + "\n" for l in buf)
+            if block == "from":
+                cur_from = text
+            elif block == "to":
+                self.subs.append((cur_from, text))
+                cur_from = None
+
+        for ln in lines:
+            if ln in ("@@ from", "@@ to", "@@ end"):
+                if block is not None:
+                    close()
+                elif ln != "@@ from":
+                    self.error = "bad format: '%s' before '@@ from'" % ln
+                block, buf = ln[3:], []
+                if block == "to" and cur_from is None:
+                    self.error = "bad format: '@@ to' without '@@ from'"
+                if block == "end":
+                    block = None
+                continue
+            if block is not None:
+                buf.append(ln)
+            elif ln.strip() and not ln.startswith("#"):
+                k, sep, v = ln.partition(":")
+                if not sep or k.strip() not in KNOWN_KEYS:
+                    self.error = "bad header line: %r" % ln
+                else:
+                    self.meta[k.strip()] = v.strip()
+        if block is not None:
+            self.error = "bad format: missing '@@ end'"
+        if not self.subs and not self.error:
+            self.error = "no substitution"
+        for k in ("what", "expect"):
+            if k not in self.meta and not self.error:
+                self.error = "missing '%s:' line" % k
+
+    def apply(self):
+        """Writes the mutated solution into self.dir; returns an error string or None."""
+        if self.error:
+            return self.error
+        if not self.solution:
+            return "no solution file in solutions/%02d-*/" % self.lesson
+        with open(self.solution) as f:
+            text = f.read()
+        for k, (a, b) in enumerate(self.subs):
+            n = text.count(a)
+            if n != 1:
+                first = a.strip().split("\n")[0][:60]
+                return "does not apply: substitution %d's from-text ('%s...') occurs %d times in %s" % (
+                    k + 1, first, n, os.path.relpath(self.solution, ROOT))
+            text = text.replace(a, b)
+        os.makedirs(self.dir, exist_ok=True)
+        self.src = os.path.join(self.dir, os.path.basename(self.solution))
+        with open(self.src, "w") as f:
+            f.write(text)
+        return None
+
+
+def sh(cmd, cwd=ROOT, timeout=None):
+    p = subprocess.run(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=timeout,
+                       universal_newlines=True, errors="replace")
+    return p.returncode, p.stdout
+
+
+def link_cmd(src, out):
+    """The Makefile's link_lesson, with the flags make passed in the environment."""
+    c_obj = shlex.split(env("HARNESS_C_OBJ"))
+    if src.endswith(".c"):
+        return [env("CC", "cc")] + shlex.split(env("CFLAGS")) + ["-Ireference", src, "reference/runner_softmax.c"] + \
+            c_obj + ["-o", out, "-lm"]
+    return [env("NVCC", "nvcc")] + shlex.split(env("NVCC_FLAGS")) + shlex.split(env("ARCH_FLAGS")) + \
+        ["-Ireference", src] + shlex.split(env("HARNESS_CU_OBJ")) + c_obj + ["-o", out, "-lgomp"]
+
+
+def elf_text(path):
+    """Bytes of every .text.* section (the kernels' machine code) of an ELF cubin, by name."""
+    import struct
+    with open(path, "rb") as f:
+        b = f.read()
+    shoff, = struct.unpack_from("<Q", b, 0x28)
+    shentsize, shnum, shstrndx = struct.unpack_from("<HHH", b, 0x3A)
+    secs = [struct.unpack_from("<IIQQQQIIQQ", b, shoff + k * shentsize) for k in range(shnum)]
+    stroff = secs[shstrndx][4]
+    out = {}
+    for name, _typ, _fl, _addr, off, size, *_ in secs:
+        nm = b[stroff + name:b.index(b"\0", stroff + name)].decode()
+        if nm.startswith(".text."):
+            out[nm] = b[off:off + size]
+    return out
+
+
+def sass(src, out):
+    """Machine code of one .cu compiled for the single target arch (no line info), or None."""
+    cubin = out + ".cubin"
+    flags = [f for f in shlex.split(env("NVCC_FLAGS")) if f != "-lineinfo"]
+    rc, log = sh([env("NVCC", "nvcc")] + flags + shlex.split(env("ARCH_FLAGS")) +
+                 ["-Ireference", "-cubin", "-o", cubin, src])
+    if rc:
+        return None
+    try:
+        return elf_text(cubin)
+    except Exception:
+        return None
+
+
+SASS_OF, SASS_LOCK = {}, threading.Lock()
+
+
+def build(m, equiv=False):
+    """Returns (ok, message)."""
+    err = m.apply()
+    if err:
+        return False, err
+    if os.path.exists(m.binary):
+        os.remove(m.binary)
+    rc, log = sh(link_cmd(m.src, m.binary))
+    with open(os.path.join(m.dir, "build.log"), "w") as f:
+        f.write(log)
+    if rc:
+        errs = [l for l in log.split("\n") if "error" in l]
+        return False, "build error: " + (errs[0].strip() if errs else log.strip()[-200:])
+    if equiv and m.gpu:
+        with SASS_LOCK:  # the solution's SASS once per solution
+            if m.solution not in SASS_OF:
+                d = os.path.join(ROOT, "build", "mutants", "solution-%02d" % m.lesson)
+                os.makedirs(d, exist_ok=True)
+                SASS_OF[m.solution] = sass(m.solution, os.path.join(d, "solution"))
+        a, b = sass(m.src, os.path.join(m.dir, "mutant")), SASS_OF[m.solution]
+        if a is None or b is None:
+            return False, "machine-code comparison failed (needs GPU_ARCH=<one arch>)"
+        if a == b:
+            return False, "EQUIVALENT: the mutant compiles to the solution's machine code (the planted bug changes nothing)"
+    return True, "builds"
+
+
+def trim(line, expect=None, width=110):
+    line = re.sub(r"\s+", " ", line.strip())
+    if line.startswith("diagnosis: "):
+        line = line[len("diagnosis: "):]
+    m = re.search(expect, line) if expect else None
+    start = 0
+    if m is not None and len(line) > width:
+        start = max(0, min(m.start() - 25, len(line) - width))
+    out = line[start:start + width]
+    return ("..." if start else "") + out + ("..." if start + width < len(line) else "")
+
+
+def given(output, expect=None):
+    """The line that carries the diagnosis: the expected one if present, else the first diagnosis-like line."""
+    lines = output.split("\n")
+    if expect:
+        for ln in lines:
+            if re.search(expect, ln):
+                return trim(ln, expect)
+        m = re.search(expect, output, re.M)  # a match over several lines: show its last line
+        if m:
+            return trim(output[output.rfind("\n", 0, m.end() - 1) + 1:].split("\n")[0])
+    for pattern in (DIAG_RE, re.compile("FAIL")):
+        for ln in lines:
+            if pattern.search(ln):
+                return trim(ln)
+    rest = [l for l in lines if l.strip()]
+    return trim(rest[-1]) if rest else "(no output)"
+
+
+def run_one(m):
+    """Returns (verdict, ok, diagnosis given)."""
+    cmd = [m.binary, "--check-only", "--seed", SEED] + (["--timeout", "5"] if m.gpu else []) + \
+        shlex.split(m.meta.get("args", ""))
+    t0 = time.time()
+    try:
+        rc, out = sh(cmd, timeout=RUN_LIMIT_S)
+    except subprocess.TimeoutExpired:
+        return "runner did not finish in %d s" % RUN_LIMIT_S, False, ""
+    m.seconds = time.time() - t0
+    with open(os.path.join(m.dir, "run.log"), "w") as f:
+        f.write("$ %s\n%s\nexit status %d\n" % (" ".join(cmd), out, rc))
+    expect = m.meta["expect"]
+    gap = m.meta.get("gap")
+    found = rc not in (0, 2, 3, 4) and re.search(expect, out, re.M)
+    if found and "exit" in m.meta and rc != int(m.meta["exit"]):
+        return "wrong exit status %d (expected %s)" % (rc, m.meta["exit"]), False, given(out)
+    if not found and "racecheck" in m.meta:
+        # the race did not show in the outputs: ask racecheck on a small shape
+        if not shutil.which("compute-sanitizer"):
+            return "race not seen, no compute-sanitizer", False, given(out)
+        rcmd = ["compute-sanitizer", "--tool", "racecheck", "--racecheck-report", "hazard", m.binary,
+                "--check-only", "--seed", SEED, "--timeout", "120"] + shlex.split(m.meta["racecheck"])
+        try:
+            _, rout = sh(rcmd, timeout=RUN_LIMIT_S)
+        except subprocess.TimeoutExpired:
+            rout = ""
+        with open(os.path.join(m.dir, "racecheck.log"), "w") as f:
+            f.write("$ %s\n%s\n" % (" ".join(rcmd), rout))
+        rm = RACE_RE.search(rout)
+        if rm:
+            line = rout[rout.rfind("\n", 0, rm.start()) + 1:].split("\n")[0]
+            return "rejected (racecheck)", True, "racecheck: " + trim(line.lstrip("= "))
+    if rc == 0:
+        if gap:
+            return "ACCEPTED (known gap)", not STRICT, "gap: " + gap
+        return "ACCEPTED", False, given(out)
+    if rc in (2, 3, 4):
+        return "not graded (exit %d)" % rc, False, given(out)
+    if not found:
+        return "wrong diagnosis", False, given(out)
+    diag = given(out, expect)
+    ideal = m.meta.get("ideal")
+    verdict = "rejected"
+    if ideal and not re.search(ideal, out, re.M):
+        verdict = "rejected (gap: weak diagnosis)"
+        if STRICT:
+            return verdict, False, diag
+    elif ideal:
+        verdict = "rejected (ideal met: make it the expect)"
+    elif gap:
+        verdict = "rejected (gap not seen this run)"
+    return verdict, True, diag
+
+
+def grade_moves_on(hang):
+    """`make grade` on a scratch tree whose lesson 02 hangs: the row must say timeout and the
+    next lesson must still be graded. Returns (verdict, ok, given)."""
+    nxt = sorted(d for d in glob.glob(os.path.join(ROOT, "solutions", "[0-9][0-9]-*"))
+                 if int(os.path.basename(d)[:2]) > hang.lesson and glob.glob(os.path.join(d, "*.cu")))
+    if not nxt:
+        return "skipped: no solution after lesson %02d" % hang.lesson, True, ""
+    tree = os.path.join(ROOT, "build", "mutants", "grade-tree")
+    shutil.rmtree(tree, ignore_errors=True)
+    for sub in ("reference",):
+        shutil.copytree(os.path.join(ROOT, sub), os.path.join(tree, sub))
+    shutil.copy2(os.path.join(ROOT, "Makefile"), tree)
+    for sub in ("host", env("ARCH_TAG")):
+        if sub and os.path.isdir(os.path.join(ROOT, "build", sub)):
+            shutil.copytree(os.path.join(ROOT, "build", sub), os.path.join(tree, "build", sub))
+    if os.path.exists(os.path.join(ROOT, "build", "arch-stamp")):
+        shutil.copy2(os.path.join(ROOT, "build", "arch-stamp"), os.path.join(tree, "build"))
+    hdir = os.path.join(tree, "solutions", os.path.basename(os.path.dirname(hang.solution)))
+    os.makedirs(hdir)
+    shutil.copy2(hang.src, hdir)
+    shutil.copytree(nxt[0], os.path.join(tree, "solutions", os.path.basename(nxt[0])))
+    rc, out = sh(["bash", "reference/grade.sh", "solutions"], cwd=tree, timeout=RUN_LIMIT_S)
+    with open(os.path.join(ROOT, "build", "mutants", "grade-tree.log"), "w") as f:
+        f.write(out)
+    hname, nname = os.path.basename(hdir), os.path.basename(nxt[0])
+    hrow = [l for l in out.split("\n") if l.startswith(hname)]
+    nrow = [l for l in out.split("\n") if l.startswith(nname)]
+    ok = bool(hrow) and re.search(r"\btimeout\b", hrow[0]) is not None and bool(nrow)
+    shown = " / ".join(re.sub(r"\s+", " ", r) for r in hrow[:1] + nrow[:1]) or trim(out)
+    return ("rejected (timeout; next lesson graded)" if ok else "FAILED: see build/mutants/grade-tree.log"), ok, shown
+
+
+def md_escape(s):
+    return s.replace("|", "\\|")
+
+
+def main():
+    args = sys.argv[1:]
+    mode = args[0] if args else "all"
+    equiv = "--equiv" in args
+    md = args[args.index("--md") + 1] if "--md" in args else None
+    if mode not in ("cpu", "gpu", "all", "build"):
+        print(__doc__)
+        return 2
+    want = set(int(x) for x in env("LESSONS").replace(",", " ").split())
+    mutants = [Mutant(p) for p in sorted(glob.glob(os.path.join(HERE, "[0-9][0-9]", "*.mut")))]
+    mutants = [m for m in mutants if not want or m.lesson in want]
+    if mode == "cpu":
+        mutants = [m for m in mutants if not m.gpu]
+    elif mode in ("gpu", "build"):
+        mutants = [m for m in mutants if m.gpu]
+    has_gpu = subprocess.run("nvidia-smi -L", shell=True, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL).returncode == 0
+    if mode in ("gpu", "all") and any(m.gpu for m in mutants) and not has_gpu:
+        if mode == "gpu":
+            print("make mutants: the mutants of lessons 02+ need an NVIDIA GPU (nvidia-smi found none).\n"
+                  "  Without one, `make mutants-build GPU_ARCH=90` checks that they still apply and compile.")
+            return 4
+        print("note: no NVIDIA GPU: only the CPU mutants run here (`make mutants-gpu` on a GPU for the rest)")
+        mutants = [m for m in mutants if not m.gpu]
+    os.makedirs(os.path.join(ROOT, "build", "mutants"), exist_ok=True)
+    jobs = int(env("MUTANTS_JOBS", str(os.cpu_count() or 2)))
+    print("== %d mutants: building (%d at a time)" % (len(mutants), jobs), flush=True)
+    with cf.ThreadPoolExecutor(max_workers=jobs) as ex:
+        built = dict(zip([m.id for m in mutants], ex.map(lambda m: build(m, equiv), mutants)))
+    rows = []
+    for m in mutants:
+        ok, msg = built[m.id]
+        if not ok:
+            verdict = msg.split(":")[0]
+            rows.append((m, verdict, False, msg))
+        elif mode == "build":
+            rows.append((m, "builds", True, ""))
+        else:
+            verdict, good, diag = run_one(m)
+            rows.append((m, verdict, good, diag))
+        print("  %-34s %-14s %s" % (m.id, rows[-1][1] if rows[-1][2] else "!! " + rows[-1][1],
+                                    rows[-1][3][:90]), flush=True)
+    hang = [m for m in mutants if m.name == "hang" and built[m.id][0]]
+    extra = None
+    if mode in ("gpu", "all") and hang and has_gpu:
+        print("== make grade with the hang mutant as lesson %02d (20 s default --timeout)" % hang[0].lesson, flush=True)
+        extra = grade_moves_on(hang[0])
+    # the table
+    w = max([len(m.id) for m in mutants] + [22])
+    head = "%-*s | %-42s | %-26s | %s" % (w, "mutant", "expected diagnosis (regex)", "verdict", "diagnosis given")
+    print("\n" + head + "\n" + "-" * len(head))
+    for m, verdict, good, diag in rows:
+        print("%-*s | %-42s | %-26s | %s" % (w, m.id, m.meta.get("expect", "")[:42], verdict, diag))
+    if extra:
+        print("%-*s | %-42s | %-26s | %s" % (w, "make grade + 02/hang", "timeout row, next lesson graded", extra[0], extra[2]))
+    bad = [r for r in rows if not r[2]] + ([extra] if extra and not extra[1] else [])
+    gaps = [r for r in rows if r[1] in ("ACCEPTED (known gap)", "rejected (gap: weak diagnosis)")]
+    nbad = len([r for r in rows if not r[2]])
+    if mode == "build":
+        print("\n%d mutants: %d apply and build, %d do not (build only: nothing was run)" % (
+            len(rows), len(rows) - nbad, nbad))
+    else:
+        print("\n%d mutants: %d rejected as expected, %d not%s" % (
+            len(rows), len(rows) - nbad, nbad,
+            "; %d known grader gaps (tests/mutants/README.md)" % len(gaps) if gaps else ""))
+    if md or (mode in ("gpu", "all") and has_gpu and mode != "build"):
+        write_md(md, rows, extra)
+    return 1 if bad else 0
+
+
+def write_md(path, rows, extra):
+    gpu = subprocess.run("nvidia-smi --query-gpu=name --format=csv,noheader", shell=True, stdout=subprocess.PIPE,
+                         stderr=subprocess.DEVNULL, universal_newlines=True).stdout.strip().split("\n")[0]
+    slug = re.sub(r"[^a-z0-9-]", "", gpu.lower().replace(" ", "-")) or "no-gpu"
+    subset = sorted(set(m.lesson for m, *_ in rows)) if env("LESSONS").strip() else []
+    path = path or os.path.join(ROOT, "docs", "results", "mutants-%s%s.md" % (
+        slug, "-lessons-" + "-".join("%02d" % n for n in subset) if subset else ""))
+    commit = sh(["git", "rev-parse", "--short", "HEAD"])[1].strip()
+    dirty = sh(["git", "status", "--porcelain", "--", "solutions", "reference", "tests/mutants"])[1].strip()
+    lines = ["# Mutant testing of the grader", "",
+             "Every row is a solution with one planted bug (tests/mutants/NN/NAME.mut); the grader must reject it "
+             "with a diagnosis that names the bug's class. Generated by `make mutants`.", "",
+             "- GPU: %s" % (gpu or "none"),
+             "- date: %s" % datetime.datetime.utcnow().strftime("%Y-%m-%dT%H:%M:%SZ"),
+             "- commit: %s%s" % (commit, " (+uncommitted changes)" if dirty else ""),
+             "- seed: %s, per-launch --timeout 5 s" % SEED, "",
+             "| mutant | what | expected diagnosis (regex) | verdict | diagnosis given |",
+             "|---|---|---|---|---|"]
+    for m, verdict, good, diag in rows:
+        lines.append("| %s | %s | `%s` | %s | %s |" % (m.id, md_escape(m.meta.get("what", "")),
+                                                        md_escape(m.meta.get("expect", "")),
+                                                        verdict if good else "**%s**" % verdict, md_escape(diag)))
+    if extra:
+        lines.append("| make grade + 02/hang | `make grade` with lesson 02 hanging | timeout row, next lesson graded "
+                     "| %s | %s |" % (extra[0] if extra[1] else "**%s**" % extra[0], md_escape(extra[2])))
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    print("wrote %s" % os.path.relpath(path, ROOT))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
