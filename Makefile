@@ -13,6 +13,8 @@ NVCC ?= $(shell command -v nvcc 2>/dev/null || echo /usr/local/cuda/bin/nvcc)
 CC ?= cc
 CFLAGS ?= -O2 -std=c11 -Wall -Wextra -fopenmp
 NVCC_FLAGS ?= -O3 -std=c++17 -lineinfo -Xcompiler -fopenmp -Xcompiler -Wall
+# Experiments: make ptxas-solution4 EXTRA_NVCC_FLAGS=-DRUNTIME_INDEX (keeps the defaults)
+NVCC_FLAGS += $(EXTRA_NVCC_FLAGS)
 
 GPU_ARCH ?= $(shell nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n1 | tr -d '. ')
 override GPU_ARCH := $(patsubst sm_%,%,$(GPU_ARCH))
