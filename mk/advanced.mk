@@ -1,0 +1,57 @@
+# mk/advanced.mk: lessons 07-08 (mma.sync + ldmatrix, cp.async pipeline). In `make test`:
+#   make check-07-08  starters and solutions of 07 and 08 compile for sm_75 and sm_90, and
+#                     the solutions' kernels do not spill (ptxas -v; a starter's unfinished
+#                     kernel is not held to that); SKIPs without nvcc
+#   make emu-07 / emu-08   the kernel on the CPU warp emulator (tests/warp_emu): ldmatrix,
+#                     mma.m16n8k16 and cp.async emulated from the PTX ISA's definitions,
+#                     one std::thread per CUDA thread; checks O and L against float64 for
+#                     ragged N, causal, x30 logits, fp16 and bf16, counts ldmatrix bank
+#                     conflicts, and runs 08 twice (cp.async landing at issue, and at the
+#                     wait that retires it). EMU07_SRC=lessons/07-mma-ldmatrix/mma.cu (or
+#                     EMU08_SRC=...) runs your kernel instead. EMU_QUICK=0: more shapes.
+# Not in `make test`:
+#   make sweep8-variant SWEEP8_DEFS="-DFA64_BR=..." SWEEP8_OUT=build/sweep8/x
+#                     one build of solution 8 with another tile configuration, ptxas -v in
+#                     $(SWEEP8_OUT).ptxas (lessons/08-async-pipeline/sweep.sh runs these)
+
+.PHONY: check-07-08 emu-07 emu-08 sweep8-variant
+
+check-07-08:
+	@if ! command -v $(NVCC) >/dev/null 2>&1; then echo "check-07-08: SKIP (no nvcc)"; exit 0; fi; \
+	for f in $(call src_of,lessons,7) $(call src_of,solutions,7) $(call src_of,lessons,8) $(call src_of,solutions,8); do \
+	  for a in 75 90; do \
+	    out=$$($(NVCC) -O3 -std=c++17 -gencode arch=compute_$$a,code=sm_$$a -Ireference \
+	           -Xptxas -v -c $$f -o /dev/null 2>&1) || { echo "$$out"; exit 1; }; \
+	    if [ "$${f#solutions/}" != "$$f" ] && echo "$$out" | grep -qE '[1-9][0-9]* bytes spill'; then \
+	      echo "check-07-08: $$f sm_$$a spills:"; echo "$$out" | grep -E 'spill|registers'; exit 1; fi; \
+	  done; \
+	done; echo "check-07-08: starters and solutions build for sm_75 and sm_90, solutions do not spill"
+
+EMU07_SRC ?= $(call src_of,solutions,7)
+EMU08_SRC ?= $(call src_of,solutions,8)
+EMU_QUICK ?= 1
+EMU_CXX ?= g++
+EMU_CUDA_INC := $(dir $(NVCC))../include
+EMU_BUILD = if [ ! -f $(EMU_CUDA_INC)/cuda_fp16.h ]; then echo "$@: SKIP (no CUDA headers)"; exit 0; fi; \
+	mkdir -p build/emu && bash tests/warp_emu/strip.sh $(1) > build/emu/kernel$(2).cu && \
+	$(EMU_CXX) -std=c++20 -O1 -w -I$(EMU_CUDA_INC) -Ireference -Itests/warp_emu \
+	  -DEMU_SRC='"$(CURDIR)/build/emu/kernel$(2).cu"' -x c++ tests/warp_emu/emu$(2).cpp \
+	  -o build/emu/emu$(2) -lpthread
+EMU_ARG = $(if $(filter 1,$(EMU_QUICK)),quick,)
+
+emu-07:
+	@$(call EMU_BUILD,$(EMU07_SRC),7) && ./build/emu/emu7 $(EMU_ARG)
+emu-08:
+	@$(call EMU_BUILD,$(EMU08_SRC),8) && ./build/emu/emu8 $(EMU_ARG) && \
+	  EMU_CPASYNC=late ./build/emu/emu8 $(EMU_ARG)
+
+test:: check-07-08 emu-07 emu-08
+
+SWEEP8_SRC ?= $(call src_of,solutions,8)
+SWEEP8_DEFS ?=
+SWEEP8_OUT ?= build/sweep8/solution8
+sweep8-variant: $(HARNESS_C_OBJ) $(HARNESS_CU_OBJ)
+	@mkdir -p $(dir $(SWEEP8_OUT))
+	$(NVCC) $(NVCC_FLAGS) $(ARCH_FLAGS) $(SWEEP8_DEFS) -Xptxas -v -Ireference $(SWEEP8_SRC) \
+	  $(HARNESS_CU_OBJ) $(HARNESS_C_OBJ) -o $(SWEEP8_OUT) -lgomp 2> $(SWEEP8_OUT).ptxas \
+	  || { cat $(SWEEP8_OUT).ptxas; exit 1; }

@@ -1,0 +1,271 @@
+/* emu.h: run a lesson's CUDA kernel on the CPU, one std::thread per CUDA
+ * thread, to check fragment index math without a GPU.
+ *
+ * The kernel source is compiled by g++ with its PTX wrappers (the region
+ * "ptx" of the lesson file) replaced by the functions below, which implement
+ * the PTX ISA semantics of ldmatrix (.x4, .trans), mma.sync.m16n8k16
+ * (.row.col, f16/bf16 -> f32), cp.async (with zero fill), commit/wait_group
+ * and ex2. Warp-collective operations exchange operands through a per-warp
+ * barrier; __syncthreads is a per-block barrier. ldmatrix also counts bank
+ * conflicts (8 row addresses of one 8x8 matrix must hit 8 different 16-byte
+ * bank groups) and checks alignment and bounds.
+ *
+ * cp.async modes (EMU_CPASYNC): "now" copies when issued (exposes a missing
+ * barrier before overwriting a buffer other warps still read), "late" copies
+ * only when a wait_group retires the group (exposes reading before waiting).
+ */
+#pragma once
+#include <cuda_runtime.h>
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+#include <stdint.h>
+#include <math.h>
+#include <barrier>
+#include <thread>
+#include <vector>
+#include <deque>
+#include <atomic>
+#include <cstring>
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+#include <functional>
+
+#define __launch_bounds__(...)
+
+struct EmuIdx { unsigned x, y, z; };
+static thread_local EmuIdx emu_tid, emu_bid;
+static EmuIdx emu_gdim;
+#define threadIdx emu_tid
+#define blockIdx emu_bid
+#define gridDim emu_gdim
+
+static inline int min(int a, int b) { return a < b ? a : b; }
+static inline int max(int a, int b) { return a > b ? a : b; }
+
+constexpr size_t EMU_SMEM = 256 * 1024;
+alignas(128) unsigned char fa_smem[EMU_SMEM];
+static size_t emu_smem_bytes = 0;  // dynamic smem of the current launch
+
+struct EmuWarp {
+    std::barrier<> bar{32};
+    uint32_t u[32][4];
+    uint32_t v[32][2];
+    float f[32][4];
+};
+struct EmuBlock {
+    std::barrier<> bar;
+    std::vector<EmuWarp> warps;
+    EmuBlock(int nt) : bar(nt), warps(nt / 32) {}
+};
+static thread_local EmuBlock *emu_block;
+static thread_local EmuWarp *emu_warp;
+static thread_local int emu_lane;
+static std::atomic<long> emu_ldsm_conflicts{0}, emu_ldsm_count{0}, emu_errors{0};
+static int emu_cpasync_late = 0;
+
+static void emu_fail(const char *msg) {
+    if (emu_errors.fetch_add(1) < 5) fprintf(stderr, "EMU ERROR: %s\n", msg);
+}
+
+static inline void __syncthreads() { emu_block->bar.arrive_and_wait(); }
+static inline void __syncwarp(unsigned = 0xffffffffu) { emu_warp->bar.arrive_and_wait(); }
+static inline float __shfl_xor_sync(unsigned, float x, int m) {
+    EmuWarp *w = emu_warp;
+    w->f[emu_lane][0] = x;
+    w->bar.arrive_and_wait();
+    float r = w->f[emu_lane ^ m][0];
+    w->bar.arrive_and_wait();
+    return r;
+}
+
+static inline uint32_t smem_u32(const void *p) {
+    const unsigned char *c = (const unsigned char *)p;
+    if (c < fa_smem || c >= fa_smem + EMU_SMEM) emu_fail("smem_u32 of a non-shared pointer");
+    return (uint32_t)(c - fa_smem);
+}
+static inline uint16_t emu_ld16(uint32_t a) {
+    if (a + 2 > emu_smem_bytes) { emu_fail("ldmatrix out of bounds"); return 0; }
+    uint16_t v; memcpy(&v, fa_smem + a, 2); return v;
+}
+static void emu_ldmatrix(uint32_t r[4], uint32_t addr, bool trans) {
+    EmuWarp *w = emu_warp;
+    const int l = emu_lane;
+    w->u[l][0] = addr;
+    w->bar.arrive_and_wait();
+    if (l == 0) {
+        for (int i = 0; i < 4; ++i) {
+            unsigned seen = 0; int conf = 0;
+            for (int k = 0; k < 8; ++k) {
+                uint32_t a = w->u[8 * i + k][0];
+                if (a % 16) emu_fail("ldmatrix row address not 16-byte aligned");
+                unsigned bit = 1u << ((a >> 4) & 7);
+                if (seen & bit) conf++;
+                seen |= bit;
+            }
+            emu_ldsm_conflicts += conf; emu_ldsm_count += 1;
+        }
+    }
+    for (int i = 0; i < 4; ++i) {
+        uint16_t lo, hi;
+        if (!trans) {  // row lane/4, cols 2*(lane%4), +1
+            uint32_t row = w->u[8 * i + (l >> 2)][0];
+            lo = emu_ld16(row + 4 * (l & 3)); hi = emu_ld16(row + 4 * (l & 3) + 2);
+        } else {       // rows 2*(lane%4), +1; col lane/4
+            lo = emu_ld16(w->u[8 * i + 2 * (l & 3)][0] + 2 * (l >> 2));
+            hi = emu_ld16(w->u[8 * i + 2 * (l & 3) + 1][0] + 2 * (l >> 2));
+        }
+        r[i] = (uint32_t)lo | ((uint32_t)hi << 16);
+    }
+    w->bar.arrive_and_wait();
+}
+static inline void ldmatrix_x4(uint32_t r[4], uint32_t addr) { emu_ldmatrix(r, addr, false); }
+static inline void ldmatrix_x4_trans(uint32_t r[4], uint32_t addr) { emu_ldmatrix(r, addr, true); }
+
+template <typename T> static inline float emu_tof(uint16_t b) {
+    T h; memcpy(&h, &b, 2);
+    if constexpr (sizeof(T) == 2 && std::is_same<T, __half>::value) return __half2float(h);
+    else return __bfloat162float(h);
+}
+/* PTX ISA fragment layouts of mma.m16n8k16 (g = lane>>2, t = lane&3):
+ * A: a_i, i = 0..7 (reg i/2, half i%2): row g for i in {0,1,4,5} else g+8,
+ *    col 2t + (i&1) (+8 for i >= 4).
+ * B: b_i, i = 0..3: row 2t + (i&1) (+8 for i >= 2), col g.
+ * C: c_i, i = 0..3: row g (i < 2) or g+8, col 2t + (i&1). */
+template <typename T>
+static void mma_16816(float d[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
+    EmuWarp *w = emu_warp;
+    const int l = emu_lane;
+    for (int i = 0; i < 4; ++i) { w->u[l][i] = a[i]; w->f[l][i] = d[i]; }
+    w->v[l][0] = b0; w->v[l][1] = b1;
+    w->bar.arrive_and_wait();
+    float A[16][16], B[16][8], C[16][8];
+    for (int ln = 0; ln < 32; ++ln) {
+        const int g = ln >> 2, t = ln & 3;
+        for (int i = 0; i < 8; ++i) {
+            uint16_t bits = (uint16_t)(w->u[ln][i / 2] >> (16 * (i & 1)));
+            int row = (i < 2 || (i >= 4 && i < 6)) ? g : g + 8;
+            int col = 2 * t + (i & 1) + (i >= 4 ? 8 : 0);
+            A[row][col] = emu_tof<T>(bits);
+        }
+        for (int i = 0; i < 4; ++i) {
+            uint16_t bits = (uint16_t)(w->v[ln][i / 2] >> (16 * (i & 1)));
+            int row = 2 * t + (i & 1) + (i >= 2 ? 8 : 0);
+            B[row][g] = emu_tof<T>(bits);
+        }
+        for (int i = 0; i < 4; ++i) C[i < 2 ? g : g + 8][2 * t + (i & 1)] = w->f[ln][i];
+    }
+    const int g = l >> 2, t = l & 3;
+    for (int i = 0; i < 4; ++i) {
+        const int row = i < 2 ? g : g + 8, col = 2 * t + (i & 1);
+        float acc = C[row][col];
+        for (int k = 0; k < 16; ++k) acc += A[row][k] * B[k][col];
+        d[i] = acc;
+    }
+    w->bar.arrive_and_wait();
+}
+static inline float ex2(float x) { return exp2f(x); }
+
+struct EmuCopy { uint32_t dst; const void *src; bool valid; };
+static thread_local std::vector<EmuCopy> emu_cur;
+static thread_local std::deque<std::vector<EmuCopy>> emu_groups;
+static inline void emu_do_copy(const EmuCopy &c) {
+    if (c.dst % 16 || c.dst + 16 > emu_smem_bytes) { emu_fail("cp.async destination out of bounds/misaligned"); return; }
+    if (c.valid) memcpy(fa_smem + c.dst, c.src, 16); else memset(fa_smem + c.dst, 0, 16);
+}
+static inline void cp_async_16(uint32_t dst, const void *src, bool valid) {
+    if ((uintptr_t)src % 16) emu_fail("cp.async source not 16-byte aligned");
+    EmuCopy c{dst, src, valid};
+    if (emu_cpasync_late) emu_cur.push_back(c); else emu_do_copy(c);
+}
+static inline void cp_async_commit() { emu_groups.push_back(emu_cur); emu_cur.clear(); }
+template <int N> static inline void cp_async_wait() {
+    while ((int)emu_groups.size() > N) {
+        for (auto &c : emu_groups.front()) emu_do_copy(c);
+        emu_groups.pop_front();
+    }
+}
+
+/* Run fn() as grid x nt CUDA threads, one block after another. */
+static void emu_launch(dim3 grid, int nt, size_t smem, const std::function<void()> &fn) {
+    if (smem > EMU_SMEM) { emu_fail("smem too large"); return; }
+    emu_gdim = {grid.x, grid.y, grid.z};
+    emu_smem_bytes = smem;
+    for (unsigned z = 0; z < grid.z; ++z)
+        for (unsigned y = 0; y < grid.y; ++y)
+            for (unsigned x = 0; x < grid.x; ++x) {
+                memset(fa_smem, 0xff, EMU_SMEM);  // NaN in fp16 and bf16
+                EmuBlock blk(nt);
+                std::vector<std::thread> th;
+                for (int i = 0; i < nt; ++i)
+                    th.emplace_back([&, i] {
+                        emu_tid = {(unsigned)i, 0, 0};
+                        emu_bid = {x, y, z};
+                        emu_block = &blk;
+                        emu_warp = &blk.warps[i / 32];
+                        emu_lane = i % 32;
+                        emu_cur.clear(); emu_groups.clear();
+                        fn();
+                        if (!emu_cur.empty()) emu_fail("uncommitted cp.async at exit");
+                    });
+                for (auto &t : th) t.join();
+            }
+}
+
+/* ---- test data and float64 reference ---- */
+template <typename T> static T emu_cvt(float x) {
+    if constexpr (std::is_same<T, __half>::value) return __float2half_rn(x);
+    else return __float2bfloat16_rn(x);
+}
+template <typename T> static double emu_val(T x) {
+    if constexpr (std::is_same<T, __half>::value) return __half2float(x);
+    else return __bfloat162float(x);
+}
+struct EmuResult { double err_o, err_l; int nan; };
+template <typename T>
+struct EmuCase {
+    int B, H, N, D, causal; float scale;
+    std::vector<T> Q, K, V, O; std::vector<float> L;
+    EmuCase(int B_, int H_, int N_, int D_, int c, float qmul, unsigned seed) : B(B_), H(H_), N(N_), D(D_), causal(c) {
+        scale = 1.0f / sqrtf((float)D);
+        size_t n = (size_t)B * H * N * D;
+        std::mt19937 rng(seed);
+        std::uniform_real_distribution<float> u(-1.f, 1.f);
+        Q.resize(n); K.resize(n); V.resize(n); O.resize(n); L.resize((size_t)B * H * N);
+        for (size_t i = 0; i < n; ++i) { Q[i] = emu_cvt<T>(u(rng) * qmul); K[i] = emu_cvt<T>(u(rng)); V[i] = emu_cvt<T>(u(rng)); }
+        uint16_t nanbits = 0x7fff;
+        for (auto &o : O) memcpy(&o, &nanbits, 2);
+        for (auto &x : L) x = NAN;
+    }
+    EmuResult check() const {
+        EmuResult r{0, 0, 0};
+        std::vector<double> s(N);
+        for (int bh = 0; bh < B * H; ++bh)
+            for (int i = 0; i < N; ++i) {
+                const size_t qi = ((size_t)bh * N + i) * D;
+                double mx = -INFINITY;
+                int kend = causal ? i + 1 : N;
+                for (int j = 0; j < kend; ++j) {
+                    double acc = 0;
+                    for (int c = 0; c < D; ++c) acc += emu_val(Q[qi + c]) * emu_val(K[((size_t)bh * N + j) * D + c]);
+                    s[j] = acc * scale;
+                    mx = s[j] > mx ? s[j] : mx;
+                }
+                double l = 0;
+                for (int j = 0; j < kend; ++j) { s[j] = exp(s[j] - mx); l += s[j]; }
+                for (int c = 0; c < D; ++c) {
+                    double acc = 0;
+                    for (int j = 0; j < kend; ++j) acc += s[j] * emu_val(V[((size_t)bh * N + j) * D + c]);
+                    double o = emu_val(O[qi + c]);
+                    if (std::isnan(o)) r.nan++;
+                    double e = fabs(o - acc / l);
+                    if (!(e <= r.err_o)) r.err_o = std::isnan(e) ? INFINITY : e;
+                }
+                double Lr = mx + log(l), Lk = L[(size_t)bh * N + i];
+                if (std::isnan(Lk)) r.nan++;
+                double e = fabs(Lk - Lr);
+                if (!(e <= r.err_l)) r.err_l = std::isnan(e) ? INFINITY : e;
+            }
+        return r;
+    }
+};
