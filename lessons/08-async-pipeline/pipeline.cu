@@ -63,6 +63,10 @@ const lesson_info LESSON = {
 #endif
 #define FA_CFG_D64 FA64_BR, FA64_BC, FA64_WARPS, FA64_STAGES, FA64_QREG
 #define FA_CFG_D128 FA128_BR, FA128_BC, FA128_WARPS, FA128_STAGES, FA128_QREG
+/* Experiment: -DFA_CAUSAL_LPT=0 gives causal attention the non-causal block order. */
+#ifndef FA_CAUSAL_LPT
+#define FA_CAUSAL_LPT 1
+#endif
 // [end config]
 
 /* cp.async, bf16 mma.m16n8k16: sm_80. The portable build's sm_75 code gets

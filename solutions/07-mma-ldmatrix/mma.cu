@@ -113,7 +113,11 @@ template <> __device__ __forceinline__ uint32_t pack2<__nv_bfloat16>(float lo, f
  * 3 bits of the chunk index (0..15) change, so a row stays within its row. */
 template <int D>
 __device__ __forceinline__ uint32_t swz(int row, int chunk) {
+#ifdef FA_NO_SWIZZLE  // experiment: make solution7 EXTRA_NVCC_FLAGS=-DFA_NO_SWIZZLE
+    return (uint32_t)(row * (D * 2) + (chunk << 4));
+#else
     return (uint32_t)(row * (D * 2) + ((chunk ^ (row & 7)) << 4));
+#endif
 }
 // [end swizzle]
 

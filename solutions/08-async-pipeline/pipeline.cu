@@ -55,6 +55,10 @@ const lesson_info LESSON = {
 #endif
 #define FA_CFG_D64 FA64_BR, FA64_BC, FA64_WARPS, FA64_STAGES, FA64_QREG
 #define FA_CFG_D128 FA128_BR, FA128_BC, FA128_WARPS, FA128_STAGES, FA128_QREG
+/* Experiment: -DFA_CAUSAL_LPT=0 gives causal attention the non-causal block order. */
+#ifndef FA_CAUSAL_LPT
+#define FA_CAUSAL_LPT 1
+#endif
 // [end config]
 
 /* cp.async, bf16 mma.m16n8k16: sm_80. The portable build's sm_75 code gets
@@ -219,8 +223,9 @@ fa2_pipeline_kernel(const T *__restrict__ Q, const T *__restrict__ K, const T *_
      * one before...: the longest work starts first and the shortest fills
      * the end of the grid, where a long tile would run on alone. */
     const int Tr = (N + BR - 1) / BR, BH = (int)gridDim.x / Tr, bid = (int)blockIdx.x;
-    const int q_tile = causal ? Tr - 1 - bid / BH : bid % Tr;
-    const int bh = causal ? bid % BH : bid / Tr;  // b * H + h
+    const bool lpt = causal && FA_CAUSAL_LPT;  // longest (causal) tiles first
+    const int q_tile = lpt ? Tr - 1 - bid / BH : bid % Tr;
+    const int bh = lpt ? bid % BH : bid / Tr;  // b * H + h
     const int q0 = q_tile * BR;
     const int kv_end = causal ? min(N, q0 + BR) : N;  // causal: skip tiles above the diagonal
     const int n_tiles = (kv_end + BC - 1) / BC;
