@@ -16,16 +16,21 @@
 
 .PHONY: check-07-08 emu-07 emu-08 sweep8-variant
 
+# Lesson 08's measured d=64 choice (128x128 tiles, Q re-read from shared memory) spills
+# 16 bytes and is still 10% faster than the best spill-free tile on the H200 (sweep in the
+# lesson text); anything more is a regression.
+SPILL_BUDGET := 16
 check-07-08:
 	@if ! command -v $(NVCC) >/dev/null 2>&1; then echo "check-07-08: SKIP (no nvcc)"; exit 0; fi; \
 	for f in $(call src_of,lessons,7) $(call src_of,solutions,7) $(call src_of,lessons,8) $(call src_of,solutions,8); do \
 	  for a in 75 90; do \
 	    out=$$($(NVCC) -O3 -std=c++17 -gencode arch=compute_$$a,code=sm_$$a -Ireference \
 	           -Xptxas -v -c $$f -o /dev/null 2>&1) || { echo "$$out"; exit 1; }; \
-	    if [ "$${f#solutions/}" != "$$f" ] && echo "$$out" | grep -qE '[1-9][0-9]* bytes spill'; then \
-	      echo "check-07-08: $$f sm_$$a spills:"; echo "$$out" | grep -E 'spill|registers'; exit 1; fi; \
+	    worst=$$(echo "$$out" | sed -nE 's/.* ([0-9]+) bytes spill stores.*/\1/p' | sort -n | tail -n1); \
+	    if [ "$${f#solutions/}" != "$$f" ] && [ "$${worst:-0}" -gt $(SPILL_BUDGET) ]; then \
+	      echo "check-07-08: $$f sm_$$a spills $$worst bytes (budget $(SPILL_BUDGET)):"; echo "$$out" | grep -E 'spill|registers'; exit 1; fi; \
 	  done; \
-	done; echo "check-07-08: starters and solutions build for sm_75 and sm_90, solutions do not spill"
+	done; echo "check-07-08: starters and solutions build for sm_75 and sm_90, solutions spill at most $(SPILL_BUDGET) bytes"
 
 EMU07_SRC ?= $(call src_of,solutions,7)
 EMU08_SRC ?= $(call src_of,solutions,8)

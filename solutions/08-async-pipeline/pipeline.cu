@@ -41,10 +41,10 @@ const lesson_info LESSON = {
  * macros: nvcc splits a -D value at commas). */
 #ifndef FA64_BR
 #define FA64_BR 128
-#define FA64_BC 64
+#define FA64_BC 128
 #define FA64_WARPS 4
-#define FA64_STAGES 2
-#define FA64_QREG 1
+#define FA64_STAGES 1
+#define FA64_QREG 0
 #endif
 #ifndef FA128_BR
 #define FA128_BR 128
