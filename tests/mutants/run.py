@@ -49,7 +49,7 @@ KNOWN_KEYS = {"what", "expect", "ideal", "gap", "racecheck", "exit", "args"}
 # Lines that carry a diagnosis, in the order we prefer to show them.
 DIAG_RE = re.compile(r"diagnosis:|race suspected|causal: future|TIMEOUT|CUDA error|attention_forward returned|"
                      r"m: expected|l: expected|y: \d+ of|hint:|not supported|out of memory")
-RACE_RE = re.compile(r"Race reported|hazard displayed \([1-9]|Potential \w+ hazard")
+RACE_RE = re.compile(r"Race reported|RACECHECK SUMMARY: [1-9]\d* hazards? displayed|Potential \w+ hazard")
 
 
 def env(name, default=""):
@@ -278,9 +278,12 @@ def run_one(m):
         return "wrong exit status %d (expected %s)" % (rc, m.meta["exit"]), False, given(out)
     if not found and "racecheck" in m.meta:
         # the race did not show in the outputs: ask racecheck on a small shape
-        if not shutil.which("compute-sanitizer"):
+        sanitizer = shutil.which("compute-sanitizer") or next(
+            (p for p in (os.path.join(os.path.dirname(shutil.which(env("NVCC", "nvcc")) or ""), "compute-sanitizer"),
+                         "/usr/local/cuda/bin/compute-sanitizer") if os.path.exists(p)), None)
+        if not sanitizer:
             return "race not seen, no compute-sanitizer", False, given(out)
-        rcmd = ["compute-sanitizer", "--tool", "racecheck", "--racecheck-report", "hazard", m.binary,
+        rcmd = [sanitizer, "--tool", "racecheck", "--racecheck-report", "hazard", m.binary,
                 "--check-only", "--seed", SEED, "--timeout", "120"] + shlex.split(m.meta["racecheck"])
         try:
             _, rout = sh(rcmd, timeout=RUN_LIMIT_S)
