@@ -7,6 +7,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 #include <algorithm>
 #include <string>
 #include <vector>
@@ -97,6 +98,26 @@ static void problem_init(Problem &p, const Case &c, dtype_t dt, uint64_t seed, f
     p.c = c;
     p.dt = dt;
     p.n = (size_t)c.B * c.H * c.N * c.d;
+    /* A shape beyond the GPU's memory gets a clear message before anything is allocated
+     * (the fp32 host copies below would otherwise fail first, with an uncaught bad_alloc). */
+    size_t need = 3 * (p.n * esize(dt) + 2 * GUARD) + p.n * esize(dt) + sizeof(float) * (size_t)c.B * c.H * c.N;
+    size_t free_b = 0, total_b = 0;
+    CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+    if (need > free_b) {
+        fprintf(stderr, "out of memory: B=%d H=%d N=%d d=%d %s needs %.2f GiB of device memory for Q, K, V, O "
+                "and L; the GPU has %.2f GiB free. Use a smaller --batch/--heads/--seq.\n",
+                c.B, c.H, c.N, c.d, dtype_name(dt), need / 1073741824.0, free_b / 1073741824.0);
+        exit(EXIT_OOM);
+    }
+    /* the host keeps Q, K, V in fp32, an upload buffer and two copies of O */
+    size_t host_need = 3 * p.n * sizeof(float) + 3 * p.n * esize(dt);
+    size_t host_total = (size_t)sysconf(_SC_PHYS_PAGES) * (size_t)sysconf(_SC_PAGESIZE);
+    if (host_need > host_total) {
+        fprintf(stderr, "out of memory: B=%d H=%d N=%d d=%d %s needs %.2f GiB of host memory to grade; this "
+                "machine has %.2f GiB. Use a smaller --batch/--heads/--seq.\n", c.B, c.H, c.N, c.d,
+                dtype_name(dt), host_need / 1073741824.0, host_total / 1073741824.0);
+        exit(EXIT_OOM);
+    }
     p.Q.assign(p.n, 0.f); p.K.assign(p.n, 0.f); p.V.assign(p.n, 0.f);
     random_rows(p.Q, c, 0, c.qscale, dt, rng_mix(seed, 1));
     random_rows(p.K, c, 0, 1.f, dt, rng_mix(seed, 2));
@@ -267,7 +288,7 @@ static Verdict grade(Problem &p, const std::vector<char> &O, const std::vector<f
                  rL.bad, rL.checked, rL.max_abs, rL.summary);
         v.why += buf;
     }
-    printf("    FAIL  %-6s %s\n      %s", c.name, dtype_name(p.dt), v.why.c_str());
+    printf("    FAIL  %-6s %s%s\n      %s", c.name, dtype_name(p.dt), c.causal ? " causal" : "", v.why.c_str());
     grade_print_first(&rO, c.H, "O");
     grade_print_first(&rL, c.H, "L");
     v.why = "";
@@ -298,28 +319,38 @@ static int grade_case(const Case &c, dtype_t dt, uint64_t seed, const options &o
         L2b((char *)L2.data(), (char *)(L2.data() + L2.size()));
     long nd = bit_diffs(O1, O2, esize(dt), 0, p.n) + bit_diffs(L1b, L2b, 4, 0, L1.size());
     if (nd) {
-        printf("    FAIL  %-6s %s: race suspected: two launches on the same input differ in %ld elements "
-               "(a missing __syncthreads()? `make sanitize-lessonN` runs racecheck)\n", c.name, dtype_name(dt), nd);
+        printf("    FAIL  %-6s %s%s: race suspected: two launches on the same input differ in %ld elements "
+               "(a missing __syncthreads()? `make sanitize-lessonN` runs racecheck)\n", c.name, dtype_name(dt),
+               c.causal ? " causal" : "", nd);
         ok = false;
     }
-    /* causal: the future must not leak */
+    /* causal: the future must not leak. Three split points, largest first (each one
+     * re-draws K and V from its point on, so the rows before it still see the keys of
+     * the first run): the last key, the middle, and key 1 (row 0 may see key 0 only,
+     * which catches a diagonal tile left unmasked wherever the tiles start). */
     if (c.causal && c.N >= 2) {
-        int pos = c.N / 2 + 1 < c.N ? c.N / 2 + 1 : c.N - 1;
-        random_rows(p.K, c, pos, 1.f, dt, rng_mix(seed, 4));
-        random_rows(p.V, c, pos, 1.f, dt, rng_mix(seed, 5));
-        upload(p, 1);
-        upload(p, 2);
-        run_once(p, o.timeout_s, O2, L2);
-        long leaks = 0;
-        for (int bh = 0; bh < c.B * c.H; ++bh) {
-            size_t base = (size_t)bh * c.N;
-            leaks += bit_diffs(O1, O2, esize(dt), base * c.d, (base + pos) * c.d);
-            for (int i = 0; i < pos; ++i) leaks += memcmp(&L1[base + i], &L2[base + i], 4) != 0;
-        }
-        if (leaks) {
-            printf("    FAIL  %-6s %s: causal: future keys influence the output: changing K and V at "
-                   "positions >= %d changed %ld elements of rows < %d\n", c.name, dtype_name(dt), pos, leaks, pos);
-            ok = false;
+        const int splits[3] = {c.N - 1, c.N / 2 + 1 < c.N ? c.N / 2 + 1 : c.N - 1, 1};
+        bool leaked = false;
+        for (int k = 0; k < 3 && !leaked; ++k) {
+            const int pos = splits[k];
+            if (k > 0 && pos >= splits[k - 1]) continue;
+            random_rows(p.K, c, pos, 1.f, dt, rng_mix(seed, 4 + 2 * k));
+            random_rows(p.V, c, pos, 1.f, dt, rng_mix(seed, 5 + 2 * k));
+            upload(p, 1);
+            upload(p, 2);
+            run_once(p, o.timeout_s, O2, L2);
+            long leaks = 0;
+            for (int bh = 0; bh < c.B * c.H; ++bh) {
+                size_t base = (size_t)bh * c.N;
+                leaks += bit_diffs(O1, O2, esize(dt), base * c.d, (base + pos) * c.d);
+                for (int i = 0; i < pos; ++i) leaks += memcmp(&L1[base + i], &L2[base + i], 4) != 0;
+            }
+            if (leaks) {
+                printf("    FAIL  %-6s %s causal: future keys influence the output: changing K and V at "
+                       "positions >= %d changed %ld elements of rows < %d\n", c.name, dtype_name(dt), pos, leaks, pos);
+                ok = false;
+                leaked = true;
+            }
         }
     }
     if (ok)
@@ -351,6 +382,26 @@ static std::string dtypes_list() {
     for (int t = 0; t < DTYPE_COUNT; ++t)
         if (LESSON.dtypes & DTYPE_BIT(t)) s += std::string(s.empty() ? "" : ", ") + dtype_name(t);
     return s;
+}
+
+/* What the failing cases have in common, when that points at a cause: only the causal
+ * ones, or only those whose N is not a multiple of 16 (a ragged last tile). */
+struct Outcome { int N, causal, pass; };
+static void print_pattern(const std::vector<Outcome> &v) {
+    int fail = 0, fail_nc = 0, pass_nc = 0, fail_aligned = 0, pass_aligned = 0;
+    for (const Outcome &o : v) {
+        fail += !o.pass;
+        if (!o.causal) { fail_nc += !o.pass; pass_nc += o.pass; }
+        if (o.N % 16 == 0) { fail_aligned += !o.pass; pass_aligned += o.pass; }
+    }
+    if (fail == 0) return;
+    if (fail_nc == 0 && pass_nc > 0)
+        printf("diagnosis: only the causal cases fail, every non-causal one passes: check the causal mask "
+               "(key j is visible to query i iff j <= i, the diagonal included), which K/V tiles are skipped "
+               "above the diagonal, and which tiles get the element-wise mask\n");
+    else if (fail_aligned == 0 && pass_aligned > 0 && fail > 1)
+        printf("diagnosis: only the cases whose N is not a multiple of 16 fail (those whose N is pass): check "
+               "the last, partial tiles: keys >= N need a score of -inf, rows >= N must not be read or written\n");
 }
 
 /* The fixed case matrix: tiny, N = 1, N not a multiple of any tile, several
@@ -470,6 +521,7 @@ int main(int argc, char **argv) {
                                   : o.fuzz    ? fuzz_cases(o.fuzz, o.seed)
                                               : case_matrix();
         printf("Grading against float64 on the CPU (%zu cases x %s):\n", cases.size(), o.dtype >= 0 ? dtype_name(o.dtype) : dtypes_list().c_str());
+        std::vector<Outcome> outcomes;
         for (int t = 0; t < DTYPE_COUNT; ++t) {
             if (!(LESSON.dtypes & DTYPE_BIT(t)) || (o.dtype >= 0 && o.dtype != t)) continue;
             for (size_t k = 0; k < cases.size(); ++k) {
@@ -485,9 +537,11 @@ int main(int argc, char **argv) {
                 }
                 total++;
                 passed += rc == ATTN_OK;
+                outcomes.push_back({c.N, c.causal, rc == ATTN_OK});
             }
         }
         printf("%d of %d cases passed\n", passed, total);
+        print_pattern(outcomes);
     }
     Timing tm = {0, 0, 0, 0, 0}, *tp = NULL;
     if (!o.check_only) {
