@@ -86,9 +86,13 @@ sass-%: %
 	@mkdir -p build && cuobjdump --dump-sass ./$* > build/$*.sass
 	@echo "== instruction counts in ./$* (full listing: build/$*.sass)"
 	@grep -oE '\b(HMMA|LDSM|LDGSTS|HGMMA|FFMA|MUFU\.EX2|BAR\.SYNC|LDL|STL)[.A-Z0-9]*' build/$*.sass | sort | uniq -c
+SAN_ARGS = --check-only -b 1 -H 2 -n 77 -d 64 --dtype $(or $(DTYPE),$(if $(filter 1 2 3 4 5,$(call num_of,$*)),fp32,fp16))
 sanitize-%: %
-	compute-sanitizer --tool memcheck --error-exitcode 9 ./$* --check-only -b 1 -H 2 -n 77 -d 64 --dtype $(or $(DTYPE),$(if $(filter 1 2 3 4 5,$(call num_of,$*)),fp32,fp16))
-	compute-sanitizer --tool racecheck --racecheck-report all --error-exitcode 9 ./$* --check-only -b 1 -H 2 -n 77 -d 64 --dtype $(or $(DTYPE),$(if $(filter 1 2 3 4 5,$(call num_of,$*)),fp32,fp16))
+	compute-sanitizer --tool memcheck --error-exitcode 9 ./$* $(SAN_ARGS)
+	compute-sanitizer --tool racecheck --racecheck-report all --error-exitcode 9 ./$* $(SAN_ARGS)
+	@if [ $(call num_of,$*) -ge 5 ]; then set -e; \
+	  compute-sanitizer --tool memcheck --error-exitcode 9 ./$* $(SAN_ARGS) --causal; \
+	  compute-sanitizer --tool racecheck --racecheck-report all --error-exitcode 9 ./$* $(SAN_ARGS) --causal; fi
 
 grade:
 	@bash reference/grade.sh $(if $(SOLUTIONS),solutions,lessons)
