@@ -37,18 +37,22 @@ EMU08_SRC ?= $(call src_of,solutions,8)
 EMU_QUICK ?= 1
 EMU_CXX ?= g++
 EMU_CUDA_INC := $(dir $(NVCC))../include
+# Each invocation builds into its own directory (removed when the recipe ends): a shared
+# build/emu/emu8 let a concurrent `make emu-08 EMU08_SRC=<mutant>` replace the binary between
+# another run's default and late passes, which then graded the mutant.
 EMU_BUILD = if [ ! -f $(EMU_CUDA_INC)/cuda_fp16.h ]; then echo "$@: SKIP (no CUDA headers)"; exit 0; fi; \
-	mkdir -p build/emu && bash tests/warp_emu/strip.sh $(1) > build/emu/kernel$(2).cu && \
+	mkdir -p build/emu && emu=$$(mktemp -d "$(CURDIR)/build/emu/$@.XXXXXX") && trap 'rm -rf "$$emu"' EXIT && \
+	bash tests/warp_emu/strip.sh $(1) > "$$emu/kernel.cu" && \
 	$(EMU_CXX) -std=c++20 -O1 -w -I$(EMU_CUDA_INC) -Ireference -Itests/warp_emu \
-	  -DEMU_SRC='"$(CURDIR)/build/emu/kernel$(2).cu"' -x c++ tests/warp_emu/emu$(2).cpp \
-	  -o build/emu/emu$(2) -lpthread
+	  -DEMU_SRC="\"$$emu/kernel.cu\"" -DEMU_NAME='"$(1)"' -x c++ tests/warp_emu/emu$(2).cpp \
+	  -o "$$emu/emu$(2)" -lpthread
 EMU_ARG = $(if $(filter 1,$(EMU_QUICK)),quick,)
 
 emu-07:
-	@$(call EMU_BUILD,$(EMU07_SRC),7) && ./build/emu/emu7 $(EMU_ARG)
+	@$(call EMU_BUILD,$(EMU07_SRC),7) && "$$emu/emu7" $(EMU_ARG)
 emu-08:
-	@$(call EMU_BUILD,$(EMU08_SRC),8) && ./build/emu/emu8 $(EMU_ARG) && \
-	  EMU_CPASYNC=late ./build/emu/emu8 $(EMU_ARG)
+	@$(call EMU_BUILD,$(EMU08_SRC),8) && "$$emu/emu8" $(EMU_ARG) && \
+	  EMU_CPASYNC=late "$$emu/emu8" $(EMU_ARG)
 
 test:: check-07-08 emu-07 emu-08
 

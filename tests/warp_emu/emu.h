@@ -32,6 +32,9 @@
 #include <functional>
 
 #define __launch_bounds__(...)
+#ifndef EMU_NAME  // the kernel's source file, printed in the banner (make passes it)
+#define EMU_NAME EMU_SRC
+#endif
 
 struct EmuIdx { unsigned x, y, z; };
 static thread_local EmuIdx emu_tid, emu_bid;

@@ -20,6 +20,7 @@ static int run(const char *tn, int B, int H, int N, int causal, float qmul, unsi
 
 int main(int argc, char **argv) {
     emu_cpasync_late = getenv("EMU_CPASYNC") && !strcmp(getenv("EMU_CPASYNC"), "late");
+    printf("emu7: kernel %s\n", EMU_NAME);
     int fails = 0;
     const int Ns[] = {1, 5, 16, 63, 64, 65, 77, 130, 200};
     const bool quick = argc > 1 && !strcmp(argv[1], "quick");

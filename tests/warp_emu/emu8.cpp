@@ -36,6 +36,8 @@ static int sweep(bool quick) {
 
 int main(int argc, char **argv) {
     emu_cpasync_late = getenv("EMU_CPASYNC") && !strcmp(getenv("EMU_CPASYNC"), "late");
+    printf("emu8: kernel %s; cp.async copies land %s\n", EMU_NAME,
+           emu_cpasync_late ? "at the wait_group that retires them (EMU_CPASYNC=late)" : "when issued");
     const bool quick = argc > 1 && !strcmp(argv[1], "quick");
     int fails = 0;
     fails += sweep<64, 128, 64, 4, 2>(quick);   // 2 m-tiles per warp
