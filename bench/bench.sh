@@ -73,7 +73,7 @@ GPU_NAME=$(echo "${gpu_line%,*}" | sed 's/^ *//; s/ *$//; s/,/ /g')
 GPU_MEM_BYTES=$(( $(echo "${gpu_line##*,}" | tr -dc '0-9') * 1048576 ))
 SLUG=$(echo "$GPU_NAME" | tr 'A-Z' 'a-z' | sed -E 's/[^a-z0-9]+/-/g; s/^-+//; s/-+$//')
 DATE=$(date -u +%Y-%m-%dT%H:%MZ)
-COMMIT=$(git describe --always --dirty 2>/dev/null || echo unknown)
+COMMIT=${GIT_COMMIT:-$(git describe --always --dirty 2>/dev/null || echo unknown)}
 TIMING="cuda-events median of reps after warm-up; 2xL2 flush between launches"
 
 if [ -z "$OUT" ]; then

@@ -11,7 +11,8 @@ slug=$(echo "$gpu" | tr 'A-Z ' 'a-z-' | tr -cd 'a-z0-9-')
 out=docs/results/$slug.csv
 mkdir -p docs/results build/results
 nvcc_v=$(${NVCC:-nvcc} --version | sed -n 's/.*release \([0-9.]*\).*/\1/p')
-commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
+# GIT_COMMIT: where the tree travels without .git (a GPU machine), the caller names the commit
+commit=${GIT_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
 dirty=$(git status --porcelain -- solutions reference 2>/dev/null | grep -q . && echo "+uncommitted" || true)
 tmp=$(mktemp)
 {

@@ -431,9 +431,9 @@ def write_md(path, rows, extra):
                          stderr=subprocess.DEVNULL, universal_newlines=True).stdout.strip().split("\n")[0]
     slug = re.sub(r"[^a-z0-9-]", "", gpu.lower().replace(" ", "-")) or "no-gpu"
     path = path or os.path.join(ROOT, "docs", "results", "mutants-%s.md" % slug)
-    commit = sh(["git", "rev-parse", "--short", "HEAD"])[1].strip()
+    commit = os.environ.get("GIT_COMMIT") or sh(["git", "rev-parse", "--short", "HEAD"])[1].strip()
     dirty = sh(["git", "status", "--porcelain", "--", "solutions", "reference", "tests/mutants"])[1].strip()
-    run = "%s %s%s" % (datetime.datetime.utcnow().strftime("%Y-%m-%d %H:%M"), commit, "+" if dirty else "")
+    run = "%s %s%s" % (datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M"), commit, "+" if dirty else "")
     table = {}
     if os.path.exists(path):  # rows of mutants not run this time (other lessons) stay
         with open(path) as f:
