@@ -432,7 +432,7 @@ def write_md(path, rows, extra):
     slug = re.sub(r"[^a-z0-9-]", "", gpu.lower().replace(" ", "-")) or "no-gpu"
     path = path or os.path.join(ROOT, "docs", "results", "mutants-%s.md" % slug)
     commit = os.environ.get("GIT_COMMIT") or sh(["git", "rev-parse", "--short", "HEAD"])[1].strip()
-    dirty = sh(["git", "status", "--porcelain", "--", "solutions", "reference", "tests/mutants"])[1].strip()
+    dirty = "" if os.environ.get("GIT_COMMIT") else sh(["git", "status", "--porcelain", "--", "solutions", "reference", "tests/mutants"])[1].strip()
     run = "%s %s%s" % (datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M"), commit, "+" if dirty else "")
     table = {}
     if os.path.exists(path):  # rows of mutants not run this time (other lessons) stay
