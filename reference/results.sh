@@ -13,7 +13,8 @@ mkdir -p docs/results build/results
 nvcc_v=$(${NVCC:-nvcc} --version | sed -n 's/.*release \([0-9.]*\).*/\1/p')
 # GIT_COMMIT: where the tree travels without .git (a GPU machine), the caller names the commit
 commit=${GIT_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
-dirty=$([ -n "${GIT_COMMIT:-}" ] || git status --porcelain -- solutions reference 2>/dev/null | grep -q . && echo "+uncommitted" || true)
+dirty=""
+if [ -z "${GIT_COMMIT:-}" ] && git status --porcelain -- solutions reference 2>/dev/null | grep -q .; then dirty="+uncommitted"; fi
 tmp=$(mktemp)
 {
     echo "# gpu: $gpu"

@@ -17,7 +17,8 @@ slug=$(echo "$gpu" | tr 'A-Z ' 'a-z-' | tr -cd 'a-z0-9-')
 want=" $(echo "${LESSONS:-}" | tr ',' ' ') "
 out=docs/results/fuzz-$slug.md
 commit=${GIT_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
-dirty=$([ -n "${GIT_COMMIT:-}" ] || git status --porcelain -- solutions reference 2>/dev/null | grep -q . && echo "+" || true)
+dirty=""
+if [ -z "${GIT_COMMIT:-}" ] && git status --porcelain -- solutions reference 2>/dev/null | grep -q .; then dirty="+"; fi
 run="$(date -u '+%Y-%m-%d %H:%M') $commit$dirty"
 mkdir -p build/fuzz docs/results
 rows=(); details=(); bad=0; started=()
