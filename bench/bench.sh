@@ -7,7 +7,7 @@
 #   --d 64|128|64,128 and --causal 0|1|0,1 (parts of the grid; the memory sweep comes with
 #   d 64 non-causal), --append (add rows to the CSV instead of starting it afresh). To split
 #   the full bench into commands: `--d 64 --no-plots`, then `--d 128 --append`.
-# Environment: BENCH_NMAX (largest N, default 65536), BENCH_CAP_MS (a series stops once
+# Environment: BENCH_LESSONS (e.g. "6 7 8": only those solutions), BENCH_NMAX (largest N, default 65536), BENCH_CAP_MS (a series stops once
 # one launch is predicted to take longer than this, default 2000; 600 with --quick).
 #
 # Every run is one process of the course harness: `./standard` or `./solutionN` with
@@ -91,6 +91,8 @@ for dir in solutions/[0-9][0-9]-*/; do
     name=$(basename "$dir")
     num=$((10#${name%%-*}))
     [ "$num" -ge 2 ] || continue
+    # BENCH_LESSONS="6 7 8": only those solutions (standard and the peers still run)
+    [ -z "${BENCH_LESSONS:-}" ] || [[ " $BENCH_LESSONS " == *" $num "* ]] || continue
     ls "$dir"*.cu >/dev/null 2>&1 || continue
     SOL_NUMS+=("$num")
     SOL_NAMES+=("$name")
