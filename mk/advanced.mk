@@ -7,7 +7,11 @@
 #                     one std::thread per CUDA thread; checks O and L against float64 for
 #                     ragged N, causal, x30 logits, fp16 and bf16, counts ldmatrix bank
 #                     conflicts, and runs 08 twice (cp.async landing at issue, and at the
-#                     wait that retires it). EMU07_SRC=lessons/07-mma-ldmatrix/mma.cu (or
+#                     wait that retires it); in both runs, shadow state per 16-byte chunk
+#                     reports any cp.async hazard (ldmatrix of a chunk before the retiring
+#                     wait_group + __syncthreads, a refill of a chunk another warp read since
+#                     the last __syncthreads), whatever the threads' interleaving.
+#                     EMU07_SRC=lessons/07-mma-ldmatrix/mma.cu (or
 #                     EMU08_SRC=...) runs your kernel instead. EMU_QUICK=0: more shapes.
 # Not in `make test`:
 #   make sweep8-variant SWEEP8_DEFS="-DFA64_BR=..." SWEEP8_OUT=build/sweep8/x

@@ -13,6 +13,11 @@
  * cp.async modes (EMU_CPASYNC): "now" copies when issued (exposes a missing
  * barrier before overwriting a buffer other warps still read), "late" copies
  * only when a wait_group retires the group (exposes reading before waiting).
+ *
+ * Independently of the mode, shadow state per 16-byte chunk of shared memory
+ * reports cp.async hazards deterministically, whatever the threads'
+ * interleaving (see "cp.async hazards" below). Plain C++ loads and stores
+ * through shared pointers are not tracked, only ldmatrix and cp.async.
  */
 #pragma once
 #include <cuda_runtime.h>
@@ -64,6 +69,7 @@ struct EmuBlock {
 static thread_local EmuBlock *emu_block;
 static thread_local EmuWarp *emu_warp;
 static thread_local int emu_lane;
+static thread_local unsigned emu_epoch, emu_wsync;  // __syncthreads / __syncwarp passed
 static std::atomic<long> emu_ldsm_conflicts{0}, emu_ldsm_count{0}, emu_errors{0};
 static int emu_cpasync_late = 0;
 
@@ -71,8 +77,8 @@ static void emu_fail(const char *msg) {
     if (emu_errors.fetch_add(1) < 5) fprintf(stderr, "EMU ERROR: %s\n", msg);
 }
 
-static inline void __syncthreads() { emu_block->bar.arrive_and_wait(); }
-static inline void __syncwarp(unsigned = 0xffffffffu) { emu_warp->bar.arrive_and_wait(); }
+static inline void __syncthreads() { emu_block->bar.arrive_and_wait(); ++emu_epoch; }
+static inline void __syncwarp(unsigned = 0xffffffffu) { emu_warp->bar.arrive_and_wait(); ++emu_wsync; }
 static inline float __shfl_xor_sync(unsigned, float x, int m) {
     EmuWarp *w = emu_warp;
     w->f[emu_lane][0] = x;
@@ -87,8 +93,78 @@ static inline uint32_t smem_u32(const void *p) {
     if (c < fa_smem || c >= fa_smem + EMU_SMEM) emu_fail("smem_u32 of a non-shared pointer");
     return (uint32_t)(c - fa_smem);
 }
+/* ---- cp.async hazards ----
+ * Every thread of a block passes the same __syncthreads in the same order, so
+ * its count (emu_epoch) names the interval between two barriers; the same for
+ * __syncwarp within a warp. Per 16-byte chunk:
+ *   wr: the last cp.async into it: in flight (issued, its group not yet
+ *       retired by a wait_group of the issuing thread) or landed, by thread
+ *       `tid`, retired in epoch `epoch` after `wsync` __syncwarps;
+ *   rd: the last epoch in which ldmatrix read it, and by which warp (or many).
+ * A read is safe only of a landed copy that this thread retired itself, or
+ * that a __syncthreads (or, same warp, a __syncwarp) separates from the
+ * retiring wait_group. A cp.async may overwrite a chunk only when no copy into
+ * it is in flight and no other warp read it since the last __syncthreads.
+ * Both orders of a racing pair are caught: whichever happens second sees the
+ * first one's state. Hazards are reported in both cp.async modes. */
+static std::atomic<uint64_t> emu_wr[EMU_SMEM / 16];  // 0: no cp.async yet
+static std::atomic<uint64_t> emu_rd[EMU_SMEM / 16];  // 0: not read yet
+constexpr uint64_t EMU_INFLIGHT = 1ull << 63, EMU_WRITTEN = 1ull << 62, EMU_MANY = 0xff;
+static inline uint64_t emu_wr_pack(uint64_t flags, unsigned tid) {
+    return flags | EMU_WRITTEN | (uint64_t)(tid & 0x3ff) | (uint64_t)(emu_epoch & 0xffffff) << 10 |
+           (uint64_t)(emu_wsync & 0xffffff) << 34;
+}
+static inline unsigned emu_wr_tid(uint64_t w) { return (unsigned)(w & 0x3ff); }
+static inline unsigned emu_wr_epoch(uint64_t w) { return (unsigned)(w >> 10) & 0xffffff; }
+static inline unsigned emu_wr_wsync(uint64_t w) { return (unsigned)(w >> 34) & 0xffffff; }
+static void emu_hazard(uint32_t chunk, const char *what, const char *who, int other) {
+    char msg[320], o[48];
+    if (other >= 0) snprintf(o, sizeof o, "%s %d", who, other); else snprintf(o, sizeof o, "%ss: several", who);
+    snprintf(msg, sizeof msg, "cp.async hazard: block (%u,%u,%u) thread %u, shared bytes [%u, %u): %s (%s)",
+             blockIdx.x, blockIdx.y, blockIdx.z, threadIdx.x, chunk * 16, chunk * 16 + 16, what, o);
+    emu_fail(msg);
+}
+/* ldmatrix reads bytes of chunk `c` in this thread. */
+static void emu_track_read(uint32_t c) {
+    const unsigned tid = threadIdx.x, warp = tid / 32;
+    const uint64_t w = emu_wr[c].load(std::memory_order_acquire);
+    if (w & EMU_INFLIGHT)
+        emu_hazard(c, "ldmatrix reads it before the wait_group that retires its cp.async", "issued by thread",
+                   emu_wr_tid(w));
+    else if (w && emu_wr_tid(w) != tid && emu_wr_epoch(w) == (emu_epoch & 0xffffff) &&
+             !(emu_wr_tid(w) / 32 == warp && emu_wsync > emu_wr_wsync(w)))
+        emu_hazard(c, "ldmatrix reads it with no __syncthreads after the wait_group that retired its cp.async",
+                   "in thread", emu_wr_tid(w));
+    uint64_t r = emu_rd[c].load(std::memory_order_relaxed), n;
+    do {
+        const bool same_epoch = (r >> 8) == (uint64_t)emu_epoch + 1;
+        if (same_epoch && ((r & 0xff) == warp || (r & 0xff) == EMU_MANY)) return;
+        n = ((uint64_t)emu_epoch + 1) << 8 | (same_epoch ? EMU_MANY : warp);
+    } while (!emu_rd[c].compare_exchange_weak(r, n, std::memory_order_acq_rel));
+}
+/* This thread issues a cp.async into chunk `c`. */
+static void emu_track_issue(uint32_t c) {
+    const unsigned tid = threadIdx.x, warp = tid / 32;
+    const uint64_t w = emu_wr[c].exchange(emu_wr_pack(EMU_INFLIGHT, tid), std::memory_order_acq_rel);
+    if (w & EMU_INFLIGHT)
+        emu_hazard(c, "cp.async into it while an earlier cp.async into it is still in flight", "issued by thread",
+                   emu_wr_tid(w));
+    else if (w && emu_wr_tid(w) != tid && emu_wr_epoch(w) == (emu_epoch & 0xffffff))
+        emu_hazard(c, "cp.async into it with no __syncthreads after another thread's wait_group retired one",
+                   "thread", emu_wr_tid(w));
+    const uint64_t r = emu_rd[c].load(std::memory_order_acquire);
+    if ((r >> 8) == (uint64_t)emu_epoch + 1 && (r & 0xff) != warp)
+        emu_hazard(c, "cp.async into it with no __syncthreads after another warp's ldmatrix of it", "reader warp",
+                   (r & 0xff) == EMU_MANY ? -1 : (int)(r & 0xff));
+}
+/* This thread's wait_group retires its cp.async into chunk `c`. */
+static inline void emu_track_retire(uint32_t c) {
+    emu_wr[c].store(emu_wr_pack(0, threadIdx.x), std::memory_order_release);
+}
+
 static inline uint16_t emu_ld16(uint32_t a) {
     if (a + 2 > emu_smem_bytes) { emu_fail("ldmatrix out of bounds"); return 0; }
+    emu_track_read(a / 16);
     uint16_t v; memcpy(&v, fa_smem + a, 2); return v;
 }
 static void emu_ldmatrix(uint32_t r[4], uint32_t addr, bool trans) {
@@ -171,7 +247,7 @@ static inline float ex2(float x) { return exp2f(x); }
 
 struct EmuCopy { uint32_t dst; const void *src; bool valid; };
 static thread_local std::vector<EmuCopy> emu_cur;
-static thread_local std::deque<std::vector<EmuCopy>> emu_groups;
+static thread_local std::deque<std::vector<EmuCopy>> emu_groups;  // committed, not yet retired
 static inline void emu_do_copy(const EmuCopy &c) {
     if (c.dst % 16 || c.dst + 16 > emu_smem_bytes) { emu_fail("cp.async destination out of bounds/misaligned"); return; }
     if (c.valid) memcpy(fa_smem + c.dst, c.src, 16); else memset(fa_smem + c.dst, 0, 16);
@@ -179,12 +255,17 @@ static inline void emu_do_copy(const EmuCopy &c) {
 static inline void cp_async_16(uint32_t dst, const void *src, bool valid) {
     if ((uintptr_t)src % 16) emu_fail("cp.async source not 16-byte aligned");
     EmuCopy c{dst, src, valid};
-    if (emu_cpasync_late) emu_cur.push_back(c); else emu_do_copy(c);
+    if (dst % 16 == 0 && dst + 16 <= emu_smem_bytes) emu_track_issue(dst / 16);
+    if (!emu_cpasync_late) emu_do_copy(c);
+    emu_cur.push_back(c);  // in flight (for the shadow) until a wait_group retires it, in both modes
 }
 static inline void cp_async_commit() { emu_groups.push_back(emu_cur); emu_cur.clear(); }
 template <int N> static inline void cp_async_wait() {
     while ((int)emu_groups.size() > N) {
-        for (auto &c : emu_groups.front()) emu_do_copy(c);
+        for (auto &c : emu_groups.front()) {
+            if (emu_cpasync_late) emu_do_copy(c);
+            if (c.dst % 16 == 0 && c.dst + 16 <= emu_smem_bytes) emu_track_retire(c.dst / 16);
+        }
         emu_groups.pop_front();
     }
 }
@@ -198,6 +279,8 @@ static void emu_launch(dim3 grid, int nt, size_t smem, const std::function<void(
         for (unsigned y = 0; y < grid.y; ++y)
             for (unsigned x = 0; x < grid.x; ++x) {
                 memset(fa_smem, 0xff, EMU_SMEM);  // NaN in fp16 and bf16
+                for (auto &w : emu_wr) w.store(0, std::memory_order_relaxed);
+                for (auto &r : emu_rd) r.store(0, std::memory_order_relaxed);
                 EmuBlock blk(nt);
                 std::vector<std::thread> th;
                 for (int i = 0; i < nt; ++i)
@@ -207,6 +290,7 @@ static void emu_launch(dim3 grid, int nt, size_t smem, const std::function<void(
                         emu_block = &blk;
                         emu_warp = &blk.warps[i / 32];
                         emu_lane = i % 32;
+                        emu_epoch = emu_wsync = 0;
                         emu_cur.clear(); emu_groups.clear();
                         fn();
                         if (!emu_cur.empty()) emu_fail("uncommitted cp.async at exit");
