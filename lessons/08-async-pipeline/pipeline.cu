@@ -20,7 +20,13 @@
  *   - block order: non-causal, the blocks of one head run side by side (its
  *     K, V stay in L2); causal, the longest query tiles of all heads start
  *     first; K/V tiles are visited from the diagonal down to 0, so the
- *     masked tiles come first.
+ *     masked tiles come first;
+ *   - fewer instructions per step: with two warps per scheduler the kernel
+ *     is latency-bound and its time follows its instruction count (Nsight
+ *     Compute), so the tile copies are unrolled with constant offsets, and
+ *     the exponentials of P are computed 16 keys at a time right before
+ *     the mma that consumes them (one stretch of code the compiler can
+ *     interleave).
  *
  * Layouts: Q, K, V, O are [B, H, N, d] row-major (reference/attention.h);
  * L is [B, H, N] fp32, natural-log logsumexp of the scaled scores.
@@ -58,7 +64,7 @@ const lesson_info LESSON = {
 #define FA128_BR 128
 #define FA128_BC 64
 #define FA128_WARPS 4
-#define FA128_STAGES 2
+#define FA128_STAGES 1
 #define FA128_QREG 0
 #endif
 #define FA_CFG_D64 FA64_BR, FA64_BC, FA64_WARPS, FA64_STAGES, FA64_QREG
@@ -177,20 +183,30 @@ __device__ __forceinline__ uint32_t swz(int row, int chunk) {
 
 // [region load-async]
 /* Start copying rows [row0, row0 + ROWS) of a [N, D] matrix into a swizzled
- * shared tile at shared address `tile`; rows >= N are zero-filled. Thread tid
- * copies chunks tid, tid + NT, ...: 8 (d = 64) or 16 (d = 128) consecutive
- * threads read one 128- or 256-byte row, so global reads are coalesced. */
+ * shared tile at shared address `tile`; rows >= N are zero-filled. The tile
+ * is ROWS rows of CH = D / 8 chunks of 16 bytes; thread tid copies chunk
+ * tid % CH of rows tid / CH, tid / CH + STEP, ... (STEP = NT / CH): 8 (d = 64)
+ * or 16 (d = 128) consecutive threads read one 128- or 256-byte row, so
+ * global reads are coalesced.
+ * Cost matters here: the loop runs in every step, and each instruction it
+ * spends is one the tensor cores wait for. So the loop count is a constant
+ * (written `for (c = tid; c < ROWS * CH; c += NT)` it is a run-time loop,
+ * since the compiler does not know tid < NT), the addresses of copy i are
+ * those of copy 0 plus constants, and only a tile that crosses the end of
+ * the sequence pays for a bounds test per copy. */
 template <typename T, int D, int ROWS, int NT>
 __device__ __forceinline__ void load_tile_async(uint32_t tile, const T *g, int row0, int N, int tid) {
-    constexpr int CH = D / 8;
-    static_assert((ROWS * CH) % NT == 0, "tile copy must split evenly over the threads");
-#pragma unroll
-    for (int c = tid; c < ROWS * CH; c += NT) {
-        // TODO(2): chunk c is chunk c % CH of tile row c / CH. Copy it from row row0 + r of g
-        //   (or, past the end of the sequence, zero-fill it: valid = false, and a source
-        //   address that is still a valid pointer, g) to its swizzled place swz<D>(r, ch).
-        (void)c; (void)g; (void)row0; (void)N; (void)tile;
-    }
+    constexpr int CH = D / 8, STEP = NT / CH;
+    static_assert(NT % CH == 0 && ROWS % STEP == 0 && STEP % 8 == 0,
+                  "tile copy must split evenly over the threads, in steps of 8 rows");
+    const int r0 = tid / CH, ch = tid % CH;
+    // TODO(2): copy 16-byte chunk ch of the tile rows r = r0 + i * STEP, i = 0 .. ROWS / STEP - 1,
+    //   from row row0 + r of g to its swizzled place tile + swz<D>(r, ch), with cp_async_16. A row
+    //   past the end of the sequence (row0 + r >= N) is zero-filled: valid = false, and a source
+    //   address that is still a valid pointer, g. Then make it cheap (see above and README.md):
+    //   a constant trip count, copy i's addresses as copy 0's plus constants, and the bounds test
+    //   only in a tile that crosses the end (row0 + ROWS > N).
+    (void)tile; (void)g; (void)row0; (void)N; (void)r0; (void)ch;
 }
 // [end load-async]
 
@@ -345,9 +361,14 @@ fa2_pipeline_kernel(const T *__restrict__ Q, const T *__restrict__ K, const T *_
                     }
         }
 
-        /* Online softmax (lesson 07). With the diagonal tile first, a row can
-         * be fully masked in the first step(s): its max stays -inf, and the
-         * offset 0 keeps exp2(-inf - offset) = 0 instead of NaN. */
+        // [region softmax]
+        /* Online softmax (lesson 07), first half: the new row maxima, then O
+         * and l rescaled by alpha = exp2((m_old - m_new) scale_log2). With the
+         * diagonal tile first, a row can be fully masked in the first step(s):
+         * its max stays -inf, and the offset 0 keeps exp2(-inf - offset) = 0
+         * instead of NaN. l stays a per-thread partial sum (this thread's
+         * columns); the 4 threads of a row add theirs once, in the epilogue. */
+        float base[MT][2];  // m_new * scale_log2, the offset of the exponents
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
@@ -357,56 +378,70 @@ fa2_pipeline_kernel(const T *__restrict__ Q, const T *__restrict__ K, const T *_
                 for (int nb = 0; nb < BC / 8; ++nb) mx = fmaxf(mx, fmaxf(s[mt][nb][2 * r], s[mt][nb][2 * r + 1]));
                 mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
                 mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-                const float base = (mx == -INFINITY) ? 0.f : mx * scale_log2;
-                const float alpha = ex2(m[mt][r] * scale_log2 - base);
+                base[mt][r] = (mx == -INFINITY) ? 0.f : mx * scale_log2;
+                const float alpha = ex2(m[mt][r] * scale_log2 - base[mt][r]);
                 m[mt][r] = mx;
-                float sum = 0.f;
-#pragma unroll
-                for (int nb = 0; nb < BC / 8; ++nb) {
-                    s[mt][nb][2 * r] = ex2(fmaf(s[mt][nb][2 * r], scale_log2, -base));
-                    s[mt][nb][2 * r + 1] = ex2(fmaf(s[mt][nb][2 * r + 1], scale_log2, -base));
-                    sum += s[mt][nb][2 * r] + s[mt][nb][2 * r + 1];
-                }
-                l[mt][r] = l[mt][r] * alpha + sum;
+                l[mt][r] *= alpha;
 #pragma unroll
                 for (int nb = 0; nb < D / 8; ++nb) {
                     o[mt][nb][2 * r] *= alpha;
                     o[mt][nb][2 * r + 1] *= alpha;
                 }
             }
-
-        /* P stays in registers: S accumulators -> A fragments (lesson 07). */
-        uint32_t pf[MT][BC / 16][4];
-#pragma unroll
-        for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-            for (int kk = 0; kk < BC / 16; ++kk) {
-                pf[mt][kk][0] = pack2<T>(s[mt][2 * kk][0], s[mt][2 * kk][1]);
-                pf[mt][kk][1] = pack2<T>(s[mt][2 * kk][2], s[mt][2 * kk][3]);
-                pf[mt][kk][2] = pack2<T>(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
-                pf[mt][kk][3] = pack2<T>(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
-            }
+        // [end softmax]
 
         // [region pipeline-v]
         /* V(it) has landed (younger groups: K(it+1), V(it+1), ..., K(it+S-1),
          * V(it+S-1)); after the barrier no warp still reads K(it), so its slot
-         * takes K(it+S), which then flies during P V_j and the next S. */
-        // TODO(6): the same for V(it) before P V_j, then start K(it + STAGES) and commit.
+         * takes K(it+S), which then flies during P V_j and the next S. The
+         * barrier sits between the row maxima and the exponentials, so that
+         * the exponentials share one stretch of code with P V_j (below).
+         * FlashAttention-2's kernels wait right after S; with the maxima and
+         * the rescaling of O before the barrier instead, the compiler fits
+         * the step in 255 registers at d = 128 (the other way, it spills). */
+        // TODO(6): the same for V(it), here between the row maxima and the exponentials, then
+        //   start K(it + STAGES) and commit.
         // [end pipeline-v]
 
-        /* O += P V_j (lesson 07); each V fragment feeds all MT m-tiles. */
+        // [region pv]
+        /* Second half, fused with O += P V_j, 16 keys (one k-slice of the mma)
+         * at a time: P = exp2(S scale_log2 - base), one FFMA and one ex2 per
+         * element, packed into an A fragment (lesson 07: P never leaves the
+         * registers) that goes straight into the mma with V_j's rows of those
+         * keys. Written this way the ex2 of one slice and the mma of the
+         * previous one are neighbours that the compiler interleaves, and only
+         * one slice of P is alive at a time; exponentiating the whole tile
+         * first leaves the tensor cores idle meanwhile. */
 #pragma unroll
-        for (int kk = 0; kk < BC / 16; ++kk)
+        for (int kk = 0; kk < BC / 16; ++kk) {
+            uint32_t pf[MT][4];
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt) {
+                float p[2][4];  // S accumulators 2kk, 2kk + 1: keys 16kk .. 16kk + 15
+#pragma unroll
+                for (int h = 0; h < 2; ++h)
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) p[h][e] = ex2(fmaf(s[mt][2 * kk + h][e], scale_log2, -base[mt][e >> 1]));
+                l[mt][0] += (p[0][0] + p[0][1]) + (p[1][0] + p[1][1]);
+                l[mt][1] += (p[0][2] + p[0][3]) + (p[1][2] + p[1][3]);
+                pf[mt][0] = pack2<T>(p[0][0], p[0][1]);
+                pf[mt][1] = pack2<T>(p[0][2], p[0][3]);
+                pf[mt][2] = pack2<T>(p[1][0], p[1][1]);
+                pf[mt][3] = pack2<T>(p[1][2], p[1][3]);
+            }
+            /* each V fragment feeds all MT m-tiles */
 #pragma unroll
             for (int dp = 0; dp < D / 16; ++dp) {
                 uint32_t b[4];
                 ldmatrix_x4_trans(b, sV + swz<D>(kk * 16 + v_row, 2 * dp + v_chunk));
 #pragma unroll
                 for (int mt = 0; mt < MT; ++mt) {
-                    mma_16816<T>(o[mt][2 * dp], pf[mt][kk], b[0], b[1]);
-                    mma_16816<T>(o[mt][2 * dp + 1], pf[mt][kk], b[2], b[3]);
+                    mma_16816<T>(o[mt][2 * dp], pf[mt], b[0], b[1]);
+                    mma_16816<T>(o[mt][2 * dp + 1], pf[mt], b[2], b[3]);
                 }
             }
+        }
+        // [end pv]
     }
 
     /* Epilogue (lesson 07): finish l, normalise, write L, then O through the
@@ -430,9 +465,11 @@ fa2_pipeline_kernel(const T *__restrict__ Q, const T *__restrict__ K, const T *_
                 L[q0 + srow] = lr > 0.f ? (m[mt][r] * scale_log2 + log2f(lr)) * 0.69314718055994531f : -INFINITY;
         }
     __syncwarp();
+    /* lane stores chunk lane % CH of rows lane / CH, + 32 / CH, ... of the
+     * warp's MT * 16 rows (a constant trip count, as in load_tile_async) */
 #pragma unroll
-    for (int c = lane; c < MT * 16 * CH; c += 32) {
-        const int r = warp * MT * 16 + c / CH, ch = c % CH;
+    for (int i = 0; i < MT * 16 * CH / 32; ++i) {
+        const int r = warp * MT * 16 + lane / CH + i * (32 / CH), ch = lane % CH;
         if (q0 + r < N)
             *reinterpret_cast<uint4 *>(O + (size_t)(q0 + r) * D + ch * 8) =
                 *reinterpret_cast<const uint4 *>(sQ + swz<D>(r, ch));
