@@ -98,7 +98,7 @@ grade:
 	@bash reference/grade.sh $(if $(SOLUTIONS),solutions,lessons)
 
 results:
-	@bash reference/results.sh
+	@NVCC=$(NVCC) bash reference/results.sh
 
 # Tests: Criterion unit tests (CPU), the binaries as a student runs them (GPU
 # parts skip without a GPU), and the freshness of the GPU results. Fragments in

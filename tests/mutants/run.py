@@ -8,6 +8,9 @@ substitution (the `from` text must occur exactly once, else "does not apply",
 a failure: mutants must follow the solutions), links it exactly like the
 Makefile's link_lesson, runs it with --check-only, and requires
     exit status != 0  and  the `expect` regex (Python re, ERE-like) in its output.
+Mutants marked `emu: N` (lesson 07 or 08) that pass on the GPU are run through the CPU
+warp emulator (`make emu-0N EMU0N_SRC=...`), whose cp.async hazard tracking rejects bugs
+the hardware's timing hides.
 Mutants marked `racecheck:` may instead be rejected by compute-sanitizer's
 racecheck on the given small shape: an output race does not always show in the
 outputs or in the grader's determinism re-run.
@@ -45,7 +48,7 @@ HERE = os.path.join(ROOT, "tests", "mutants")
 SEED = os.environ.get("MUTANTS_SEED", "1")
 STRICT = os.environ.get("MUTANTS_STRICT") == "1"
 RUN_LIMIT_S = 900  # whole-process safety net; the harness's own --timeout stops hung kernels
-KNOWN_KEYS = {"what", "expect", "ideal", "gap", "racecheck", "exit", "args"}
+KNOWN_KEYS = {"what", "expect", "ideal", "gap", "racecheck", "emu", "exit", "args"}
 # Lines that carry a diagnosis, in the order we prefer to show them.
 DIAG_RE = re.compile(r"diagnosis:|race suspected|causal: future|TIMEOUT|CUDA error|attention_forward returned|"
                      r"m: expected|l: expected|y: \d+ of|hint:|not supported|out of memory")
@@ -295,6 +298,21 @@ def run_one(m):
         if rm:
             line = rout[rout.rfind("\n", 0, rm.start()) + 1:].split("\n")[0]
             return "rejected (racecheck)", True, "racecheck: " + trim(line.lstrip("= "))
+    if not found and "emu" in m.meta:
+        # a bug whose window the hardware never opens (e.g. a missing cp.async wait that
+        # the copy engine always beats): the CPU warp emulator lands copies as late as
+        # the PTX rules allow and tracks every cp.async hazard (tests/warp_emu)
+        n = m.meta["emu"].strip()
+        ecmd = ["make", "-s", "--no-print-directory", "emu-0%s" % n, "EMU0%s_SRC=%s" % (n, os.path.relpath(m.src, ROOT))]
+        try:
+            erc, eout = sh(ecmd, timeout=RUN_LIMIT_S)
+        except subprocess.TimeoutExpired:
+            erc, eout = 0, ""
+        with open(os.path.join(m.dir, "emu.log"), "w") as f:
+            f.write("$ %s\n%s\nexit status %d\n" % (" ".join(ecmd), eout, erc))
+        hz = re.search(r"^.*(hazard|HAZARD).*$", eout, re.M)
+        if erc != 0:
+            return "rejected (emulator)", True, "emulator: " + trim(hz.group(0) if hz else "EMU FAILED")
     if rc == 0:
         if gap:
             return "ACCEPTED (known gap)", not STRICT, "gap: " + gap
