@@ -27,7 +27,7 @@ tmp=$(mktemp)
 for dir in solutions/[0-9][0-9]-*/; do
     name=$(basename "$dir")
     n=$((10#${name%%-*}))
-    src=$(ls "$dir"*.c "$dir"*.cu 2>/dev/null | head -n1)
+    src=$(ls "$dir"*.c "$dir"*.cu 2>/dev/null | head -n1 || true)
     sha=$(sha256sum "$src" | cut -c1-16)
     make -s "solution$n" >/dev/null
     log=build/results/solution$n.log
