@@ -9,6 +9,9 @@
 #define BENCH_N 1024
 #define BENCH_D 64
 
+/* The --csv header every lesson binary prints; make grade, make results and make bench read it. */
+#define CSV_HEADER "lesson,status,cases_passed,cases_total,dtype,B,H,N,d,causal,ms,tflops,peak_pct,mem_bytes"
+
 typedef struct {
     int B, H, N, d;
     int shape_given;      /* any of -b/-H/-n/-d given: grade and time that one shape */

@@ -42,6 +42,8 @@ struct Problem {
     attn_args args;
 };
 
+static const char *g_prog = "lessonN"; /* for the rerun hints */
+
 static int esize(dtype_t t) { return t == DTYPE_FP32 ? 4 : 2; }
 
 static void encode(const float *src, void *dst, size_t n, dtype_t t) {
@@ -357,8 +359,8 @@ static int grade_case(const Case &c, dtype_t dt, uint64_t seed, const options &o
         printf("    pass  %-6s %s  B=%d H=%d N=%d d=%d%s%s  %s\n", c.name, dtype_name(dt), c.B, c.H, c.N,
                c.d, c.causal ? " causal" : "", c.qscale != 1.f ? " x30 logits" : "", v.why.c_str());
     else
-        printf("          rerun: %s -b %d -H %d -n %d -d %d --dtype %s%s --seed %llu --check-only\n",
-               "<binary>", c.B, c.H, c.N, c.d, dtype_name(dt), c.causal ? " --causal" : "",
+        printf("          rerun: ./%s -b %d -H %d -n %d -d %d --dtype %s%s --seed %llu --check-only\n",
+               g_prog, c.B, c.H, c.N, c.d, dtype_name(dt), c.causal ? " --causal" : "",
                (unsigned long long)o.seed);
     fflush(stdout);
     problem_free(p);
@@ -476,7 +478,7 @@ static Timing time_shape(const Case &c, dtype_t dt, const options &o, const gpu_
 }
 
 static void csv_row(const char *status, int passed, int total, int dt, const Case &c, const Timing *t) {
-    printf("lesson,status,cases_passed,cases_total,dtype,B,H,N,d,causal,ms,tflops,peak_pct,mem_bytes\n");
+    printf("%s\n", CSV_HEADER);
     if (t)
         printf("%s,%s,%d,%d,%s,%d,%d,%d,%d,%d,%.4f,%.2f,%.1f,%zu\n", LESSON.name, status, passed, total,
                dtype_name(dt), c.B, c.H, c.N, c.d, c.causal, t->ms, t->tflops, t->pct, t->mem);
@@ -490,6 +492,7 @@ int main(int argc, char **argv) {
     char err[256] = "";
     const char *prog = strrchr(argv[0], '/') ? strrchr(argv[0], '/') + 1 : argv[0];
     int pr = parse_options(argc, argv, &o, err, sizeof err);
+    g_prog = prog;
     if (pr == 1) { print_usage(prog, 0); return 0; }
     if (pr == 2) { fprintf(stderr, "%s: %s\n", prog, err); return EXIT_USAGE; }
     if (o.causal && !LESSON.causal) {
