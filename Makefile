@@ -29,12 +29,25 @@ endif
 BUILD := build/$(ARCH_TAG)
 
 # Shared C part of the harness (no CUDA): lesson 01 and the unit tests link only this.
-HARNESS_C := reference/cli.c reference/grade.c reference/cpu_reference.c reference/rng.c
+HARNESS_C := reference/cli.c reference/grade.c reference/cpu_reference.c reference/cpu_reference_bwd.c reference/rng.c
 HARNESS_H := $(wildcard reference/*.h)
 HARNESS_C_OBJ := $(patsubst reference/%.c,build/host/%.o,$(HARNESS_C))
-# GPU part: the attention runner (cases, timing, device report).
-HARNESS_CU := $(wildcard reference/runner_*.cu)
-HARNESS_CU_OBJ := $(patsubst reference/%.cu,$(BUILD)/%.o,$(HARNESS_CU))
+# GPU part: the device helpers every GPU binary links (device report, timing, watchdog,
+# poison), plus one runner (main: cases, grading) per kind of lesson. HARNESS_CU_OBJ is what a
+# forward lesson links (runner_attention); a source that defines attention_backward (lessons
+# 10-11) links HARNESS_BWD_CU_OBJ (runner_backward) instead.
+HARNESS_CU_COMMON := $(filter-out reference/runner_attention.cu reference/runner_backward.cu,$(wildcard reference/runner_*.cu))
+HARNESS_CU_COMMON_OBJ := $(patsubst reference/%.cu,$(BUILD)/%.o,$(HARNESS_CU_COMMON))
+HARNESS_CU_OBJ := $(HARNESS_CU_COMMON_OBJ) $(BUILD)/runner_attention.o
+HARNESS_BWD_CU_OBJ := $(HARNESS_CU_COMMON_OBJ) $(BUILD)/runner_backward.o
+HARNESS_ALL_CU_OBJ := $(HARNESS_CU_OBJ) $(if $(wildcard reference/runner_backward.cu),$(BUILD)/runner_backward.o)
+# Which runner a source links, and which GPU code it gets: a lesson whose kernels need sm_90a
+# (wgmma, setmaxnreg; lesson 09) says so with a line `// build: sm_90a` and is built for
+# sm_90a alone, whatever GPU_ARCH is (its binary refuses other GPUs at run time, exit 4).
+SM90A_FLAGS := -gencode arch=compute_90a,code=sm_90a
+is_bwd = $(if $(1),$(shell grep -l 'int attention_backward' $(1) 2>/dev/null))
+runner_obj_of = $(if $(call is_bwd,$(1)),$(HARNESS_BWD_CU_OBJ),$(HARNESS_CU_OBJ))
+arch_of = $(if $(1),$(if $(shell grep -l '^// build: sm_90a' $(1) 2>/dev/null),$(SM90A_FLAGS),$(ARCH_FLAGS)),$(ARCH_FLAGS))
 
 pad = $(if $(filter 1 2 3 4 5 6 7 8 9,$(1)),0$(1),$(1))
 src_of = $(firstword $(wildcard $(1)/$(call pad,$(2))-*/*.cu) $(wildcard $(1)/$(call pad,$(2))-*/*.c))
@@ -62,13 +75,13 @@ define link_lesson
 	@if [ -z "$(2)" ]; then echo "no source for $(1) (expected lessons/NN-*/*.cu)"; exit 2; fi
 	$(if $(filter %.c,$(2)),\
 	  $(CC) $(CFLAGS) -Ireference $(2) reference/runner_softmax.c $(HARNESS_C_OBJ) -o $(1) -lm,\
-	  $(NVCC) $(NVCC_FLAGS) $(ARCH_FLAGS) -Ireference $(2) $(HARNESS_CU_OBJ) $(HARNESS_C_OBJ) -o $(1) -lgomp)
+	  $(NVCC) $(NVCC_FLAGS) $(call arch_of,$(2)) -Ireference $(2) $(call runner_obj_of,$(2)) $(HARNESS_C_OBJ) -o $(1) -lgomp)
 endef
 
 # Binaries depend on the target architecture: changing GPU_ARCH relinks them.
 ARCH_STAMP := build/arch-stamp
 $(shell mkdir -p build; [ "$$(cat $(ARCH_STAMP) 2>/dev/null)" = "$(ARCH_TAG)" ] || echo "$(ARCH_TAG)" > $(ARCH_STAMP))
-deps_of = $(ARCH_STAMP) $(HARNESS_C_OBJ) $(if $(filter %.cu,$(1)),$(HARNESS_CU_OBJ),reference/runner_softmax.c)
+deps_of = $(ARCH_STAMP) $(HARNESS_C_OBJ) $(if $(filter %.cu,$(1)),$(call runner_obj_of,$(1)),reference/runner_softmax.c)
 .SECONDEXPANSION:
 lesson%: $$(call src_of,lessons,$$*) $$(call deps_of,$$(call src_of,lessons,$$*))
 	$(call link_lesson,$@,$(call src_of,lessons,$*))
@@ -80,12 +93,12 @@ kind_of = $(if $(filter solution%,$(1)),solutions,lessons)
 num_of = $(patsubst solution%,%,$(patsubst lesson%,%,$(1)))
 ptxas-%:
 	@src=$(call src_of,$(call kind_of,$*),$(call num_of,$*)); echo "== nvcc -Xptxas -v $$src ($(ARCH_TAG))"; \
-	$(NVCC) $(NVCC_FLAGS) $(ARCH_FLAGS) -Ireference -Xptxas -v -c $$src -o /dev/null 2>&1 \
+	$(NVCC) $(NVCC_FLAGS) $(call arch_of,$(call src_of,$(call kind_of,$*),$(call num_of,$*))) -Ireference -Xptxas -v -c $$src -o /dev/null 2>&1 \
 	  | grep -E 'Compiling entry|Function properties|registers|spill|stack frame' | sed -E 's/^ptxas info *: //'
 sass-%: %
 	@mkdir -p build && cuobjdump --dump-sass ./$* > build/$*.sass
 	@echo "== instruction counts in ./$* (full listing: build/$*.sass)"
-	@grep -oE '\b(HMMA|LDSM|LDGSTS|HGMMA|FFMA|MUFU\.EX2|BAR\.SYNC|LDL|STL)[.A-Z0-9]*' build/$*.sass | sort | uniq -c
+	@grep -oE '\b(HMMA|LDSM|LDGSTS|HGMMA|UTMALDG|SYNCS|FFMA|MUFU\.EX2|BAR\.SYNC|LDL|STL)[.A-Z0-9]*' build/$*.sass | sort | uniq -c
 SAN_ARGS = --check-only -b 1 -H 2 -n 77 -d 64 --dtype $(or $(DTYPE),$(if $(filter 1 2 3 4 5,$(call num_of,$*)),fp32,fp16))
 sanitize-%: %
 	compute-sanitizer --tool memcheck --error-exitcode 9 ./$* $(SAN_ARGS)

@@ -12,7 +12,8 @@
 
 MUTANTS_ENV = MUTANTS_FROM_MAKE=1 CC='$(CC)' CFLAGS='$(CFLAGS)' NVCC='$(NVCC)' NVCC_FLAGS='$(NVCC_FLAGS)' \
   ARCH_FLAGS='$(ARCH_FLAGS)' ARCH_TAG='$(ARCH_TAG)' HARNESS_C_OBJ='$(HARNESS_C_OBJ)' \
-  HARNESS_CU_OBJ='$(HARNESS_CU_OBJ)' LESSONS='$(LESSONS)'
+  HARNESS_CU_OBJ='$(HARNESS_CU_OBJ)' HARNESS_BWD_CU_OBJ='$(HARNESS_BWD_CU_OBJ)' SM90A_FLAGS='$(SM90A_FLAGS)' \
+  LESSONS='$(LESSONS)'
 # Every lesson number that has a solution source (the CLI tests run each solution binary).
 SOLUTION_NUMS := $(shell ls solutions/[0-9][0-9]-*/*.c solutions/[0-9][0-9]-*/*.cu 2>/dev/null \
                    | sed -E 's@solutions/0?([0-9]+)-.*@\1@' | sort -un)
@@ -34,10 +35,10 @@ mutants-cli: $(addprefix solution,$(SOLUTION_NUMS))
 
 mutants-gpu:
 	@nvidia-smi -L >/dev/null 2>&1 || { echo "$(MUTANTS_NO_GPU_MSG)"; exit 4; }
-	@$(MAKE) --no-print-directory -s $(HARNESS_C_OBJ) $(HARNESS_CU_OBJ)
+	@$(MAKE) --no-print-directory -s $(HARNESS_C_OBJ) $(HARNESS_ALL_CU_OBJ)
 	@$(MUTANTS_ENV) bash tests/mutants/run.sh gpu
 
-mutants-build: $(HARNESS_C_OBJ) $(HARNESS_CU_OBJ)
+mutants-build: $(HARNESS_C_OBJ) $(HARNESS_ALL_CU_OBJ)
 	@$(MUTANTS_ENV) bash tests/mutants/run.sh build $(if $(MUTANTS_EQUIV),--equiv)
 
 FUZZ_K ?= 500

@@ -53,7 +53,25 @@ typedef struct {
     void *O;
     float *L;           /* logsumexp per row, always fp32 */
     void *stream;
+    /* Decode shapes (lessons that declare LESSON_DECODE; lesson 12). K and V are
+     * [B, H_kv, N_kv, d]; Q, O are [B, H, N, d] and L is [B, H, N] as above. For
+     * every other lesson the harness passes N_kv = N, H_kv = H, seqlens_kv = NULL. */
+    int N_kv;               /* keys per (b, h_kv) slice of K and V (the longest sequence) */
+    int H_kv;               /* K/V heads; H % H_kv == 0; query head h reads K/V head h / (H / H_kv) */
+    const int *seqlens_kv;  /* NULL, or [B] device ints: sequence b uses keys 0 .. seqlens_kv[b] - 1,
+                               1 <= seqlens_kv[b] <= N_kv; rows past it hold NaN. With causal, query i
+                               of N sees keys j <= seqlens_kv[b] - N + i (aligned to the end of the cache) */
 } attn_args;
+
+/* Flags a lesson declares in lesson_info.flags. */
+enum {
+    /* An output is accumulated with float atomics, in an order that changes from run to run
+     * (dQ in lessons 10-11): the grader's re-run must agree within the tolerance, not bit for bit. */
+    LESSON_ATOMIC_ACCUMULATION = 1u << 0,
+    /* attention_forward accepts N_kv != N, H_kv < H (grouped-query attention) and per-sequence
+     * KV lengths (seqlens_kv); the harness refuses those options for every other lesson. */
+    LESSON_DECODE = 1u << 1
+};
 
 /* What a GPU lesson declares about itself; the harness refuses the rest clearly. */
 typedef struct {
@@ -63,6 +81,9 @@ typedef struct {
     unsigned dtypes;          /* DTYPE_BIT(DTYPE_FP32) | ... ; the first set bit is the default */
     int causal;               /* 1 if --causal is supported */
     int head_dims[8];         /* supported d, zero-terminated, e.g. {64, 128, 0} */
+    unsigned flags;           /* LESSON_* bits above; 0 for lessons 01-09 */
+    int needs_cc;             /* 0: any GPU the build targets; 90: compute capability 9.0 only
+                                 (sm_90a code: wgmma, setmaxnreg); the harness refuses others, exit 4 */
 } lesson_info;
 
 /* Provided by each GPU lesson/solution. Launches the forward pass on a->stream
@@ -70,6 +91,25 @@ typedef struct {
  * times, and grades. Must write every element of O and L. */
 extern const lesson_info LESSON;
 int attention_forward(const attn_args *a);
+
+/* ---- Backward pass (lessons 10-11): FlashAttention-2, Algorithm 2 ----
+ * Inputs Q, K, V, O, dO are [B, H, N, d] of `dtype`; L is the forward's [B, H, N] fp32
+ * logsumexp (natural log, as above). Outputs dQ, dK, dV are [B, H, N, d] of `dtype`:
+ * the gradients of sum(O * dO) with respect to Q, K, V, with P = exp(S - L) recomputed
+ * from L. Launch on `stream`, do not synchronize, write every element of dQ, dK, dV. */
+typedef struct {
+    int B, H, N, d;
+    int causal;
+    float scale;
+    dtype_t dtype;
+    const void *Q, *K, *V, *O, *dO;
+    const float *L;
+    void *dQ, *dK, *dV;
+    void *stream;
+} attn_bwd_args;
+
+/* Provided by each backward lesson (10, 11) instead of attention_forward; same return codes. */
+int attention_backward(const attn_bwd_args *a);
 
 /* ---- Lesson 01 (CPU): online softmax of one row ----
  * x[0..n) may hold -INFINITY (a masked score) and values of any magnitude.

@@ -20,6 +20,24 @@ void attention_row_f64(const float *Q, const float *K, const float *V, int N, in
 void attention_row_lowp(const float *Q, const float *K, const float *V, int N, int d, int i,
                         float scale, int causal, dtype_t dtype, double *o, double *L);
 
+/* ---- backward (lessons 10-11; cpu_reference_bwd.c) ----
+ * float64 gradients of sum(O * dO) for one (b, h) slice of N rows, O = softmax(S) V with
+ * S = scale Q K^T (keys j > i masked when causal): FlashAttention-2's Algorithm 2 math,
+ * unfused. With P = softmax(S) and D_i = dO_i . O_i (= sum_j P_ij dP_ij):
+ *   dV = P^T dO,  dP = dO V^T,  dS = P o (dP - D),  dQ = scale dS K,  dK = scale dS^T Q.
+ * Q, K, V, dO point at the slice ([N, d] floats, the stored values); dQ, dK, dV receive
+ * N * d doubles each. O(N^2 d) time, O(N) extra memory. */
+void attention_backward_slice_f64(const float *Q, const float *K, const float *V, const float *dO, int N,
+                                  int d, double scale, int causal, double *dQ, double *dK, double *dV);
+
+/* The "plain same-precision backward" of FlashAttention's test rule: the unfused backward
+ * of a framework in `dtype`: every matrix product accumulates in fp32 and rounds its
+ * result to dtype (S, P, O, dP, dS, dQ, dK, dV all materialised in dtype); D in fp32.
+ * For DTYPE_FP32 the same in fp32 without rounding. O(N^2) extra memory. */
+void attention_backward_slice_lowp(const float *Q, const float *K, const float *V, const float *dO, int N,
+                                   int d, float scale, int causal, dtype_t dtype, double *dQ, double *dK,
+                                   double *dV);
+
 /* Round a float to the nearest fp16 / bf16 value (ties to even) and back. */
 float round_to_dtype(float x, dtype_t dtype);
 

@@ -20,6 +20,10 @@ typedef struct {
  * memory per block, the build's target) and checks this binary has code for
  * it. On failure prints why and exits EXIT_NO_GPU. */
 void gpu_init(gpu_env *g, int quiet);
+/* A lesson built for one architecture only (lesson_info.needs_cc, e.g. 90 for sm_90a):
+ * on any other GPU prints "lesson NN needs a Hopper GPU (sm_90); this GPU is sm_XY" and
+ * exits EXIT_NO_GPU. needs_cc = 0 accepts every GPU. */
+void gpu_require_cc(const gpu_env *g, int lesson, int needs_cc);
 double gpu_peak(const gpu_env *g, dtype_t dtype); /* the peak a lesson of this dtype is held to */
 
 /* Waits for `stream` while polling; a launch still running after timeout_s is

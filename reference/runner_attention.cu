@@ -145,6 +145,7 @@ static void problem_init(Problem &p, const Case &c, dtype_t dt, uint64_t seed, f
     a.dtype = dt;
     a.Q = p.raw[0] + GUARD; a.K = p.raw[1] + GUARD; a.V = p.raw[2] + GUARD;
     a.O = p.dO; a.L = p.dL; a.stream = p.stream;
+    a.N_kv = c.N; a.H_kv = c.H; a.seqlens_kv = NULL;
     p.args = a;
 }
 
@@ -511,6 +512,7 @@ int main(int argc, char **argv) {
     }
     gpu_env g;
     gpu_init(&g, o.csv && o.bench_only);
+    gpu_require_cc(&g, LESSON.number, LESSON.needs_cc);
     { size_t total; CUDA_CHECK(cudaMemGetInfo(&g_free_at_start, &total)); }
     dtype_t dt_default = (dtype_t)__builtin_ctz(LESSON.dtypes);
     dtype_t dt_time = o.dtype >= 0 ? (dtype_t)o.dtype : dt_default;

@@ -75,6 +75,16 @@ void gpu_init(gpu_env *g, int quiet) {
     CUDA_CHECK(e);
 }
 
+void gpu_require_cc(const gpu_env *g, int lesson, int needs_cc) {
+    if (needs_cc == 0 || g->cc == needs_cc) return;
+    const char *family = needs_cc == 90 ? "Hopper" : needs_cc == 100 ? "Blackwell" : "another";
+    fprintf(stderr,
+            "lesson %02d needs a %s GPU (sm_%d); this GPU is sm_%d (%s).\n"
+            "  Its kernels use instructions only that architecture has (sm_%da); lessons up to 08 run here.\n",
+            lesson, family, needs_cc, g->cc, g->prop.name, needs_cc);
+    exit(EXIT_NO_GPU);
+}
+
 double gpu_peak(const gpu_env *g, dtype_t dtype) {
     return dtype == DTYPE_FP32 ? g->peak_fp32 : g->peak_tensor16;
 }

@@ -24,8 +24,8 @@ Usage (normally through make, which passes the compiler flags in the environment
   build  apply and compile the GPU mutants only (no GPU needed); with --equiv
          also compare each mutant's SASS with the solution's (same SASS = the
          planted bug changes nothing = a useless mutant)
-Environment: CC CFLAGS NVCC NVCC_FLAGS ARCH_FLAGS ARCH_TAG HARNESS_C_OBJ
-HARNESS_CU_OBJ (from make), LESSONS="2 7" (subset), MUTANTS_SEED (default 1),
+Environment: CC CFLAGS NVCC NVCC_FLAGS ARCH_FLAGS SM90A_FLAGS ARCH_TAG HARNESS_C_OBJ
+HARNESS_CU_OBJ HARNESS_BWD_CU_OBJ (from make), LESSONS="2 7" (subset), MUTANTS_SEED (default 1),
 MUTANTS_JOBS (parallel builds, default: CPU count), MUTANTS_STRICT=1 (known
 grader gaps count as failures).
 Exit status: 0 every mutant rejected with the expected diagnosis, 1 otherwise,
@@ -156,8 +156,18 @@ def link_cmd(src, out):
     if src.endswith(".c"):
         return [env("CC", "cc")] + shlex.split(env("CFLAGS")) + ["-Ireference", src, "reference/runner_softmax.c"] + \
             c_obj + ["-o", out, "-lm"]
-    return [env("NVCC", "nvcc")] + shlex.split(env("NVCC_FLAGS")) + shlex.split(env("ARCH_FLAGS")) + \
-        ["-Ireference", src] + shlex.split(env("HARNESS_CU_OBJ")) + c_obj + ["-o", out, "-lgomp"]
+    text = open(src, errors="replace").read()
+    runner = env("HARNESS_BWD_CU_OBJ") if re.search(r"attention_backward *\(", text) else env("HARNESS_CU_OBJ")
+    return [env("NVCC", "nvcc")] + shlex.split(env("NVCC_FLAGS")) + arch_flags(src) + \
+        ["-Ireference", src] + shlex.split(runner) + c_obj + ["-o", out, "-lgomp"]
+
+
+def arch_flags(src):
+    """The Makefile's arch_of: a source with a line `// build: sm_90a` gets SM90A_FLAGS."""
+    with open(src, errors="replace") as f:
+        if re.search(r"^// build: sm_90a", f.read(), re.M):
+            return shlex.split(env("SM90A_FLAGS", "-gencode arch=compute_90a,code=sm_90a"))
+    return shlex.split(env("ARCH_FLAGS"))
 
 
 def elf_text(path):
@@ -181,7 +191,7 @@ def sass(src, out):
     """Machine code of one .cu compiled for the single target arch (no line info), or None."""
     cubin = out + ".cubin"
     flags = [f for f in shlex.split(env("NVCC_FLAGS")) if f != "-lineinfo"]
-    rc, log = sh([env("NVCC", "nvcc")] + flags + shlex.split(env("ARCH_FLAGS")) +
+    rc, log = sh([env("NVCC", "nvcc")] + flags + arch_flags(src) +
                  ["-Ireference", "-cubin", "-o", cubin, src])
     if rc:
         return None
