@@ -32,6 +32,18 @@ void attention_row_f64(const float *Q, const float *K, const float *V, int N, in
     free(s);
 }
 
+double attention_row_max_f64(const float *Q, const float *K, int N, int d, int i, double scale, int causal) {
+    const int nk = causal ? i + 1 : N;
+    const float *q = Q + (size_t)i * d;
+    double m = -INFINITY;
+    for (int j = 0; j < nk; ++j) {
+        double acc = 0.0;
+        for (int c = 0; c < d; ++c) acc += (double)q[c] * (double)K[(size_t)j * d + c];
+        if (acc * scale > m) m = acc * scale;
+    }
+    return m;
+}
+
 float round_to_dtype(float x, dtype_t dtype) {
     if (dtype == DTYPE_FP16) return (float)(_Float16)x;
     if (dtype == DTYPE_BF16) {

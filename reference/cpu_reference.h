@@ -13,6 +13,10 @@
 void attention_row_f64(const float *Q, const float *K, const float *V, int N, int d, int i,
                        double scale, int causal, double *o, double *L);
 
+/* The row max m_i = scale * max_j Q_i . K_j over the visible keys (float64): what the
+ * diagnosis of a wrong L compares against (diagnose.h). */
+double attention_row_max_f64(const float *Q, const float *K, int N, int d, int i, double scale, int causal);
+
 /* The "plain same-precision reference" of the FlashAttention test rule for
  * 16-bit lessons: fp32 accumulation, P = softmax(S) rounded to `dtype` before
  * P V, O rounded to `dtype` (what an unfused fp16 attention computes).

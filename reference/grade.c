@@ -72,7 +72,7 @@ static void add(char *buf, size_t cap, const char *msg) {
 }
 
 /* Describes where the bad rows are: which (b,h) slices and which rows. */
-static void summarize_location(const grader *g, grade_report *r) {
+static void summarize_location(const grader *g, grade_report *r, const char *every_row_msg) {
     char msg[256];
     int N = g->N, BH = g->BH;
     /* (b,h) slices */
@@ -113,8 +113,9 @@ static void summarize_location(const grader *g, grade_report *r) {
     r->rows_bad = rows_bad;
     if (rows_bad == 0) return;
     if (rows_bad * 10 >= rows_checked * 9 && rows_checked >= 4) {
-        add(r->summary, sizeof r->summary,
-            "every row is wrong: check the running max m, the sum l, the rescaling, the K/V loop");
+        if (!every_row_msg)
+            every_row_msg = "every row is wrong: check the running max m, the sum l, the rescaling, the K/V loop";
+        if (*every_row_msg) add(r->summary, sizeof r->summary, every_row_msg);
     } else if (min_bad > 0 && max_ok_above < min_bad) {
         /* every checked row >= min_bad is bad (within the bad slices) and all rows below are fine */
         int tile = 0;
@@ -145,7 +146,9 @@ static void summarize_location(const grader *g, grade_report *r) {
     }
 }
 
-void grader_finish(const grader *g, grade_report *r) {
+void grader_finish(const grader *g, grade_report *r) { grader_finish_ex(g, r, NULL); }
+
+void grader_finish_ex(const grader *g, grade_report *r, const char *every_row_msg) {
     *r = g->r;
     r->summary[0] = '\0';
     if (r->bad == 0) return;
@@ -160,7 +163,7 @@ void grader_finish(const grader *g, grade_report *r) {
                  r->nonfinite);
         add(r->summary, sizeof r->summary, msg);
     }
-    summarize_location(g, r);
+    summarize_location(g, r, every_row_msg);
 }
 
 void grade_print_first(const grade_report *r, int H, const char *what) {

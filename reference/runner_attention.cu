@@ -11,18 +11,16 @@
 #include <algorithm>
 #include <string>
 #include <vector>
+#include "buffers.h"
 #include "cuda_check.h"
 #include "gpu_env.h"
 extern "C" {
 #include "cli.h"
 #include "cpu_reference.h"
+#include "diagnose.h"
 #include "grade.h"
 #include "rng.h"
 }
-
-static const uint32_t POISON32 = 0xFFADDEADu; /* a NaN no arithmetic produces */
-static const uint32_t POISON16 = 0xFFADu;     /* NaN in both fp16 and bf16 */
-static const size_t GUARD = 64 << 10;         /* bytes of NaN around every input */
 
 struct Case {
     const char *name;
@@ -35,65 +33,33 @@ struct Problem {
     dtype_t dt;
     size_t n; /* B*H*N*d */
     std::vector<float> Q, K, V; /* the exact values stored on the device */
-    char *raw[3];               /* device allocations with guards */
-    void *dO;
-    float *dL;
+    guarded_buf in[3];          /* Q, K, V between NaN guards */
+    guarded_buf O, L;           /* outputs between poison guards */
+    guard_hits hitO, hitL;      /* what the last graded launch wrote outside O and L */
     cudaStream_t stream;
     attn_args args;
 };
+static const int N_BUFFERS = 5; /* guarded arrays per problem, for the memory count */
 
 static const char *g_prog = "lessonN"; /* for the rerun hints */
 
-static int esize(dtype_t t) { return t == DTYPE_FP32 ? 4 : 2; }
+static int esize(dtype_t t) { return dtype_size(t); }
 
-static void encode(const float *src, void *dst, size_t n, dtype_t t) {
-    for (size_t i = 0; i < n; ++i) {
-        if (t == DTYPE_FP32) ((float *)dst)[i] = src[i];
-        else if (t == DTYPE_FP16) ((__half *)dst)[i] = __float2half_rn(src[i]);
-        else ((__nv_bfloat16 *)dst)[i] = __float2bfloat16_rn(src[i]);
-    }
-}
-
-static double decode(const void *raw, size_t i, dtype_t t, int *poisoned) {
-    if (t == DTYPE_FP32) {
-        uint32_t u;
-        memcpy(&u, (const char *)raw + 4 * i, 4);
-        *poisoned = u == POISON32;
-        float f;
-        memcpy(&f, &u, 4);
-        return f;
-    }
-    uint16_t u;
-    memcpy(&u, (const char *)raw + 2 * i, 2);
-    *poisoned = u == POISON16;
-    if (t == DTYPE_FP16) return __half2float(*(const __half *)&u);
-    return __bfloat162float(*(const __nv_bfloat16 *)&u);
-}
-
-static float rounded(float x, dtype_t t) {
-    if (t == DTYPE_FP16) return __half2float(__float2half_rn(x));
-    if (t == DTYPE_BF16) return __bfloat162float(__float2bfloat16_rn(x));
-    return x;
-}
-
-/* Fills rows [row0, N) of every (b,h) slice of X with fresh N(0,1)*scale
- * values; each slice has its own seed so the slices fill in parallel and the
- * values do not depend on the thread count. */
 static void random_rows(std::vector<float> &X, const Case &c, int row0, float scale, dtype_t t, uint64_t seed) {
-#pragma omp parallel for schedule(static)
-    for (int bh = 0; bh < c.B * c.H; ++bh) {
-        rng_t r;
-        rng_seed(&r, rng_mix(seed, (uint64_t)bh));
-        for (size_t i = (size_t)row0 * c.d; i < (size_t)c.N * c.d; ++i)
-            X[(size_t)bh * c.N * c.d + i] = rounded((float)(rng_normal(&r) * scale), t);
-    }
+    random_slices(X, c.B * c.H, c.N, c.d, row0, scale, t, seed);
 }
 
 static void upload(Problem &p, int which) {
     const std::vector<float> &X = which == 0 ? p.Q : which == 1 ? p.K : p.V;
     std::vector<char> buf(p.n * esize(p.dt));
-    encode(X.data(), buf.data(), p.n, p.dt);
-    CUDA_CHECK(cudaMemcpy(p.raw[which] + GUARD, buf.data(), buf.size(), cudaMemcpyHostToDevice));
+    encode_values(X.data(), buf.data(), p.n, p.dt);
+    guarded_upload(&p.in[which], buf.data());
+}
+
+static void out_of_memory_exit(const Case &c, dtype_t dt, const char *what, size_t bytes) {
+    fprintf(stderr, "out of memory: B=%d H=%d N=%d d=%d %s: %s needs %.1f MiB; use a smaller "
+            "--batch/--heads/--seq\n", c.B, c.H, c.N, c.d, dtype_name(dt), what, bytes / 1048576.0);
+    exit(EXIT_OOM);
 }
 
 static void problem_init(Problem &p, const Case &c, dtype_t dt, uint64_t seed, float scale_override) {
@@ -102,7 +68,7 @@ static void problem_init(Problem &p, const Case &c, dtype_t dt, uint64_t seed, f
     p.n = (size_t)c.B * c.H * c.N * c.d;
     /* A shape beyond the GPU's memory gets a clear message before anything is allocated
      * (the fp32 host copies below would otherwise fail first, with an uncaught bad_alloc). */
-    size_t need = 3 * (p.n * esize(dt) + 2 * GUARD) + p.n * esize(dt) + sizeof(float) * (size_t)c.B * c.H * c.N;
+    size_t need = 4 * p.n * esize(dt) + sizeof(float) * (size_t)c.B * c.H * c.N + N_BUFFERS * 2 * GUARD_BYTES;
     size_t free_b = 0, total_b = 0;
     CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
     if (need > free_b) {
@@ -124,35 +90,31 @@ static void problem_init(Problem &p, const Case &c, dtype_t dt, uint64_t seed, f
     random_rows(p.Q, c, 0, c.qscale, dt, rng_mix(seed, 1));
     random_rows(p.K, c, 0, 1.f, dt, rng_mix(seed, 2));
     random_rows(p.V, c, 0, 1.f, dt, rng_mix(seed, 3));
-    size_t bytes = p.n * esize(dt);
+    const size_t rows = (size_t)c.B * c.H * c.N;
     for (int k = 0; k < 3; ++k) {
-        cudaError_t e = cudaMalloc(&p.raw[k], bytes + 2 * GUARD);
-        if (e == cudaErrorMemoryAllocation) {
-            fprintf(stderr, "out of memory: the inputs need %.1f MiB each; use a smaller shape\n", bytes / 1048576.0);
-            exit(EXIT_OOM);
-        }
-        CUDA_CHECK(e);
-        /* guards and data: NaN (0x7FC00000 / 0x7FC0 is NaN in all three dtypes' high half) */
-        fill_pattern(p.raw[k], (bytes + 2 * GUARD) / esize(dt), esize(dt), esize(dt) == 4 ? 0x7FC00000u : 0x7FC0u, 0);
+        if (guarded_alloc(&p.in[k], p.n, esize(dt), nan_of(esize(dt))) != cudaSuccess)
+            out_of_memory_exit(c, dt, "each of Q, K, V", p.n * esize(dt));
         upload(p, k);
     }
-    CUDA_CHECK(cudaMalloc(&p.dO, bytes));
-    CUDA_CHECK(cudaMalloc(&p.dL, sizeof(float) * (size_t)c.B * c.H * c.N));
+    if (guarded_alloc(&p.O, p.n, esize(dt), poison_of(esize(dt))) != cudaSuccess)
+        out_of_memory_exit(c, dt, "O", p.n * esize(dt));
+    if (guarded_alloc(&p.L, rows, 4, POISON32) != cudaSuccess) out_of_memory_exit(c, dt, "L", rows * 4);
+    p.hitO = p.hitL = guard_hits{0, 0, -1, -1, -1, -1};
     CUDA_CHECK(cudaStreamCreate(&p.stream));
     attn_args a;
     a.B = c.B; a.H = c.H; a.N = c.N; a.d = c.d; a.causal = c.causal;
     a.scale = scale_override > 0 ? scale_override : 1.0f / sqrtf((float)c.d);
     a.dtype = dt;
-    a.Q = p.raw[0] + GUARD; a.K = p.raw[1] + GUARD; a.V = p.raw[2] + GUARD;
-    a.O = p.dO; a.L = p.dL; a.stream = p.stream;
+    a.Q = p.in[0].data; a.K = p.in[1].data; a.V = p.in[2].data;
+    a.O = p.O.data; a.L = (float *)p.L.data; a.stream = p.stream;
     a.N_kv = c.N; a.H_kv = c.H; a.seqlens_kv = NULL;
     p.args = a;
 }
 
 static void problem_free(Problem &p) {
-    for (int k = 0; k < 3; ++k) CUDA_CHECK(cudaFree(p.raw[k]));
-    CUDA_CHECK(cudaFree(p.dO));
-    CUDA_CHECK(cudaFree(p.dL));
+    for (int k = 0; k < 3; ++k) guarded_free(&p.in[k]);
+    guarded_free(&p.O);
+    guarded_free(&p.L);
     CUDA_CHECK(cudaStreamDestroy(p.stream));
 }
 
@@ -171,20 +133,39 @@ static void report_rc(int rc) {
     }
 }
 
-/* Poison, launch, wait, copy O and L back. Returns the entry point's code. */
+/* Poison O and L (and re-arm their guards), launch, wait, copy O and L back, and record
+ * in p.hitO / p.hitL what the launch wrote outside them. Returns the entry point's code. */
 static int run_once(Problem &p, double timeout_s, std::vector<char> &O, std::vector<float> &L) {
     size_t rows = (size_t)p.c.B * p.c.H * p.c.N;
-    fill_pattern(p.dO, p.n, esize(p.dt), esize(p.dt) == 4 ? POISON32 : POISON16, p.stream);
-    fill_pattern(p.dL, rows, 4, POISON32, p.stream);
+    fill_pattern(p.O.data, p.n, esize(p.dt), poison_of(esize(p.dt)), p.stream);
+    fill_pattern(p.L.data, rows, 4, POISON32, p.stream);
+    guarded_rearm(&p.O, p.stream);
+    guarded_rearm(&p.L, p.stream);
     int rc = attention_forward(&p.args);
     if (rc != ATTN_OK) return rc;
     CUDA_CHECK(cudaGetLastError());
     wait_stream(p.stream, timeout_s, "the lesson's kernel");
     O.resize(p.n * esize(p.dt));
     L.resize(rows);
-    CUDA_CHECK(cudaMemcpy(O.data(), p.dO, O.size(), cudaMemcpyDeviceToHost));
-    CUDA_CHECK(cudaMemcpy(L.data(), p.dL, sizeof(float) * rows, cudaMemcpyDeviceToHost));
+    CUDA_CHECK(cudaMemcpy(O.data(), p.O.data, O.size(), cudaMemcpyDeviceToHost));
+    CUDA_CHECK(cudaMemcpy(L.data(), p.L.data, sizeof(float) * rows, cudaMemcpyDeviceToHost));
+    p.hitO = guarded_check(&p.O);
+    p.hitL = guarded_check(&p.L);
     return ATTN_OK;
+}
+
+/* "wrote outside O: ..." for the guards of O and L that the last launch wrote; "" if none. */
+static std::string outside_writes(const Problem &p) {
+    std::string s;
+    char buf[768];
+    const guard_hits *h[2] = {&p.hitO, &p.hitL};
+    const char *name[2] = {"O", "L"};
+    for (int k = 0; k < 2; ++k) {
+        describe_outside(buf, sizeof buf, name[k], h[k]->before, h[k]->after, h[k]->after_first, h[k]->after_last,
+                         h[k]->before_nearest, h[k]->before_farthest, p.c.B, p.c.H, p.c.N, k ? 1 : p.c.d);
+        if (*buf) s += std::string(s.empty() ? "" : "\n      ") + buf;
+    }
+    return s;
 }
 
 /* Which (bh, row) pairs get the float64 reference: all of them when cheap,
@@ -209,6 +190,67 @@ static std::vector<std::pair<int, int>> pick_rows(const Case &c, rng_t *r) {
 }
 
 struct Verdict { bool pass; std::string why; };
+
+/* The rows (indices into `rows`) where O (which_O) or L has a bad element. */
+static std::vector<size_t> failing_rows(const Problem &p, const std::vector<std::pair<int, int>> &rows,
+                                        const std::vector<double> &refO, const std::vector<double> &refL,
+                                        const std::vector<char> &O, const std::vector<float> &L, tolerance tO,
+                                        tolerance tL, bool which_O) {
+    const size_t d = p.c.d, sl = (size_t)p.c.N * d;
+    std::vector<size_t> bad;
+    for (size_t k = 0; k < rows.size(); ++k) {
+        const int bh = rows[k].first, i = rows[k].second;
+        int po, fail = 0;
+        if (which_O) {
+            for (size_t col = 0; col < d && !fail; ++col)
+                fail = grade_element(refO[k * d + col], decode_value(O.data(), bh * sl + i * d + col, p.dt, &po),
+                                     0, tO) != ELEM_OK;
+        } else {
+            fail = grade_element(refL[k], decode_value(L.data(), (size_t)bh * p.c.N + i, DTYPE_FP32, &po), 0,
+                                 tL) != ELEM_OK;
+        }
+        if (fail) bad.push_back(k);
+    }
+    return bad;
+}
+
+/* The diagnosis when O passes and L fails (which_O false), or the reverse (diagnose.h). */
+static std::string one_wrong(const Problem &p, const std::vector<std::pair<int, int>> &rows,
+                             const std::vector<double> &refO, const std::vector<double> &refL,
+                             const std::vector<char> &O, const std::vector<float> &L, tolerance tO, tolerance tL,
+                             bool which_O) {
+    const Case &c = p.c;
+    const size_t d = c.d, sl = (size_t)c.N * d;
+    std::vector<size_t> bad = failing_rows(p, rows, refO, refL, O, L, tO, tL, which_O);
+    if (bad.empty()) return "";
+    std::vector<double> m(bad.size());
+#pragma omp parallel for schedule(dynamic, 8)
+    for (long k = 0; k < (long)bad.size(); ++k) {
+        const int bh = rows[bad[k]].first, i = rows[bad[k]].second;
+        m[k] = attention_row_max_f64(&p.Q[bh * sl], &p.K[bh * sl], c.N, c.d, i, p.args.scale, c.causal);
+    }
+    char buf[1024];
+    if (!which_O) {
+        std::vector<l_row> lr;
+        for (size_t k = 0; k < bad.size(); ++k) {
+            const int bh = rows[bad[k]].first, i = rows[bad[k]].second;
+            lr.push_back({refL[bad[k]], (double)L[(size_t)bh * c.N + i], m[k], (double)p.args.scale});
+        }
+        diagnose_L(lr.data(), (int)lr.size(), buf, sizeof buf);
+    } else {
+        std::vector<double> got(bad.size() * d);
+        std::vector<o_row> orow;
+        for (size_t k = 0; k < bad.size(); ++k) {
+            const int bh = rows[bad[k]].first, i = rows[bad[k]].second;
+            int po;
+            for (size_t col = 0; col < d; ++col)
+                got[k * d + col] = decode_value(O.data(), bh * sl + i * d + col, p.dt, &po);
+            orow.push_back({&refO[bad[k] * d], &got[k * d], c.d, exp(refL[bad[k]] - m[k])});
+        }
+        diagnose_O(orow.data(), (int)orow.size(), buf, sizeof buf);
+    }
+    return buf;
+}
 
 static Verdict grade(Problem &p, const std::vector<char> &O, const std::vector<float> &L, uint64_t seed) {
     const Case &c = p.c;
@@ -248,10 +290,10 @@ static Verdict grade(Problem &p, const std::vector<char> &O, const std::vector<f
     for (size_t k = 0; k < R; ++k) {
         int bh = rows[k].first, i = rows[k].second, poisoned;
         for (int col = 0; col < c.d; ++col) {
-            double got = decode(O.data(), (size_t)bh * sl + (size_t)i * d + col, p.dt, &poisoned);
+            double got = decode_value(O.data(), (size_t)bh * sl + (size_t)i * d + col, p.dt, &poisoned);
             grader_check(gO, bh, i, col, refO[k * d + col], got, poisoned, tO);
         }
-        double gotL = decode(L.data(), (size_t)bh * c.N + i, DTYPE_FP32, &poisoned);
+        double gotL = decode_value(L.data(), (size_t)bh * c.N + i, DTYPE_FP32, &poisoned);
         grader_check(gL, bh, i, 0, refL[k], gotL, poisoned, tL);
     }
     /* every element, checked row or not, must have been written */
@@ -262,35 +304,55 @@ static Verdict grade(Problem &p, const std::vector<char> &O, const std::vector<f
             if (checked_row[(size_t)bh * c.N + i]) continue;
             int poisoned;
             for (int col = 0; col < c.d; ++col) {
-                decode(O.data(), (size_t)bh * sl + (size_t)i * d + col, p.dt, &poisoned);
+                decode_value(O.data(), (size_t)bh * sl + (size_t)i * d + col, p.dt, &poisoned);
                 if (poisoned) grader_check(gO, bh, i, col, 0.0, NAN, 1, tO);
             }
-            decode(L.data(), (size_t)bh * c.N + i, DTYPE_FP32, &poisoned);
+            decode_value(L.data(), (size_t)bh * c.N + i, DTYPE_FP32, &poisoned);
             if (poisoned) grader_check(gL, bh, i, 0, 0.0, NAN, 1, tL);
         }
     grade_report rO, rL;
     grader_finish(gO, &rO);
     grader_finish(gL, &rL);
+    /* One of O and L right and the other wrong (and no poison, no NaN): the right one pins
+     * down half the kernel, and how the wrong one is off names the bug (diagnose.h). The
+     * "every row is wrong: check m, l, ..." clause would point the wrong way then. */
+    std::string onlyO, onlyL;
+    if (rO.bad == 0 && rL.bad > 0 && rL.unwritten == 0 && rL.nonfinite == 0) {
+        onlyL = one_wrong(p, rows, refO, refL, O, L, tO, tL, false);
+        grader_finish_ex(gL, &rL, "");
+    } else if (rL.bad == 0 && rO.bad > 0 && rO.unwritten == 0 && rO.nonfinite == 0) {
+        onlyO = one_wrong(p, rows, refO, refL, O, L, tO, tL, true);
+        grader_finish_ex(gO, &rO, "");
+    }
     grader_free(gO);
     grader_free(gL);
-    Verdict v = {rO.bad == 0 && rL.bad == 0, ""};
+    const std::string outside = outside_writes(p);
+    Verdict v = {rO.bad == 0 && rL.bad == 0 && outside.empty(), ""};
     if (v.pass) {
         char buf[256];
         snprintf(buf, sizeof buf, "max err O %.2g, L %.2g (%s)", rO.max_abs, rL.max_abs, tol_desc);
         v.why = buf;
         return v;
     }
-    char buf[1600];
+    char buf[2400];
+    if (!outside.empty()) v.why += "diagnosis: " + outside + "\n      ";
     if (rO.bad) {
-        snprintf(buf, sizeof buf, "O: %ld of %ld checked elements bad (%.2f%%), max abs err %.3g, max rel err %.3g; %s\n      diagnosis: %s\n",
-                 rO.bad, rO.checked, 100.0 * rO.bad / rO.checked, rO.max_abs, rO.max_rel, tol_desc, rO.summary);
+        snprintf(buf, sizeof buf, "O: %ld of %ld checked elements bad (%.2f%%), max abs err %.3g, max rel err %.3g; %s\n      diagnosis: %s%s%s\n      ",
+                 rO.bad, rO.checked, 100.0 * rO.bad / rO.checked, rO.max_abs, rO.max_rel, tol_desc, onlyO.c_str(),
+                 onlyO.empty() || !rO.summary[0] ? "" : "; ", rO.summary);
         v.why += buf;
+    } else if (!onlyL.empty()) {
+        v.why += "O: passes\n      ";
     }
     if (rL.bad) {
-        snprintf(buf, sizeof buf, "L (logsumexp): %ld of %ld bad, max abs err %.3g\n      diagnosis: %s\n",
-                 rL.bad, rL.checked, rL.max_abs, rL.summary);
+        snprintf(buf, sizeof buf, "L (logsumexp): %ld of %ld bad, max abs err %.3g\n      diagnosis: %s%s%s\n      ",
+                 rL.bad, rL.checked, rL.max_abs, onlyL.c_str(), onlyL.empty() || !rL.summary[0] ? "" : "; ",
+                 rL.summary);
         v.why += buf;
+    } else if (!onlyO.empty()) {
+        v.why += "L (logsumexp): passes\n      ";
     }
+    while (!v.why.empty() && v.why.back() == ' ') v.why.pop_back();
     printf("    FAIL  %-6s %s%s\n      %s", c.name, dtype_name(p.dt), c.causal ? " causal" : "", v.why.c_str());
     grade_print_first(&rO, c.H, "O");
     grade_print_first(&rL, c.H, "L");
@@ -322,9 +384,11 @@ static int grade_case(const Case &c, dtype_t dt, uint64_t seed, const options &o
         L2b((char *)L2.data(), (char *)(L2.data() + L2.size()));
     long nd = bit_diffs(O1, O2, esize(dt), 0, p.n) + bit_diffs(L1b, L2b, 4, 0, L1.size());
     if (nd) {
+        const bool outside = p.hitO.before + p.hitO.after + p.hitL.before + p.hitL.after > 0;
         printf("    FAIL  %-6s %s%s: race suspected: two launches on the same input differ in %ld elements "
-               "(a missing __syncthreads()? `make sanitize-lessonN` runs racecheck)\n", c.name, dtype_name(dt),
-               c.causal ? " causal" : "", nd);
+               "(%s)\n", c.name, dtype_name(dt), c.causal ? " causal" : "", nd,
+               outside ? "blocks that write outside their rows (above) race with the blocks that own those rows"
+                       : "a missing __syncthreads()? `make sanitize-lessonN` runs racecheck");
         ok = false;
     }
     /* causal: the future must not leak. Three split points, largest first (each one
@@ -465,11 +529,11 @@ static Timing time_shape(const Case &c, dtype_t dt, const options &o, const gpu_
     Timing t;
     /* even when only timing, an output nobody wrote is not a result */
     t.unwritten = 0;
-    for (size_t i = 0; i < p.n; ++i) { int po; decode(O.data(), i, dt, &po); t.unwritten += po; }
-    for (size_t i = 0; i < L.size(); ++i) { int po; decode(L.data(), i, DTYPE_FP32, &po); t.unwritten += po; }
+    for (size_t i = 0; i < p.n; ++i) { int po; decode_value(O.data(), i, dt, &po); t.unwritten += po; }
+    for (size_t i = 0; i < L.size(); ++i) { int po; decode_value(L.data(), i, DTYPE_FP32, &po); t.unwritten += po; }
     if (t.unwritten)
         fprintf(stderr, "FAIL: %zu elements of O and L were not written on the timed shape\n", t.unwritten);
-    t.mem = free0 > free1 ? free0 - free1 - 2 * GUARD * 3 : 0;
+    t.mem = free0 > free1 + N_BUFFERS * 2 * GUARD_BYTES ? free0 - free1 - N_BUFFERS * 2 * GUARD_BYTES : 0;
     t.ms = time_launches(launch, &p, p.stream, o.warmup, o.reps, o.timeout_s, &g);
     double flops = 4.0 * c.B * c.H * (double)c.N * c.N * c.d * (c.causal ? 0.5 : 1.0);
     t.tflops = flops / (t.ms * 1e-3) / 1e12;
