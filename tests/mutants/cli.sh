@@ -132,7 +132,7 @@ for n in "$@"; do
         else
             gaps=$((gaps + 1))
             echo "GAP   $bin -b 4096 -H 1024 -n 1048576 -d $d0: exit $rc, not 7 (out of memory): $(tail -n 2 <<<"$out" | head -c 200)"
-            echo "      (the harness allocates the host copies before asking the GPU: notes/mutants-grader-gaps.md)"
+            echo "      (the harness should compare the bytes it needs with the free device and host memory before allocating: reference/runner_attention.cu, problem_init)"
         fi
     fi
 done
