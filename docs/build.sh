@@ -4,6 +4,8 @@
 # Pages, in reading order (previous/next follow it):
 #   index.html        from docs/index.md
 #   NN-name.html      from lessons/NN-name/README.md, every lesson that exists, by NN
+#   NN-name-x.html    from any other lessons/NN-name/X.md (e.g. WORKLOG.md -> -worklog):
+#                     a page of that lesson, linked from its page, not in the top navigation
 #   results.html      from docs/results.md + docs/results/*.csv (+ charts)
 # Filters (docs/filters/): include.lua pulls code from the real files, site.lua
 # sets titles, navigation and rewrites links, results.lua fills the results page.
@@ -36,9 +38,13 @@ title_of() {
        !fence && /^# / { sub(/^# +/, ""); sub(/ +#* *$/, ""); print; exit }' "$1"
 }
 
-# The page list: id <TAB> source <TAB> title.
+# Page id of an extra Markdown file of a lesson: <lesson>-<file name, lower case, no .md>.
+# tests/docs/check_site.py derives the same id; keep the two in step.
+extra_id() { printf '%s-%s' "$1" "$(basename "$2" .md | tr 'A-Z' 'a-z' | sed 's/[^a-z0-9-]/-/g')"; }
+
+# The page list: id <TAB> source <TAB> title <TAB> parent page id (empty for the main pages).
 PAGES=$WORK/pages.tsv
-printf 'index\tdocs/index.md\t%s\n' "$(title_of "$DOCS/index.md")" > "$PAGES"
+printf 'index\tdocs/index.md\t%s\t\n' "$(title_of "$DOCS/index.md")" > "$PAGES"
 shopt -s nullglob
 for dir in "$ROOT"/lessons/[0-9][0-9]-*/; do
   dir=${dir%/}; name=${dir##*/}
@@ -47,9 +53,14 @@ for dir in "$ROOT"/lessons/[0-9][0-9]-*/; do
     continue
   fi
   t=$(title_of "$dir/README.md"); [[ -n $t ]] || t=$name
-  printf '%s\tlessons/%s/README.md\t%s\n' "$name" "$name" "$t" >> "$PAGES"
+  printf '%s\tlessons/%s/README.md\t%s\t\n' "$name" "$name" "$t" >> "$PAGES"
+  for md in "$dir"/*.md; do
+    [[ ${md##*/} == README.md ]] && continue
+    t=$(title_of "$md"); [[ -n $t ]] || t=${md##*/}
+    printf '%s\tlessons/%s/%s\t%s\t%s\n' "$(extra_id "$name" "$md")" "$name" "${md##*/}" "$t" "$name" >> "$PAGES"
+  done
 done
-printf 'results\tdocs/results.md\t%s\n' "$(title_of "$DOCS/results.md")" >> "$PAGES"
+printf 'results\tdocs/results.md\t%s\t\n' "$(title_of "$DOCS/results.md")" >> "$PAGES"
 
 # Results: every CSV, every committed chart; a TFLOP/s chart per CSV when gnuplot is here.
 csvs=(); svgs=()
@@ -73,7 +84,7 @@ done
 cp "$DOCS/style.css" "$OUT/style.css"
 
 status=0
-while IFS=$'\t' read -r id src title; do
+while IFS=$'\t' read -r id src title _parent; do
   if DOCS_ROOT=$ROOT DOCS_OUT=$OUT DOCS_SRC=$src DOCS_PAGES=$PAGES \
      DOCS_RESULTS_CSV=$(printf '%s\n' "${csvs[@]}") DOCS_RESULTS_SVG=$(printf '%s\n' "${svgs[@]}") \
      "$PANDOC" "$ROOT/$src" \

@@ -1,6 +1,6 @@
 # mk/docs.mk: the course site (issue 7). Needs pandoc; the checks also python3 and chromium
 # (Debian: apt-get install pandoc python3 chromium fonts-dejavu-core fonts-dejavu-extra gnuplot-nox).
-#   make docs                 render docs/site/ from docs/*.md and lessons/NN-*/README.md;
+#   make docs                 render docs/site/ from docs/*.md and lessons/NN-*/*.md;
 #                             open docs/site/index.html (works offline, from file://)
 #   make docs-check           build it, then check: a page per lesson, internal links and anchors,
 #                             includes resolved, math is MathML; plus a self-test on a fixture

@@ -11,11 +11,17 @@
   not exist are left alone, so the site check reports them as broken.
 - Images in the repository are copied to <site>/assets/<path from repo root>;
   an image alone in a paragraph becomes a figure captioned by its alt text.
-- Navigation: every page gets the list of pages, previous and next.
+- Navigation: every page gets the list of the main pages (index, lessons,
+  results), previous and next.
+- A lesson's extra pages (another .md in its folder, e.g. WORKLOG.md) are not in
+  that list: the lesson page ends with a "More in this lesson" section linking
+  them, and an extra page starts with a line naming its lesson, has the lesson as
+  previous page and the page after the lesson as next.
 - A div with id "lesson-list" is replaced by the list of lessons.
 
 Environment (set by docs/build.sh): DOCS_ROOT, DOCS_OUT, DOCS_SRC (this page's
-source, from the repository root), DOCS_PAGES (tab-separated: id, source, title).
+source, from the repository root), DOCS_PAGES (tab-separated: id, source, title,
+parent page id or empty).
 ]]
 
 local ROOT = os.getenv('DOCS_ROOT') or '.'
@@ -29,9 +35,9 @@ local function warn(msg) io.stderr:write('[WARNING] ' .. msg .. '\n') end
 local pages, page_of_path = {}, {}
 if PAGES_FILE then
   for line in io.lines(PAGES_FILE) do
-    local id, src, title = line:match('^([^\t]+)\t([^\t]+)\t(.*)$')
+    local id, src, title, parent = line:match('^([^\t]+)\t([^\t]+)\t([^\t]*)\t?([^\t]*)$')
     if id then
-      pages[#pages + 1] = { id = id, src = src, title = title }
+      pages[#pages + 1] = { id = id, src = src, title = title, parent = parent ~= '' and parent or nil }
       page_of_path[src] = id
       local dir = src:match('^(lessons/[^/]+)/README%.md$')
       if dir then page_of_path[dir] = id end
@@ -162,30 +168,49 @@ local function Pandoc(doc)
     meta['title-suffix'] = pandoc.MetaString(site_title)
   end
 
-  -- Navigation.
-  local nav, here = {}, nil
-  for i, pg in ipairs(pages) do
-    if pg.src == SRC then here = i end
-    nav[#nav + 1] = pandoc.MetaMap({
-      href = pandoc.MetaString(pg.id .. '.html'),
-      title = pandoc.MetaInlines(inlines_of(pg.title)),
-      current = pandoc.MetaBool(pg.src == SRC),
-    })
+  -- Navigation: the main pages in reading order; an extra page sits after its lesson.
+  local nav, here, this, pos = {}, nil, nil, {}
+  for _, pg in ipairs(pages) do
+    if pg.src == SRC then this = pg end
+    if not pg.parent then
+      nav[#nav + 1] = pandoc.MetaMap({
+        href = pandoc.MetaString(pg.id .. '.html'),
+        title = pandoc.MetaInlines(inlines_of(pg.title)),
+        current = pandoc.MetaBool(pg.src == SRC),
+      })
+      pos[pg.id] = #nav
+      if pg.src == SRC then here = #nav end
+    end
   end
   meta.pages = pandoc.MetaList(nav)
-  if here and here > 1 then meta.prev = nav[here - 1] end
-  if here and here < #pages then meta.next = nav[here + 1] end
-  if here then meta['page-id'] = pandoc.MetaString(pages[here].id) end
+  if this and this.parent and pos[this.parent] then
+    local p = pos[this.parent]
+    meta.prev = nav[p]
+    if p < #nav then meta.next = nav[p + 1] end
+  elseif here then
+    if here > 1 then meta.prev = nav[here - 1] end
+    if here < #nav then meta.next = nav[here + 1] end
+  end
+  if this then meta['page-id'] = pandoc.MetaString(this.id) end
   if SRC:match('^lessons/') then meta['is-lesson'] = pandoc.MetaBool(true) end
   meta['source-path'] = pandoc.MetaString(SRC)
 
   -- The list of lessons, where the page asks for it.
   local out = pandoc.List()
+  if this and this.parent then
+    for _, pg in ipairs(pages) do
+      if pg.id == this.parent then
+        out:insert(pandoc.Div({ pandoc.Para({ pandoc.Str('Part of'), pandoc.Space(),
+          pandoc.Link(inlines_of(pg.title), pg.id .. '.html'), pandoc.Str('.') }) },
+          pandoc.Attr('', { 'parent-lesson' })))
+      end
+    end
+  end
   for _, b in ipairs(blocks) do
     if b.t == 'Div' and b.identifier == 'lesson-list' then
       local items = pandoc.List()
       for _, pg in ipairs(pages) do
-        if pg.src:match('^lessons/') then
+        if pg.src:match('^lessons/') and not pg.parent then
           items:insert({ pandoc.Plain({ pandoc.Link(inlines_of(pg.title), pg.id .. '.html') }) })
         end
       end
@@ -196,6 +221,20 @@ local function Pandoc(doc)
       end
     else
       out:insert(b)
+    end
+  end
+  -- A lesson page links its extra pages at the end.
+  if this and not this.parent then
+    local items = pandoc.List()
+    for _, pg in ipairs(pages) do
+      if pg.parent == this.id then
+        items:insert({ pandoc.Plain({ pandoc.Link(inlines_of(pg.title), pg.id .. '.html') }) })
+      end
+    end
+    if #items > 0 then
+      out:insert(pandoc.Header(2, { pandoc.Str('More'), pandoc.Space(), pandoc.Str('in'), pandoc.Space(),
+        pandoc.Str('this'), pandoc.Space(), pandoc.Str('lesson') }, pandoc.Attr('more-in-this-lesson')))
+      out:insert(pandoc.Div({ pandoc.BulletList(items) }, pandoc.Attr('', { 'lesson-extras' })))
     end
   end
   return pandoc.Pandoc(out, meta)

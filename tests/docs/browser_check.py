@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""browser_check.py SITE SCREENSHOT.png: load every page of a built site in headless Chromium.
+"""browser_check.py SITE SCREENSHOT.png [ROOT]: load every page of a built site in headless Chromium.
 
 Drives Chromium through the DevTools protocol on a pipe (--remote-debugging-pipe: no
 network port, no websocket, standard library only). For each SITE/*.html it fails on:
@@ -11,11 +11,15 @@ network port, no websocket, standard library only). For each SITE/*.html it fail
 Then it writes a PNG screenshot of one lesson page (the first one with math and CUDA
 code; DOCS_SCREENSHOT_PAGE=NN-name.html picks another), scrolled to a code block with
 math in view, and checks that this page prints to PDF.
+With ROOT (the repository the site was built from), it also fails when a page the sources
+call for was not loaded: one per lesson folder and one per extra Markdown file of a lesson
+(lessons/NN-name/X.md, e.g. WORKLOG.md, whose page is NN-name-x.html).
 Environment: CHROMIUM (default: chromium).
 """
 import base64
 import json
 import os
+import re
 import select
 import shutil
 import subprocess
@@ -179,7 +183,22 @@ def problems_of(events, page):
     return [f"{page}: {x}" for x in out]
 
 
-def main(site, shot):
+def expected_pages(root):
+    """The lesson pages docs/build.sh makes from ROOT: (NN-name.html pages, NN-name-x.html pages)."""
+    lessons_dir = os.path.join(root, "lessons")
+    main, extra = [], []
+    for d in sorted(os.listdir(lessons_dir) if os.path.isdir(lessons_dir) else []):
+        if not re.match(r"^[0-9][0-9]-", d) or not os.path.isdir(os.path.join(lessons_dir, d)):
+            continue
+        for f in sorted(os.listdir(os.path.join(lessons_dir, d))):
+            if f == "README.md":
+                main.append(d + ".html")
+            elif f.endswith(".md"):
+                extra.append(d + "-" + re.sub(r"[^a-z0-9-]", "-", f[:-3].lower()) + ".html")
+    return main, extra
+
+
+def main(site, shot, root=None):
     exe = os.environ.get("CHROMIUM", "chromium")
     site = os.path.realpath(site)
     pages = sorted(f for f in os.listdir(site) if f.endswith(".html"))
@@ -187,6 +206,9 @@ def main(site, shot):
         print(f"docs-browser-check: no pages in {site}")
         return 1
     errors, info = [], {}
+    main_pages, extra = expected_pages(root) if root else ([], [])
+    errors += [f"{p}: expected from the lesson sources, not in the site" for p in main_pages + extra
+               if p not in pages]
     b = Browser(exe)
     try:
         t = b.call("Target.createTarget", {"url": "about:blank"}, timeout=60)
@@ -258,11 +280,12 @@ def main(site, shot):
         b.close()
     for e in errors:
         print("docs-browser-check: " + e)
-    print(f"docs-browser-check: {len(pages)} pages: {'FAILED' if errors else 'OK'}")
+    print(f"docs-browser-check: {len(pages)} pages" + (f" ({len(extra)} extra lesson pages: {', '.join(extra)})" if extra else "")
+          + f": {'FAILED' if errors else 'OK'}")
     return 1 if errors else 0
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 3:
+    if len(sys.argv) not in (3, 4):
         sys.exit(__doc__)
-    sys.exit(main(sys.argv[1], sys.argv[2]))
+    sys.exit(main(*sys.argv[1:]))

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # tests/docs/browser_check.sh: build the site and load every page in headless Chromium
 # (browser_check.py): no console errors, no uncaught exceptions, no network requests,
-# images loaded, MathML laid out, style.css applied. Writes a screenshot of a lesson page
-# to docs/site/screenshot-lesson.png. First it shows on a deliberately broken page that
-# the check catches console errors. Offline and bounded in time.
+# images loaded, MathML laid out, style.css applied; every lesson page and every extra
+# page of a lesson (lessons/NN-*/X.md, e.g. lesson 08's WORKLOG.md) must be among them.
+# Writes a screenshot of a lesson page to docs/site/screenshot-lesson.png. First it shows
+# on a deliberately broken page that the check catches console errors. Offline and bounded in time.
 # Without pandoc or Chromium it prints SKIP and succeeds, unless DOCS_REQUIRE=1 (CI).
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -37,4 +38,4 @@ echo "ok   a console error, an exception and a missing image are reported"
 
 echo "== docs-browser-check: build the site and load every page"
 bash "$ROOT/docs/build.sh" "$ROOT/docs/site" > "$TMP/build.out" 2>&1 || { cat "$TMP/build.out"; exit 1; }
-timeout 300 python3 "$ROOT/tests/docs/browser_check.py" "$ROOT/docs/site" "$ROOT/docs/site/screenshot-lesson.png"
+timeout 300 python3 "$ROOT/tests/docs/browser_check.py" "$ROOT/docs/site" "$ROOT/docs/site/screenshot-lesson.png" "$ROOT"

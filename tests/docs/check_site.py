@@ -3,6 +3,8 @@
 
 Fails (exit 1, one line per problem) on:
   - a lesson folder lessons/NN-*/ without its page SITE/NN-*.html, or no index/results page;
+  - another Markdown file of a lesson (lessons/NN-name/X.md, e.g. WORKLOG.md) without its page
+    SITE/NN-name-x.html, or that page not linked from the lesson's page, or not linking back;
   - a broken internal link or anchor: a[href], img[src], link[href], ... that points to a
     file missing from SITE, outside SITE, or to an #id the target page does not have;
   - a resource (image, stylesheet, script, ...) loaded from the network: the site is read
@@ -135,7 +137,23 @@ def main(root, site):
         if fixed not in pages:
             errors.append(f"{fixed}: missing")
 
-    # Reading order (from the navigation of the index page) for the previous/next check.
+    # Extra pages of a lesson (docs/build.sh: id <lesson>-<file name in lower case, no .md>).
+    extras = {}
+    for d in lessons:
+        for f in sorted(os.listdir(os.path.join(lessons_dir, d))):
+            if f.endswith(".md") and f != "README.md":
+                extra = d + "-" + re.sub(r"[^a-z0-9-]", "-", f[:-3].lower()) + ".html"
+                extras[extra] = d + ".html"
+                if extra not in pages:
+                    errors.append(f"lessons/{d}/{f}: no page {extra} in the site")
+                    continue
+                if d + ".html" in pages and extra not in {u for _, t, _, u in pages[d + ".html"].refs if t == "a"}:
+                    errors.append(f"{d}.html: no link to its extra page {extra} (from lessons/{d}/{f})")
+                if d + ".html" not in {u for _, t, _, u in pages[extra].refs if t == "a"}:
+                    errors.append(f"{extra}: no link back to its lesson page {d}.html")
+
+    # Reading order (from the navigation of the index page) for the previous/next check; an
+    # extra page has its lesson before it and the page after its lesson after it.
     order = ["index.html"] + [d + ".html" for d in lessons if d + ".html" in pages] + ["results.html"]
 
     nlinks = nmath = 0
@@ -153,7 +171,10 @@ def main(root, site):
                           f"{p.styles} <style>)")
         if not p.title.strip():
             errors.append(f"{name}: no <title>")
-        if name in order:
+        if name in extras:
+            if "prev" not in p.rels or "next" not in p.rels:
+                errors.append(f"{name}: no link to the previous or the next page")
+        elif name in order:
             i = order.index(name)
             if i > 0 and "prev" not in p.rels:
                 errors.append(f"{name}: no link to the previous page")
@@ -202,7 +223,7 @@ def main(root, site):
 
     for e in errors:
         print("docs-check: " + e)
-    print(f"docs-check: {len(pages)} pages ({len(lessons)} lessons), {nlinks} links, "
+    print(f"docs-check: {len(pages)} pages ({len(lessons)} lessons, {len(extras)} extra lesson pages), {nlinks} links, "
           f"{nmath} MathML elements: {'FAILED, ' + str(len(errors)) + ' problems' if errors else 'OK'}")
     return 1 if errors else 0
 

@@ -34,10 +34,18 @@ run() {
 lesson() { printf '%s\n' "$2" >> "$TMP/$1/lessons/01-first/README.md"; }
 
 t=$(tree good)
-run good pass 'docs-check: 4 pages \(2 lessons\).*OK'
+run good pass 'docs-check: 5 pages \(2 lessons, 1 extra lesson pages\).*OK'
 grep -q 'class="sourceCode cuda"' "$t/docs/site/01-first.html" && grep -q 'fmaxf' "$t/docs/site/01-first.html" \
   && ! grep -q 'region update' "$t/docs/site/01-first.html" \
   || { echo "FAIL good: the included region is missing, unhighlighted or has its markers"; fails=$((fails + 1)); }
+# The extra page (lessons/02-second/NOTES.md): linked from its lesson, after it in the reading
+# order, not in the top navigation nor in the index's lesson list.
+notes=$t/docs/site/02-second-notes.html
+grep -q 'href="02-second-notes.html"' "$t/docs/site/02-second.html" \
+  && grep -q 'Part of <a href="02-second.html">' "$notes" && grep -q 'rel="prev" href="02-second.html"' "$notes" \
+  && grep -q 'rel="next" href="results.html"' "$notes" && grep -q 'rel="next" href="results.html"' "$t/docs/site/02-second.html" \
+  && ! grep -q '02-second-notes' "$t/docs/site/index.html" \
+  || { echo "FAIL good: the extra page NOTES.md is not linked and placed as expected"; fails=$((fails + 1)); }
 
 tree no-region >/dev/null
 lesson no-region '```{.cuda include="solutions/02-second/second.cu" region="nope"}
@@ -70,6 +78,22 @@ run bad-math fail 'math not converted to MathML'
 tree stray-tex >/dev/null
 lesson stray-tex 'Unbalanced math: $\frac{a}{$ b.'
 run stray-tex fail 'TeX (math|command) left as text'
+
+tree extra-broken-link >/dev/null
+printf '%s\n' 'See [nothing](../09-missing/README.md).' >> "$TMP/extra-broken-link/lessons/02-second/NOTES.md"
+run extra-broken-link fail '02-second-notes.html:[0-9]+: <a href="../09-missing/README.md">: broken link'
+
+# An extra page the build did not write (a build.sh that forgot extra pages) is caught.
+t=$(tree extra-missing)
+n=$((n + 1))
+out=$( { DOCS_ROOT=$t bash "$t/docs/build.sh" "$t/docs/site" >/dev/null && rm "$t/docs/site/02-second-notes.html" \
+         && python3 "$ROOT/tests/docs/check_site.py" "$t" "$t/docs/site"; } 2>&1 )
+if [[ $? -ne 0 ]] && grep -q 'lessons/02-second/NOTES.md: no page 02-second-notes.html' <<<"$out"; then
+  echo "ok   extra-missing: fail, a missing extra page is reported"
+else
+  echo "FAIL extra-missing: expected the missing page 02-second-notes.html to be reported:"; sed 's/^/     | /' <<<"$out"
+  fails=$((fails + 1))
+fi
 
 tree no-readme >/dev/null
 mkdir -p "$TMP/no-readme/lessons/03-empty"
