@@ -164,9 +164,9 @@ void describe_outside(char *out, size_t cap, const char *name, long before, long
     int len = 0;
     if (after > 0) {
         const long r0 = N + after_first / width, r1 = N + after_last / width;
-        len = snprintf(out, cap, "wrote outside %s: %ld elements after the end: rows %ld..%ld of the last "
-                       "(b,h) slice (b=%d, h=%d), which has rows 0..%d", name, after, r0, r1, B - 1, H - 1,
-                       N - 1);
+        len = snprintf(out, cap, "wrote outside %s: %ld element%s after the end: rows %ld..%ld of the last "
+                       "(b,h) slice (b=%d, h=%d), which has rows 0..%d", name, after, after == 1 ? "" : "s", r0,
+                       r1, B - 1, H - 1, N - 1);
         if (len > 0 && (size_t)len < cap && B * H > 1)
             len += snprintf(out + len, cap - (size_t)len, "; in every other slice the same rows are the "
                             "first rows of the next one: row %ld of head h is row %ld of head h+1", r0,
@@ -176,7 +176,7 @@ void describe_outside(char *out, size_t cap, const char *name, long before, long
                             "where < belongs?)" : ": check the bounds of the last (partial) tile");
     }
     if (before > 0 && len >= 0 && (size_t)len < cap)
-        snprintf(out + len, cap - (size_t)len, "%swrote outside %s: %ld elements before the start (%ld..%ld "
+        snprintf(out + len, cap - (size_t)len, "%swrote outside %s: %ld element(s) before the start (%ld..%ld "
                  "elements before row 0 of (b,h) = (0,0)): a negative row or column index, or an offset "
                  "subtracted where it should be added", len ? "; " : "", name, before, before_nearest,
                  before_farthest);

@@ -317,7 +317,9 @@ static Verdict grade(Problem &p, const std::vector<char> &O, const std::vector<f
      * down half the kernel, and how the wrong one is off names the bug (diagnose.h). The
      * "every row is wrong: check m, l, ..." clause would point the wrong way then. */
     std::string onlyO, onlyL;
-    if (rO.bad == 0 && rL.bad > 0 && rL.unwritten == 0 && rL.nonfinite == 0) {
+    const std::string outside = outside_writes(p); /* if any, the bad rows are its echo: say that alone */
+    if (!outside.empty()) {
+    } else if (rO.bad == 0 && rL.bad > 0 && rL.unwritten == 0 && rL.nonfinite == 0) {
         onlyL = one_wrong(p, rows, refO, refL, O, L, tO, tL, false);
         grader_finish_ex(gL, &rL, "");
     } else if (rL.bad == 0 && rO.bad > 0 && rO.unwritten == 0 && rO.nonfinite == 0) {
@@ -326,7 +328,6 @@ static Verdict grade(Problem &p, const std::vector<char> &O, const std::vector<f
     }
     grader_free(gO);
     grader_free(gL);
-    const std::string outside = outside_writes(p);
     Verdict v = {rO.bad == 0 && rL.bad == 0 && outside.empty(), ""};
     if (v.pass) {
         char buf[256];

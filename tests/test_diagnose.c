@@ -103,7 +103,7 @@ Test(diagnose, write_past_the_end_names_the_row_guard) {
 Test(diagnose, write_before_the_start) {
     char out[1024];
     describe_outside(out, sizeof out, "L", 3, 0, -1, -1, 1, 3, 1, 1, 10, 1);
-    cr_assert(strstr(out, "wrote outside L: 3 elements before the start") != NULL, "%s", out);
+    cr_assert(strstr(out, "wrote outside L: 3 element(s) before the start") != NULL, "%s", out);
 }
 
 Test(diagnose, nothing_outside_is_silent) {
