@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# tests/gpu_check_selftest.sh (make gpu-check-selftest, in make test; no GPU needed): make
+# gpu-check refuses clearly before it runs anything. Without a GPU (a stand-in nvidia-smi that
+# finds none, so this also holds on a GPU machine): exit 4 and a message naming what runs
+# without one. Bad variables: exit 2 and the valid values, whether or not there is a GPU.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+fails=0
+# check NAME EXPECTED_EXIT PATTERN ENV...: run tests/gpu_check.sh with ENV, want the exit and output
+check() {
+    local name=$1 want=$2 pattern=$3; shift 3
+    local out rc
+    out=$(env "$@" bash tests/gpu_check.sh 2>&1); rc=$?
+    if [ "$rc" = "$want" ] && grep -qE -- "$pattern" <<<"$out"; then
+        echo "ok   $name: exit $rc"
+    else
+        echo "FAIL $name: expected exit $want and /$pattern/, got exit $rc:"; sed 's/^/     | /' <<<"$out"
+        fails=$((fails + 1))
+    fi
+}
+check no-gpu 4 'needs an NVIDIA GPU \(nvidia-smi found none\).*' GPU_CHECK_NVIDIA_SMI=false
+check no-gpu-says-what-runs 4 'make mutants-build GPU_ARCH=90' GPU_CHECK_NVIDIA_SMI=false
+check bad-stage 2 "unknown stage 'sanitise' in GPU_CHECK_STAGES \(expected some of: build results" \
+    GPU_CHECK_STAGES="build sanitise" GPU_CHECK_NVIDIA_SMI=false
+check bad-lesson 2 'lesson 99 has no GPU solution \(GPU lessons here: 2 3' LESSONS="7 99" GPU_CHECK_NVIDIA_SMI=false
+check cpu-lesson 2 'lesson 1 has no GPU solution' LESSONS=1 GPU_CHECK_NVIDIA_SMI=false
+check bad-fuzz-k 2 "FUZZ_K='0' is not valid: expected an integer >= 1" FUZZ_K=0 GPU_CHECK_NVIDIA_SMI=false
+[ $fails = 0 ] && echo "gpu-check-selftest: OK (the refusals of make gpu-check)" || echo "gpu-check-selftest: FAILED ($fails)"
+[ $fails = 0 ]
