@@ -56,7 +56,7 @@ LESSON_NUMS := $(shell ls -d lessons/[0-9][0-9]-* 2>/dev/null | sed -E 's@lesson
 .PHONY: all lessons solutions grade test clean results help
 .DEFAULT_GOAL := help
 help:
-	@sed -n "2,10p" Makefile | sed "s/^# \{0,1\}//"; echo "  make docs / docs-check / docs-browser-check, make bench / bench-quick, make mutants / fuzz"
+	@sed -n "2,10p" Makefile | sed "s/^# \{0,1\}//"; echo "  make docs / docs-check / docs-browser-check, make bench / bench-quick, make mutants / fuzz"; echo "  make gpu-check             maintainers, on a GPU: the full check, a summary table (CONTRIBUTING.md)"
 
 all: lessons solutions
 lessons: $(addprefix lesson,$(LESSON_NUMS))
