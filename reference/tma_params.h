@@ -1,0 +1,110 @@
+/* tma_params.h: the tensor maps of lesson 09 (Hopper TMA), as plain C that a CUDA file and a
+ * CPU test can both include (header-only; no CUDA headers needed).
+ *
+ * A TMA copy moves a "box" of a tensor from global to shared memory. The tensor is described
+ * once, on the host, by a tensor map (cuTensorMapEncodeTiled, CUDA driver API): its element
+ * type, its sizes and byte strides, the box size and the swizzle applied in shared memory.
+ * This file computes those numbers for lesson 09's Q, K and V, and says where TMA puts each
+ * element of a box in shared memory, so that the wgmma descriptors can be checked against it
+ * (tests/test_tma.c, tests/hopper_emu).
+ *
+ * The view: Q, K and V are [B, H, N, d] row-major with rows `ld` elements apart (ld = d in
+ * the course's layout), seen as a 3-D tensor {d, N, B*H} (innermost first). A box is
+ * {64, rows, 1}: 64 columns (128 bytes of a 16-bit type, the span of the 128-byte swizzle,
+ * which is the widest box row TMA allows with it) of `rows` rows of one (b, h) slice. A tile
+ * of d columns is d / 64 such boxes, stored one after the other in shared memory. Because N
+ * is a dimension of its own, a box that runs past row N - 1 is filled with zeros by TMA
+ * instead of reading the next (b, h) slice: ragged last tiles need no bounds code.
+ *
+ * Source: CUDA driver API, cuTensorMapEncodeTiled (requirements on sizes, strides, box,
+ * swizzle); PTX ISA, "Tensor copy" and the shared-memory swizzling modes. */
+#ifndef TMA_PARAMS_H
+#define TMA_PARAMS_H
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include "attention.h"
+
+#if defined(__CUDACC__)
+#define TMA_HD __host__ __device__
+#else
+#define TMA_HD
+#endif
+
+enum {
+    TMA_BOX_COLS = 64,       /* columns per box: 128 bytes of a 16-bit type */
+    TMA_SWIZZLE_BYTES = 128, /* CU_TENSOR_MAP_SWIZZLE_128B */
+    TMA_MAX_BOX = 256        /* largest box size in any dimension */
+};
+
+/* The arguments of cuTensorMapEncodeTiled for one of Q, K, V, and what a tile load costs. */
+typedef struct {
+    unsigned rank;             /* 3 */
+    uint64_t dims[3];          /* elements, innermost first: {d, N, B*H} */
+    uint64_t strides[2];       /* bytes between consecutive indices of dims 1 and 2: {ld*2, N*ld*2} */
+    uint32_t box[3];           /* {64, rows, 1} */
+    uint32_t elem_strides[3];  /* {1, 1, 1}: every element of the box */
+    unsigned esize;            /* bytes per element (2) */
+    dtype_t dtype;             /* DTYPE_FP16 or DTYPE_BF16 */
+    unsigned swizzle_bytes;    /* 128 */
+    unsigned boxes;            /* d / 64: TMA copies per tile of `rows` rows */
+    unsigned tile_bytes;       /* rows * d * 2: what the mbarrier of one tile expects (expect_tx) */
+} tma_tile_params;
+
+/* Fills *p for a tensor at `base` of BH slices of N rows of d columns, `ld` elements between
+ * rows (ld >= d), boxes of `rows` rows. Returns 0, or -1 with the reason in err (the limits
+ * of cuTensorMapEncodeTiled, and what lesson 09's kernel assumes). */
+static inline int tma_tile_params_make(tma_tile_params *p, const void *base, long long BH, long long N, int d,
+                                       long long ld, dtype_t dtype, int rows, char *err, size_t errlen) {
+#define TMA_REFUSE(...) do { if (err && errlen) snprintf(err, errlen, __VA_ARGS__); return -1; } while (0)
+    if (dtype != DTYPE_FP16 && dtype != DTYPE_BF16)
+        TMA_REFUSE("dtype must be fp16 or bf16 (wgmma's 16-bit inputs), got %d", (int)dtype);
+    if (d < TMA_BOX_COLS || d > TMA_MAX_BOX || d % TMA_BOX_COLS)
+        TMA_REFUSE("d = %d: must be a multiple of %d in [%d, %d] (a tile row is d/64 boxes of 128 bytes)", d,
+                   TMA_BOX_COLS, TMA_BOX_COLS, TMA_MAX_BOX);
+    if (ld < d) TMA_REFUSE("row stride ld = %lld elements is smaller than d = %d", ld, d);
+    if ((ld * 2) % 16) TMA_REFUSE("row stride %lld bytes is not a multiple of 16 (a TMA requirement)", ld * 2);
+    if (N < 1 || BH < 1) TMA_REFUSE("N = %lld and B*H = %lld must be at least 1", N, BH);
+    if (N > (1LL << 32) || BH > (1LL << 32))
+        TMA_REFUSE("N = %lld or B*H = %lld exceeds 2^32, the largest TMA dimension", N, BH);
+    if ((double)N * (double)ld * 2.0 >= (double)(1ULL << 40))
+        TMA_REFUSE("a (b, h) slice is %lld x %lld bytes: strides must stay below 2^40 bytes", N, ld * 2);
+    if (rows < 8 || rows > TMA_MAX_BOX || rows % 8)
+        TMA_REFUSE("box of %d rows: must be a multiple of 8 in [8, %d] (each box of a tile then starts on a "
+                   "1024-byte boundary, where the 128-byte swizzle pattern starts)", rows, TMA_MAX_BOX);
+    if ((uintptr_t)base % 16) TMA_REFUSE("base address %p is not 16-byte aligned", base);
+#undef TMA_REFUSE
+    p->rank = 3;
+    p->dims[0] = (uint64_t)d;
+    p->dims[1] = (uint64_t)N;
+    p->dims[2] = (uint64_t)BH;
+    p->strides[0] = (uint64_t)ld * 2;
+    p->strides[1] = (uint64_t)N * (uint64_t)ld * 2;
+    p->box[0] = TMA_BOX_COLS;
+    p->box[1] = (uint32_t)rows;
+    p->box[2] = 1;
+    p->elem_strides[0] = p->elem_strides[1] = p->elem_strides[2] = 1;
+    p->esize = 2;
+    p->dtype = dtype;
+    p->swizzle_bytes = TMA_SWIZZLE_BYTES;
+    p->boxes = (unsigned)(d / TMA_BOX_COLS);
+    p->tile_bytes = (unsigned)rows * (unsigned)d * 2u;
+    return 0;
+}
+
+/* The 128-byte swizzle (CU_TENSOR_MAP_SWIZZLE_128B), on a shared-memory byte address: within
+ * every 1024-byte block (8 rows of 128 bytes), 16-byte chunk c of row r lands at chunk c ^ r.
+ * It acts on address bits, so a swizzled buffer must start at a multiple of 1024 bytes. */
+static inline TMA_HD uint32_t tma_swizzle128(uint32_t addr) { return addr ^ (((addr >> 7) & 7u) << 4); }
+
+/* Byte offset, from the (1024-byte aligned) start of a tile, of element (r, c) of a tile of
+ * `rows` rows and d columns of a 16-bit type loaded as d/64 boxes of {64, rows}: box c / 64
+ * first, then row r, then the swizzled 16-byte chunk, then the element. This is the layout
+ * the wgmma descriptors of lesson 09 describe (128-byte swizzle, K-major for Q and K, MN-major
+ * for V). */
+static inline TMA_HD uint32_t tma_tile_offset(int r, int c, int rows) {
+    const uint32_t lin = (uint32_t)(c / TMA_BOX_COLS) * (uint32_t)rows * 128u + (uint32_t)r * 128u +
+                         (uint32_t)(c % TMA_BOX_COLS) * 2u;
+    return tma_swizzle128(lin);
+}
+#endif

@@ -1,0 +1,199 @@
+/* emu9.cpp: lesson 09's kernel, every step of its ladder and several tile configurations,
+ * on the CPU Hopper emulator (hemu.h), graded against float64 on small shapes.
+ *
+ * First a layout check that needs no kernel run: the kernel's own wgmma descriptors
+ * (desc_kmajor, desc_mnmajor), decoded with the PTX ISA's canonical layouts, must address
+ * exactly the bytes where TMA put each element (tma_tile_offset, reference/tma_params.h).
+ * Then the kernel runs: O and L against float64, NaN never passes, the inputs surrounded by
+ * NaN (a read outside shows), O and L poisoned, writes outside O and L detected.
+ * Usage: emu9 [quick]   Environment: EMU_STEP=k (only that step), EMU_WGMMA=late,
+ * EMU_TMA=late (see hemu.h), EMU_HANG_S (watchdog seconds, default 10). */
+#include "hemu.h"
+#include "tma_params.h"
+#include EMU_SRC
+
+static int g_fail = 0;
+
+/* ---- layout check ---- */
+template <int D, int ROWS>
+static int check_layout() {
+    int bad = 0;
+    auto report = [&](const char *what, int kk, int mn, int k, uint32_t got, uint32_t want) {
+        if (bad++ < 4)
+            printf("layout: %s (D=%d, tile of %d rows) slice %d element (mn=%d, k=%d): the descriptor reads byte %u, "
+                   "TMA wrote it at %u\n", what, D, ROWS, kk, mn, k, got, want);
+    };
+    for (int kk = 0; kk < D / 16; ++kk)  // K-major: Q (A, 64 rows from row0) and K (B, all rows)
+        for (int row0 = 0; row0 + 64 <= ROWS; row0 += 64)
+            for (int m = 0; m < 64; ++m)
+                for (int k = 0; k < 16; ++k) {
+                    const uint32_t got = emu_desc_addr(desc_kmajor<ROWS>(0, row0, kk), m, k, false);
+                    const uint32_t want = tma_tile_offset(row0 + m, 16 * kk + k, ROWS);
+                    if (got != want) report("K-major (Q, K)", kk, row0 + m, k, got, want);
+                }
+    for (int ks = 0; ks < ROWS / 16; ++ks)  // MN-major: V (B, keys 16 ks .. + 15, all D columns)
+        for (int n = 0; n < D; ++n)
+            for (int k = 0; k < 16; ++k) {
+                const uint32_t got = emu_desc_addr(desc_mnmajor<ROWS>(0, ks), n, k, true);
+                const uint32_t want = tma_tile_offset(16 * ks + k, n, ROWS);
+                if (got != want) report("MN-major (V)", ks, n, k, got, want);
+            }
+    return bad;
+}
+
+/* ---- test data with NaN guards, float64 reference ---- */
+template <typename T> static T to16(float x) {
+    if constexpr (std::is_same<T, __half>::value) return __float2half_rn(x);
+    else return __float2bfloat16_rn(x);
+}
+template <typename T> static double from16(T x) {
+    if constexpr (std::is_same<T, __half>::value) return __half2float(x);
+    else return __bfloat162float(x);
+}
+constexpr size_t GUARD = 4096;  // elements of NaN on each side of every array
+template <typename E> struct Guarded {
+    std::vector<E> buf;
+    size_t n;
+    Guarded(size_t n_, E fill) : buf(n_ + 2 * GUARD, fill), n(n_) {}
+    E *data() { return buf.data() + GUARD; }
+    E &operator[](size_t i) { return buf[GUARD + i]; }
+    bool guards_intact(const E &fill) const {
+        for (size_t i = 0; i < GUARD; ++i)
+            if (memcmp(&buf[i], &fill, sizeof(E)) || memcmp(&buf[GUARD + n + i], &fill, sizeof(E))) return false;
+        return true;
+    }
+};
+template <typename T> static T nan16() { uint16_t b = 0x7fff; T t; memcpy(&t, &b, 2); return t; }
+template <typename T> static T poison16() { uint16_t b = 0xffad; T t; memcpy(&t, &b, 2); return t; }
+
+template <typename T, int D, int BC, int STAGES, int STEP>
+static void run(int B, int H, int N, int causal, float qmul, unsigned seed) {
+    using SL = SmemLayout<D, BC, STAGES>;
+    const size_t n = (size_t)B * H * N * D;
+    Guarded<T> Q(n, nan16<T>()), K(n, nan16<T>()), V(n, nan16<T>()), O(n, poison16<T>());
+    Guarded<float> L((size_t)B * H * N, NAN);
+    std::mt19937 rng(seed);
+    std::normal_distribution<float> nd(0.f, 1.f);
+    for (size_t i = 0; i < n; ++i) { Q[i] = to16<T>(nd(rng) * qmul); K[i] = to16<T>(nd(rng)); V[i] = to16<T>(nd(rng)); }
+    const float scale = 1.0f / sqrtf((float)D);
+    const dtype_t dt = std::is_same<T, __half>::value ? DTYPE_FP16 : DTYPE_BF16;
+    CUtensorMap mq, mk, mv;
+    T *ptr[3] = {Q.data(), K.data(), V.data()};
+    CUtensorMap *maps[3] = {&mq, &mk, &mv};
+    for (int i = 0; i < 3; ++i) {
+        tma_tile_params p;
+        char err[256];
+        if (tma_tile_params_make(&p, ptr[i], (long long)B * H, N, D, D, dt, i == 0 ? FA_BR : BC, err, sizeof err)) {
+            printf("tensor map refused: %s\n", err);
+            g_fail++;
+            return;
+        }
+        emu_encode_tensor_map(maps[i], ptr[i], p.dims, p.strides, p.box, p.esize, p.swizzle_bytes);
+    }
+    emu_bar_name = [](uint32_t a) {
+        if (a == SL::full_q()) return std::string("the full barrier of Q");
+        for (int s = 0; s < STAGES; ++s) {
+            if (a == SL::full_k(s)) return emu_fmt("the full barrier of K slot %d", s);
+            if (a == SL::full_v(s)) return emu_fmt("the full barrier of V slot %d", s);
+            if (a == SL::empty_k(s)) return emu_fmt("the empty barrier of K slot %d", s);
+            if (a == SL::empty_v(s)) return emu_fmt("the empty barrier of V slot %d", s);
+        }
+        return emu_fmt("the mbarrier at shared %u", a);
+    };
+    const long errors0 = emu_errors.load();
+    const int Tr = (N + FA_BR - 1) / FA_BR, NT = STEP >= 3 ? 384 : 256, regs = STEP >= 3 ? 168 : 0;
+    const float sl2 = scale * 1.4426950408889634f;
+    T *Qp = Q.data(), *Kp = K.data(), *Vp = V.data(), *Op = O.data();
+    float *Lp = L.data();
+    emu_launch((unsigned)(Tr * B * H), NT, SL::ALLOC, regs, [&] {
+        fa3_forward_kernel<T, D, BC, STAGES, STEP>(mq, mk, mv, Qp, Kp, Vp, Op, Lp, N, sl2, causal);
+    });
+    /* float64 reference */
+    double err_o = 0, err_l = 0;
+    long nan = 0;
+    std::vector<double> s(N);
+    for (int bh = 0; bh < B * H; ++bh)
+        for (int i = 0; i < N; ++i) {
+            const size_t qi = ((size_t)bh * N + i) * D;
+            const int kend = causal ? i + 1 : N;
+            double mx = -INFINITY;
+            for (int j = 0; j < kend; ++j) {
+                double acc = 0;
+                for (int c = 0; c < D; ++c) acc += from16(Q[qi + c]) * from16(K[((size_t)bh * N + j) * D + c]);
+                s[j] = acc * scale;
+                mx = std::max(mx, s[j]);
+            }
+            double l = 0;
+            for (int j = 0; j < kend; ++j) { s[j] = exp(s[j] - mx); l += s[j]; }
+            for (int c = 0; c < D; ++c) {
+                double acc = 0;
+                for (int j = 0; j < kend; ++j) acc += s[j] * from16(V[((size_t)bh * N + j) * D + c]);
+                const double o = from16(O[qi + c]);
+                if (std::isnan(o)) nan++;
+                const double e = fabs(o - acc / l);
+                if (!(e <= err_o)) err_o = std::isnan(e) ? INFINITY : e;
+            }
+            const double Lk = L[(size_t)bh * N + i], e = fabs(Lk - (mx + log(l)));
+            if (std::isnan(Lk)) nan++;
+            if (!(e <= err_l)) err_l = std::isnan(e) ? INFINITY : e;
+        }
+    const bool guards = O.guards_intact(poison16<T>()) && L.guards_intact(NAN);
+    const double tol = std::is_same<T, __half>::value ? 4e-3 : 3e-2;
+    const bool ok = nan == 0 && err_o < tol && err_l < 1e-2 * (qmul > 1 ? 10 : 1) && guards &&
+                    emu_errors.load() == errors0;
+    printf("step %d %-4s d=%-3d Bc=%-3d S=%d B=%d H=%d N=%-4d %-6s %s err_O=%.2e err_L=%.2e nan=%ld%s %s\n", STEP,
+           std::is_same<T, __half>::value ? "fp16" : "bf16", D, BC, STAGES, B, H, N, causal ? "causal" : "", qmul > 1 ? "x30" : "   ",
+           err_o, err_l, nan, guards ? "" : " WRITES OUTSIDE O/L", ok ? "ok" : "FAIL");
+    fflush(stdout);
+    g_fail += !ok;
+}
+
+/* The shapes of one step: ragged N, a single tile, several query tiles, causal, x30, bf16. */
+template <int STEP>
+static void step_cases(bool quick) {
+    run<__half, 64, 128, 3, STEP>(1, 2, 77, 0, 1.f, 1);
+    run<__half, 128, 128, 2, STEP>(1, 1, 300, 1, 30.f, 2);
+    if (quick && STEP < 5) return;
+    run<__nv_bfloat16, 64, 128, 3, STEP>(2, 1, 300, 1, 1.f, 3);
+    run<__nv_bfloat16, 128, 128, 2, STEP>(1, 1, 200, 0, 30.f, 4);
+    run<__half, 64, 128, 3, STEP>(1, 1, 1, 0, 1.f, 5);
+    run<__half, 128, 128, 2, STEP>(1, 1, 1, 1, 1.f, 6);
+    if (quick) return;
+    run<__half, 64, 128, 3, STEP>(1, 1, 640, 0, 1.f, 7);   // 5 K/V tiles: the ring wraps
+    run<__half, 128, 128, 2, STEP>(1, 1, 520, 1, 1.f, 8);  // causal, 5 query tiles
+    run<__half, 128, 128, 2, STEP>(1, 1, 129, 0, 1.f, 9);
+}
+
+int main(int argc, char **argv) {
+    const bool quick = argc > 1 && !strcmp(argv[1], "quick");
+    emu_wgmma_late = getenv("EMU_WGMMA") && !strcmp(getenv("EMU_WGMMA"), "late");
+    emu_tma_late = getenv("EMU_TMA") && !strcmp(getenv("EMU_TMA"), "late");
+    if (getenv("EMU_HANG_S")) emu_hang_s = atoi(getenv("EMU_HANG_S"));
+    const int only = getenv("EMU_STEP") ? atoi(getenv("EMU_STEP")) : 0;
+    printf("emu9: kernel %s; wgmma operands read %s, TMA copies land %s\n", EMU_NAME,
+           emu_wgmma_late ? "at the wait_group that retires them" : "at issue",
+           emu_tma_late ? "when a thread waits on their barrier" : "at issue");
+    int lay = check_layout<64, 128>() + check_layout<128, 128>() + check_layout<64, 192>() +
+              check_layout<128, 176>() + check_layout<64, 64>();
+    printf("layout check: the kernel's descriptors %s the TMA layout\n", lay ? "DO NOT MATCH" : "match");
+    g_fail += lay != 0;
+    if (!only || only == 1) step_cases<1>(quick);
+    if (!only || only == 2) step_cases<2>(quick);
+    if (!only || only == 3) step_cases<3>(quick);
+    if (!only || only == 4) step_cases<4>(quick);
+    if (!only || only == 5) {
+        step_cases<5>(quick);
+        /* the other tile shapes of the default step */
+        run<__half, 128, 176, 2, 5>(1, 1, 300, 0, 1.f, 11);
+        run<__half, 64, 192, 2, 5>(1, 1, 300, 1, 1.f, 12);
+        run<__nv_bfloat16, 128, 64, 1, 5>(1, 1, 300, 1, 30.f, 13);
+        if (!quick) {
+            run<__half, 128, 176, 2, 5>(1, 1, 400, 1, 1.f, 14);
+            run<__half, 64, 192, 2, 5>(1, 1, 500, 0, 30.f, 15);
+        }
+    }
+    printf("emulator errors: %ld\n", emu_errors.load());
+    g_fail += emu_errors.load() != 0;
+    printf("%s\n", g_fail ? "EMU FAILED" : "EMU PASSED");
+    return g_fail ? 1 : 0;
+}

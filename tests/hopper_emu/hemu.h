@@ -1,0 +1,780 @@
+/* hemu.h: lesson 09's kernel on the CPU, one std::thread per CUDA thread, with the Hopper
+ * instructions it uses emulated from their PTX ISA definitions, to check index math,
+ * descriptors, barrier protocols and ordering without a GPU.
+ *
+ * The kernel source is compiled by g++ with its PTX wrapper regions ("ptx-*") replaced by
+ * the functions below:
+ *   - wgmma.mma_async m64nNk16 (ss and rs, f16/bf16 -> f32), fence, commit_group, wait_group:
+ *     descriptors decoded with the canonical shared-memory layouts of the PTX ISA (none,
+ *     32/64/128-byte swizzle; K-major and MN-major); the products land in the accumulators
+ *     only when a wait_group retires their group. EMU_WGMMA=late also reads the operands
+ *     then (not at issue), which exposes a slot released before its wgmma finished;
+ *   - cp.async.bulk.tensor (3-D tiled, 128-byte swizzle, zero fill out of bounds) with
+ *     complete_tx on an mbarrier. EMU_TMA=late delivers a copy only when some thread waits on
+ *     its barrier (a consumer that reads without waiting sees old bytes);
+ *   - mbarrier init / arrive / arrive.expect_tx / try_wait.parity with phases and tx-counts;
+ *   - bar.sync / bar.arrive (named barriers), __syncthreads, __syncwarp, shuffles;
+ *   - setmaxnreg with a per-block register pool (inc blocks until the pool has enough);
+ *   - fence.proxy.async, ordinary shared loads and stores.
+ *
+ * Ordering is checked, whatever the interleaving of the threads, with vector clocks (a
+ * happens-before relation built from every barrier, mbarrier phase and TMA delivery) and a
+ * shadow record per 16-byte chunk of shared memory: every read must be ordered after the
+ * write it reads (and, for wgmma reading ordinary stores, after a fence.proxy.async of the
+ * writer); every write (TMA or ordinary) must be ordered after every earlier read and write
+ * of its bytes. The PTX rules checked besides: a wgmma.fence before the first wgmma after a
+ * wait_group; every wgmma committed before a wait; none in flight at exit; no mbarrier phase
+ * with more arrivals than its count. A watchdog reports a hang (every thread blocked) with
+ * what each thread waits for. */
+#pragma once
+#include <cuda.h>
+#include <cuda_runtime.h>
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+#include <stdint.h>
+#include <math.h>
+#include <algorithm>
+#include <atomic>
+#include <barrier>
+#include <chrono>
+#include <condition_variable>
+#include <cstdarg>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <string>
+#include <thread>
+#include <unistd.h>
+#include <vector>
+
+#define __launch_bounds__(...)
+#ifndef EMU_NAME
+#define EMU_NAME "kernel"
+#endif
+
+struct EmuIdx { unsigned x, y, z; };
+static thread_local EmuIdx emu_tid, emu_bid;
+static EmuIdx emu_gdim;
+#define threadIdx emu_tid
+#define blockIdx emu_bid
+#define gridDim emu_gdim
+static inline int min(int a, int b) { return a < b ? a : b; }
+static inline int max(int a, int b) { return a > b ? a : b; }
+
+constexpr size_t EMU_SMEM = 232448;  // 227 KiB, an H100's largest block
+alignas(1024) unsigned char fa_smem[EMU_SMEM];
+static size_t emu_smem_bytes = 0;
+
+/* ---------------------------------------------------------------- errors ---- */
+static std::atomic<long> emu_errors{0};
+static std::mutex emu_print_mx;
+static void emu_fail(const std::string &msg) {
+    if (emu_errors.fetch_add(1) < 8) {
+        std::lock_guard<std::mutex> g(emu_print_mx);
+        fprintf(stderr, "EMU ERROR: block %u thread %u: %s\n", blockIdx.x, threadIdx.x, msg.c_str());
+    }
+}
+static std::string emu_fmt(const char *f, ...) __attribute__((format(printf, 1, 2)));
+static std::string emu_fmt(const char *f, ...) {
+    char b[512];
+    va_list ap;
+    va_start(ap, f);
+    vsnprintf(b, sizeof b, f, ap);
+    va_end(ap);
+    return b;
+}
+
+/* ---------------------------------------------------------------- block state ---- */
+static int emu_nt = 0;            // threads per block
+static int emu_nv = 0;            // vector-clock width: threads + TMA agents (one per mbarrier)
+constexpr int EMU_MAX_MBAR = 64;
+static std::mutex emu_mx;         // every emulated synchronisation object
+static std::condition_variable emu_cv;
+static std::atomic<unsigned long> emu_progress{0};
+static bool emu_wgmma_late = false, emu_tma_late = false;
+static std::function<std::string(uint32_t)> emu_bar_name;  // names an mbarrier by its address (driver)
+
+struct EmuTh;
+struct EmuWarp {
+    std::barrier<> bar{32};
+    uint32_t u[32][4];
+    uint64_t da[32], db[32];
+    float f[32];
+    std::vector<float> Bf;  // decoded B operand [16][N] of the current wgmma
+};
+struct EmuNamedBar {
+    int expected = 0, arrived = 0;
+    unsigned long gen = 0;
+    std::vector<uint32_t> acc, done;
+};
+struct EmuMbar {
+    int index = -1, expected = 0, pending = 0;
+    long long tx = 0;
+    unsigned phase = 0;
+    std::vector<uint32_t> acc, done[2], agent;  // agent: the VC of the TMA copies into this barrier
+};
+struct EmuTmaCopy { uint32_t dst; const CUtensorMap *map; int c[3]; uint32_t bar; std::vector<uint32_t> vc; };
+
+struct EmuBlockState {
+    std::vector<uint32_t> vc;             // [thread][emu_nv]
+    std::unique_ptr<std::atomic<uint64_t>[]> wr;  // per 4-byte word: last write
+    std::unique_ptr<std::atomic<uint32_t>[]> wf;  // per 4-byte word: fence after an ordinary store
+    std::unique_ptr<std::atomic<uint32_t>[]> rd;  // [chunk][thread]: clock of the last read
+    std::map<uint32_t, EmuMbar> mbar;
+    std::vector<uint32_t> mbar_addr;      // by index
+    EmuNamedBar named[16];
+    std::vector<EmuNamedBar> warpbar;     // __syncwarp, per warp
+    std::vector<EmuWarp> warps;
+    std::deque<EmuTmaCopy> tma_queue;     // EMU_TMA=late
+    long long reg_pool = 0;
+    std::vector<std::atomic<const char *>> wait_what;
+    std::vector<std::atomic<uint32_t>> wait_arg;
+    std::vector<std::atomic<int>> state;  // 0 running, 1 done
+};
+static EmuBlockState *emu_blk = nullptr;
+
+constexpr size_t EMU_CHUNKS = EMU_SMEM / 16, EMU_WORDS = EMU_SMEM / 4;
+
+/* ---------------------------------------------------------------- thread state ---- */
+struct EmuWgOp {
+    float *d;
+    int N;
+    bool rs;
+    uint64_t da, db;
+    float A[2][16];  // rs: this thread's two rows of A, gathered at issue
+    int scale_d;
+    std::vector<float> prod;
+    bool computed;
+    void (*compute)(EmuWgOp &);
+};
+struct EmuTh {
+    int tid, warp, lane;
+    uint32_t *vc;
+    bool wg_fenced = false;
+    std::vector<EmuWgOp> uncommitted;
+    std::deque<std::vector<EmuWgOp>> groups;
+    int regs = 0;
+};
+static thread_local EmuTh *me = nullptr;
+
+static inline void emu_tick() { me->vc[me->tid]++; }
+static inline void vc_join(uint32_t *a, const uint32_t *b) {
+    for (int i = 0; i < emu_nv; ++i) a[i] = std::max(a[i], b[i]);
+}
+static inline void vc_join(std::vector<uint32_t> &a, const uint32_t *b) { vc_join(a.data(), b); }
+struct EmuWaitNote {
+    EmuWaitNote(const char *what, uint32_t arg) {
+        emu_blk->wait_what[me->tid].store(what);
+        emu_blk->wait_arg[me->tid].store(arg);
+    }
+    ~EmuWaitNote() { emu_blk->wait_what[me->tid].store(nullptr); }
+};
+
+/* ---------------------------------------------------------------- shadow memory ---- */
+/* Per 4-byte word, the last write: bit 63 valid, bit 62 ordinary store (generic proxy), bits
+ * 40-55 the writer (thread, or emu_nt + mbarrier index for a TMA copy), bits 0-31 the
+ * writer's clock; and for an ordinary store, the writer's clock at its first
+ * fence.proxy.async after it (0: none yet). Per 16-byte chunk and thread, the clock of the
+ * thread's last read. */
+static inline uint64_t emu_wr_pack(int who, bool generic, uint32_t clock) {
+    return 1ull << 63 | (generic ? 1ull << 62 : 0) | (uint64_t)(who & 0xffff) << 40 | clock;
+}
+static thread_local std::vector<uint32_t> emu_unfenced;  // words this thread stored since its last fence
+static std::string emu_who(int who) {
+    if (who < emu_nt) return emu_fmt("thread %d", who);
+    const size_t i = (size_t)(who - emu_nt);
+    const uint32_t addr = i < emu_blk->mbar_addr.size() ? emu_blk->mbar_addr[i] : 0;
+    return emu_fmt("a TMA copy completing on %s", emu_bar_name ? emu_bar_name(addr).c_str() : "an mbarrier");
+}
+/* A read of 16-byte chunk `chunk` by this thread (`what`: "wgmma", "ld.shared") must be
+ * ordered after the writes of its 4 words. */
+static void emu_check_read(uint32_t chunk, bool async, const char *what) {
+    for (uint32_t wd = 4 * chunk; wd < 4 * chunk + 4; ++wd) {
+        const uint64_t w = emu_blk->wr[wd].load(std::memory_order_acquire);
+        if (!w) {
+            emu_fail(emu_fmt("%s reads shared bytes [%u, %u) that nothing has written in this block", what, 4 * wd,
+                             4 * wd + 4));
+            return;
+        }
+        const int who = (int)((w >> 40) & 0xffff);
+        const uint32_t k = (uint32_t)w;
+        if (me->vc[who] < k) {
+            emu_fail(emu_fmt("hazard: %s reads shared bytes [%u, %u) written by %s with nothing ordering the write "
+                             "before the read (a missing mbarrier wait, or a wrong phase parity?)",
+                             what, 4 * wd, 4 * wd + 4, emu_who(who).c_str()));
+            return;
+        }
+        if (async && (w >> 62 & 1)) {
+            const uint32_t f = emu_blk->wf[wd].load(std::memory_order_acquire);
+            if (!f || me->vc[who] <= f) {
+                emu_fail(emu_fmt("hazard: wgmma (async proxy) reads shared bytes [%u, %u) that thread %d stored with "
+                                 "ordinary stores, with no fence.proxy.async between the store and the barrier",
+                                 4 * wd, 4 * wd + 4, who));
+                return;
+            }
+        }
+    }
+}
+static inline void emu_record_read(uint32_t chunk) {
+    emu_blk->rd[(size_t)chunk * emu_nt + me->tid].store(me->vc[me->tid], std::memory_order_relaxed);
+}
+/* A write of [addr, addr + bytes) (4-byte aligned) by `who` whose vector clock is `vc` (a
+ * thread's own, or a TMA agent's). */
+static void emu_write(uint32_t addr, uint32_t bytes, int who, const uint32_t *vc, bool generic) {
+    const char *kind = generic ? "an ordinary store" : "a TMA copy";
+    for (uint32_t wd = addr / 4; wd < (addr + bytes) / 4; ++wd) {
+        const uint64_t w = emu_blk->wr[wd].load(std::memory_order_acquire);
+        if (w) {
+            const int pw = (int)((w >> 40) & 0xffff);
+            if (pw != who && vc[pw] < (uint32_t)w) {
+                emu_fail(emu_fmt("hazard: %s overwrites shared bytes [%u, %u) written by %s with nothing ordering "
+                                 "the two writes", kind, 4 * wd, 4 * wd + 4, emu_who(pw).c_str()));
+                break;
+            }
+        }
+    }
+    for (uint32_t c = addr / 16; c < (addr + bytes + 15) / 16; ++c) {
+        for (int t = 0; t < emu_nt; ++t) {
+            const uint32_t r = emu_blk->rd[(size_t)c * emu_nt + t].load(std::memory_order_relaxed);
+            if (r && vc[t] < r && t != who) {
+                emu_fail(emu_fmt("hazard: %s overwrites shared bytes [%u, %u) that thread %d read (its wgmma or "
+                                 "load) with no release between the read and the write (a slot refilled before every "
+                                 "consumer released it: empty-barrier wait, or a ring index, off?)",
+                                 kind, 16 * c, 16 * c + 16, t));
+                break;
+            }
+        }
+        if (bytes == 16)  // a whole chunk replaced: its earlier reads are settled
+            for (int t = 0; t < emu_nt; ++t) emu_blk->rd[(size_t)c * emu_nt + t].store(0, std::memory_order_relaxed);
+    }
+    for (uint32_t wd = addr / 4; wd < (addr + bytes) / 4; ++wd) {
+        emu_blk->wf[wd].store(0, std::memory_order_relaxed);
+        emu_blk->wr[wd].store(emu_wr_pack(who, generic, vc[who]), std::memory_order_release);
+        if (generic) emu_unfenced.push_back(wd);
+    }
+}
+/* Does [a, a + 16) hold an mbarrier? (data written over a barrier) */
+static bool emu_hits_mbar(uint32_t a) {
+    auto it = emu_blk->mbar.lower_bound(a & ~15u);
+    return it != emu_blk->mbar.end() && it->first < (a & ~15u) + 16;
+}
+static inline bool emu_smem_ok(uint32_t addr, uint32_t bytes, const char *what) {
+    if (addr + bytes > emu_smem_bytes || addr + bytes < addr) {
+        emu_fail(emu_fmt("%s at shared address %u (+%u) is outside the %zu bytes of dynamic shared memory", what, addr,
+                         bytes, emu_smem_bytes));
+        return false;
+    }
+    return true;
+}
+
+/* ---------------------------------------------------------------- basic PTX ---- */
+static inline uint32_t smem_u32(const void *p) {
+    const unsigned char *c = (const unsigned char *)p;
+    if (c < fa_smem || c >= fa_smem + EMU_SMEM) emu_fail("smem_u32 of a non-shared pointer");
+    return (uint32_t)(c - fa_smem);
+}
+static inline float ex2(float x) { return exp2f(x); }
+static void st_shared_u32(uint32_t addr, uint32_t v) {
+    emu_progress++;
+    if (addr % 4) emu_fail("st.shared.b32 misaligned");
+    if (!emu_smem_ok(addr, 4, "st.shared.b32")) return;
+    if (emu_hits_mbar(addr)) emu_fail("st.shared.b32 overwrites an mbarrier");
+    emu_write(addr, 4, me->tid, me->vc, true);
+    memcpy(fa_smem + addr, &v, 4);
+}
+static void st_shared_v4(uint32_t addr, uint4 v) {
+    emu_progress++;
+    if (addr % 16) emu_fail("st.shared.v4 misaligned");
+    if (!emu_smem_ok(addr, 16, "st.shared.v4")) return;
+    if (emu_hits_mbar(addr)) emu_fail("st.shared.v4 overwrites an mbarrier");
+    emu_write(addr, 16, me->tid, me->vc, true);
+    memcpy(fa_smem + addr, &v, 16);
+}
+static uint4 ld_shared_v4(uint32_t addr) {
+    emu_progress++;
+    uint4 v = make_uint4(0, 0, 0, 0);
+    if (addr % 16) emu_fail("ld.shared.v4 misaligned");
+    if (!emu_smem_ok(addr, 16, "ld.shared.v4")) return v;
+    emu_check_read(addr / 16, false, "ld.shared");
+    emu_record_read(addr / 16);
+    memcpy(&v, fa_smem + addr, 16);
+    return v;
+}
+static void fence_proxy_async() {
+    for (uint32_t wd : emu_unfenced) {
+        const uint64_t w = emu_blk->wr[wd].load(std::memory_order_acquire);
+        if ((int)((w >> 40) & 0xffff) == me->tid && (w >> 62 & 1)) emu_blk->wf[wd].store(me->vc[me->tid]);
+    }
+    emu_unfenced.clear();
+    emu_tick();
+}
+
+/* Named barrier `id`: `count` threads, some waiting (sync), some not (arrive). */
+static void emu_named(int id, int count, bool wait) {
+    emu_progress++;
+    if (id < 0 || id > 15 || count <= 0 || count % 32) {
+        emu_fail(emu_fmt("bar %s %d, %d: id must be 0..15 and the count a positive multiple of 32",
+                         wait ? "sync" : "arrive", id, count));
+        return;
+    }
+    std::unique_lock<std::mutex> lk(emu_mx);
+    EmuNamedBar &b = emu_blk->named[id];
+    if (b.arrived == 0) b.expected = count;
+    else if (b.expected != count)
+        emu_fail(emu_fmt("barrier %d: thread counts differ (%d and %d)", id, b.expected, count));
+    b.arrived++;
+    vc_join(b.acc, me->vc);
+    emu_tick();
+    const unsigned long gen = b.gen;
+    if (b.arrived >= b.expected) {
+        b.done = b.acc;
+        std::fill(b.acc.begin(), b.acc.end(), 0);
+        b.arrived = 0;
+        b.gen++;
+        emu_cv.notify_all();
+    } else if (wait) {
+        EmuWaitNote note(id == 0 ? "__syncthreads" : "bar.sync (named barrier)", (uint32_t)id);
+        while (b.gen == gen) emu_cv.wait_for(lk, std::chrono::milliseconds(50));
+    }
+    if (wait) vc_join(me->vc, b.done.data());
+}
+static inline void named_sync(int id, int count) { emu_named(id, count, true); }
+static inline void named_arrive(int id, int count) { emu_named(id, count, false); }
+static inline void __syncthreads() { emu_named(0, emu_nt, true); }
+static void __syncwarp(unsigned = 0xffffffffu) {
+    emu_progress++;
+    std::unique_lock<std::mutex> lk(emu_mx);
+    EmuNamedBar &b = emu_blk->warpbar[me->warp];
+    b.arrived++;
+    vc_join(b.acc, me->vc);
+    emu_tick();
+    const unsigned long gen = b.gen;
+    if (b.arrived == 32) {
+        b.done = b.acc;
+        std::fill(b.acc.begin(), b.acc.end(), 0);
+        b.arrived = 0;
+        b.gen++;
+        emu_cv.notify_all();
+    } else {
+        EmuWaitNote note("__syncwarp", (uint32_t)me->warp);
+        while (b.gen == gen) emu_cv.wait_for(lk, std::chrono::milliseconds(50));
+    }
+    vc_join(me->vc, b.done.data());
+}
+static inline float __shfl_xor_sync(unsigned, float x, int m) {
+    EmuWarp &w = emu_blk->warps[me->warp];
+    w.f[me->lane] = x;
+    w.bar.arrive_and_wait();
+    const float r = w.f[me->lane ^ m];
+    w.bar.arrive_and_wait();
+    return r;
+}
+
+/* ---------------------------------------------------------------- setmaxnreg ---- */
+static void emu_setmaxnreg(int r, bool inc) {
+    emu_progress++;
+    if (r < 24 || r > 256 || r % 8) emu_fail(emu_fmt("setmaxnreg %d: must be a multiple of 8 in [24, 256]", r));
+    std::unique_lock<std::mutex> lk(emu_mx);
+    if (inc) {
+        if (r < me->regs) emu_fail(emu_fmt("setmaxnreg.inc %d below the current %d registers", r, me->regs));
+        const long long need = r - me->regs;
+        EmuWaitNote note("setmaxnreg.inc (the block's register pool is short)", (uint32_t)r);
+        while (emu_blk->reg_pool < need) emu_cv.wait_for(lk, std::chrono::milliseconds(50));
+        emu_blk->reg_pool -= need;
+    } else {
+        if (r > me->regs) emu_fail(emu_fmt("setmaxnreg.dec %d above the current %d registers", r, me->regs));
+        emu_blk->reg_pool += me->regs - r;
+        emu_cv.notify_all();
+    }
+    me->regs = r;
+}
+template <int R> static inline void setmaxnreg_dec() { emu_setmaxnreg(R, false); }
+template <int R> static inline void setmaxnreg_inc() { emu_setmaxnreg(R, true); }
+
+/* ---------------------------------------------------------------- mbarrier ---- */
+static EmuMbar *emu_mbar(uint32_t bar, const char *what) {
+    if (bar % 8 || !emu_smem_ok(bar, 8, what)) {
+        emu_fail(emu_fmt("%s: mbarrier address %u is not 8-byte aligned shared memory", what, bar));
+        return nullptr;
+    }
+    auto it = emu_blk->mbar.find(bar);
+    if (it == emu_blk->mbar.end()) {
+        emu_fail(emu_fmt("%s on shared address %u, which is not an initialised mbarrier", what, bar));
+        return nullptr;
+    }
+    return &it->second;
+}
+static void emu_mbar_complete(EmuMbar &b) {  // emu_mx held
+    if (b.pending == 0 && b.tx == 0) {
+        b.done[b.phase & 1] = b.acc;
+        std::fill(b.acc.begin(), b.acc.end(), 0);
+        b.phase++;
+        b.pending = b.expected;
+        emu_cv.notify_all();
+    }
+}
+static void mbar_init(uint32_t bar, int count) {
+    emu_progress++;
+    std::lock_guard<std::mutex> g(emu_mx);
+    if (bar % 8 || !emu_smem_ok(bar, 8, "mbarrier.init")) return;
+    if ((int)emu_blk->mbar.size() >= EMU_MAX_MBAR) { emu_fail("too many mbarriers"); return; }
+    EmuMbar b;
+    b.index = (int)emu_blk->mbar.size();
+    b.expected = b.pending = count;
+    b.acc.assign(emu_nv, 0);
+    b.done[0].assign(emu_nv, 0);
+    b.done[1].assign(emu_nv, 0);
+    b.agent.assign(emu_nv, 0);
+    if (count < 1) emu_fail("mbarrier.init with a count below 1");
+    emu_blk->mbar[bar] = b;
+    emu_blk->mbar_addr.push_back(bar);
+}
+static inline void mbar_fence_init() { emu_tick(); }
+static void emu_arrive(uint32_t bar, uint32_t tx, const char *what) {
+    emu_progress++;
+    std::lock_guard<std::mutex> g(emu_mx);
+    EmuMbar *b = emu_mbar(bar, what);
+    if (!b) return;
+    b->tx += tx;
+    if (--b->pending < 0) {
+        emu_fail(emu_fmt("%s on %s: more arrivals than its count in one phase", what,
+                         emu_bar_name ? emu_bar_name(bar).c_str() : "?"));
+        b->pending = 0;
+    }
+    vc_join(b->acc, me->vc);
+    emu_tick();
+    emu_mbar_complete(*b);
+}
+static inline void mbar_arrive(uint32_t bar) { emu_arrive(bar, 0, "mbarrier.arrive"); }
+static inline void mbar_arrive_expect_tx(uint32_t bar, uint32_t bytes) {
+    emu_arrive(bar, bytes, "mbarrier.arrive.expect_tx");
+}
+
+/* ---------------------------------------------------------------- TMA ---- */
+/* The emulator's tensor map: the fields of tma_tile_params in CUtensorMap's opaque words. */
+constexpr uint64_t EMU_TMAP_MAGIC = 0x544d4150454d55ull;
+static void emu_encode_tensor_map(CUtensorMap *m, const void *base, const uint64_t dims[3], const uint64_t strides[2],
+                                  const uint32_t box[3], unsigned esize, unsigned swizzle) {
+    memset(m, 0, sizeof *m);
+    uint64_t *o = m->opaque;
+    o[0] = EMU_TMAP_MAGIC;
+    o[1] = (uint64_t)(uintptr_t)base;
+    o[2] = dims[0]; o[3] = dims[1]; o[4] = dims[2];
+    o[5] = strides[0]; o[6] = strides[1];
+    o[7] = box[0]; o[8] = box[1]; o[9] = box[2];
+    o[10] = esize; o[11] = swizzle;
+}
+static void emu_tma_deliver(EmuTmaCopy &cp) {  // emu_mx held
+    const uint64_t *o = cp.map->opaque;
+    auto it = emu_blk->mbar.find(cp.bar);
+    if (it == emu_blk->mbar.end()) { emu_fail("TMA completes on an address that is not an mbarrier"); return; }
+    EmuMbar &b = it->second;
+    const int agent = emu_nt + b.index;
+    vc_join(b.agent, cp.vc.data());
+    b.agent[agent]++;
+    const unsigned esize = (unsigned)o[10], box0 = (unsigned)o[7], box1 = (unsigned)o[8], box2 = (unsigned)o[9];
+    const unsigned row_bytes = box0 * esize, bytes = row_bytes * box1 * box2;
+    const unsigned char *base = (const unsigned char *)(uintptr_t)o[1];
+    std::vector<unsigned char> tmp(bytes, 0);
+    for (unsigned i2 = 0; i2 < box2; ++i2)
+        for (unsigned i1 = 0; i1 < box1; ++i1)
+            for (unsigned i0 = 0; i0 < box0; ++i0) {
+                const long long g0 = (long long)cp.c[0] + i0, g1 = (long long)cp.c[1] + i1, g2 = (long long)cp.c[2] + i2;
+                const size_t lin = ((size_t)i2 * box1 + i1) * row_bytes + (size_t)i0 * esize;
+                if (g0 < 0 || g1 < 0 || g2 < 0 || g0 >= (long long)o[2] || g1 >= (long long)o[3] || g2 >= (long long)o[4])
+                    continue;  // out of bounds: zeros
+                memcpy(&tmp[lin], base + g2 * o[6] + g1 * o[5] + g0 * esize, esize);
+            }
+    for (unsigned off = 0; off < bytes; off += 16) {
+        uint32_t a = cp.dst + off;
+        if (o[11] == 128) a ^= ((a >> 7) & 7u) << 4;  // the 128-byte swizzle, on address bits
+        if (a + 16 > emu_smem_bytes) { emu_fail("TMA writes past the end of shared memory"); return; }
+        if (emu_hits_mbar(a)) { emu_fail(emu_fmt("a TMA copy overwrites the mbarrier at shared %u", a & ~15u)); return; }
+        emu_write(a, 16, agent, b.agent.data(), false);
+        memcpy(fa_smem + a, &tmp[off], 16);
+    }
+    b.tx -= bytes;
+    vc_join(b.acc, b.agent.data());
+    emu_mbar_complete(b);
+}
+static void tma_load_3d(uint32_t dst, const CUtensorMap *map, int c0, int c1, int c2, uint32_t bar) {
+    emu_progress++;
+    if (map->opaque[0] != EMU_TMAP_MAGIC) { emu_fail("TMA with a tensor map the emulator did not make"); return; }
+    if (map->opaque[11] == 128 && dst % 1024)
+        emu_fail(emu_fmt("TMA destination %u is not 1024-byte aligned: the 128-byte swizzle pattern would not start "
+                         "where wgmma expects it", dst));
+    if (dst % 128) emu_fail(emu_fmt("TMA destination %u is not 128-byte aligned", dst));
+    std::lock_guard<std::mutex> g(emu_mx);
+    if (!emu_mbar(bar, "cp.async.bulk.tensor completion")) return;
+    EmuTmaCopy cp{dst, map, {c0, c1, c2}, bar, std::vector<uint32_t>(me->vc, me->vc + emu_nv)};
+    emu_tick();
+    if (emu_tma_late) emu_blk->tma_queue.push_back(cp);
+    else emu_tma_deliver(cp);
+}
+static bool mbar_try_wait(uint32_t bar, uint32_t parity) {
+    std::unique_lock<std::mutex> lk(emu_mx);
+    EmuMbar *b = emu_mbar(bar, "mbarrier.try_wait");
+    if (!b) return true;
+    if (parity > 1) emu_fail("mbarrier.try_wait.parity with a parity other than 0 or 1");
+    for (auto it = emu_blk->tma_queue.begin(); it != emu_blk->tma_queue.end();) {  // late copies land now
+        if (it->bar == bar) { emu_tma_deliver(*it); it = emu_blk->tma_queue.erase(it); }
+        else ++it;
+    }
+    auto done = [&] { return (b->phase & 1) != (parity & 1); };
+    if (!done()) {
+        EmuWaitNote note("mbarrier.try_wait", bar);
+        emu_cv.wait_for(lk, std::chrono::milliseconds(20));
+    }
+    if (!done()) return false;  // no progress: a thread spinning here forever is a hang
+    emu_progress++;
+    vc_join(me->vc, b->done[parity & 1].data());
+    return true;
+}
+
+/* ---------------------------------------------------------------- wgmma ---- */
+/* Byte address of element (mn, k) of a wgmma operand described by `desc`, from the
+ * canonical layouts of the PTX ISA (T = 8 16-bit elements = 16 bytes, x = the swizzle width
+ * in 16-byte units; MN-major when `mn_major`). */
+static uint32_t emu_desc_addr(uint64_t desc, int mn, int k, bool mn_major) {
+    const uint32_t start = (uint32_t)(desc & 0x3fff) << 4, lbo = (uint32_t)((desc >> 16) & 0x3fff) << 4,
+                   sbo = (uint32_t)((desc >> 32) & 0x3fff) << 4;
+    const int mode = (int)(desc >> 62);  // 0 none, 1 128B, 2 64B, 3 32B
+    const int x = mode == 1 ? 8 : mode == 2 ? 4 : mode == 3 ? 2 : 1;
+    uint32_t off;
+    if (mode == 0) {  // core matrices of 8 x 16 bytes
+        if (!mn_major) off = (mn % 8) * 16 + (mn / 8) * sbo + (k % 8) * 2 + (k / 8) * lbo;
+        else off = (mn % 8) * 2 + (mn / 8) * sbo + (k % 8) * 16 + (k / 8) * lbo;
+    } else if (!mn_major) {
+        off = (mn % 8) * (16 * x) + (mn / 8) * sbo + k * 2;
+    } else {
+        off = (mn % (8 * x)) * 2 + (mn / (8 * x)) * lbo + (k % 8) * (16 * x) + (k / 8) * sbo;
+    }
+    uint32_t a = start + off;
+    if (mode) {
+        const int bits = mode == 1 ? 3 : mode == 2 ? 2 : 1;
+        a ^= ((a >> 7) & ((1u << bits) - 1)) << 4;
+    }
+    return a;
+}
+template <typename T> static inline float emu_tof(uint16_t b) {
+    T h;
+    memcpy(&h, &b, 2);
+    if constexpr (std::is_same<T, __half>::value) return __half2float(h);
+    else return __bfloat162float(h);
+}
+template <typename T> static float emu_ld_op(uint32_t a) {
+    if (a + 2 > emu_smem_bytes) { emu_fail("wgmma operand outside shared memory"); return 0.f; }
+    uint16_t v;
+    memcpy(&v, fa_smem + a, 2);
+    return emu_tof<T>(v);
+}
+/* The chunks of shared memory this thread's part of a wgmma reads: its 2 rows of A (ss) and
+ * all of B. */
+static void emu_op_chunks(const EmuWgOp &op, std::vector<uint32_t> &out) {
+    out.clear();
+    const int g = me->lane >> 2, wq = me->warp % 4;
+    if (!op.rs)
+        for (int r = 0; r < 2; ++r)
+            for (int k = 0; k < 16; k += 8) out.push_back(emu_desc_addr(op.da, 16 * wq + g + 8 * r, k, false) / 16);
+    /* 8 consecutive k (K-major) or n (MN-major) elements share one 16-byte chunk */
+    if (!op.rs)
+        for (int n = 0; n < op.N; ++n)
+            for (int k = 0; k < 16; k += 8) out.push_back(emu_desc_addr(op.db, n, k, false) / 16);
+    else
+        for (int n = 0; n < op.N; n += 8)
+            for (int k = 0; k < 16; ++k) out.push_back(emu_desc_addr(op.db, n, k, true) / 16);
+    std::sort(out.begin(), out.end());
+    out.erase(std::unique(out.begin(), out.end()), out.end());
+}
+/* The warp decodes B [16][N] cooperatively; each lane then forms its N/2 products. */
+template <typename T> static void emu_compute(EmuWgOp &op) {
+    EmuWarp &w = emu_blk->warps[me->warp];
+    w.da[me->lane] = op.da;
+    w.db[me->lane] = op.db;
+    w.bar.arrive_and_wait();
+    if (me->lane == 0) {
+        for (int l = 1; l < 32; ++l)
+            if (w.db[l] != op.db || (!op.rs && w.da[l] != op.da))
+                emu_fail("wgmma: the lanes of a warp pass different descriptors");
+        w.Bf.assign((size_t)16 * op.N, 0.f);
+    }
+    w.bar.arrive_and_wait();
+    for (int i = me->lane; i < 16 * op.N; i += 32) {
+        const int k = i / op.N, n = i % op.N;
+        w.Bf[i] = emu_ld_op<T>(emu_desc_addr(op.db, n, k, op.rs));
+    }
+    w.bar.arrive_and_wait();
+    const int g = me->lane >> 2, t = me->lane & 3, wq = me->warp % 4;
+    float A[2][16];
+    for (int r = 0; r < 2; ++r)
+        for (int k = 0; k < 16; ++k)
+            A[r][k] = op.rs ? op.A[r][k] : emu_ld_op<T>(emu_desc_addr(op.da, 16 * wq + g + 8 * r, k, false));
+    op.prod.assign(op.N / 2, 0.f);
+    for (int j = 0; j < op.N / 8; ++j)
+        for (int e = 0; e < 4; ++e) {
+            const int r = e >> 1, n = 8 * j + 2 * t + (e & 1);
+            float acc = 0.f;
+            for (int k = 0; k < 16; ++k) acc += A[r][k] * w.Bf[(size_t)k * op.N + n];
+            op.prod[4 * j + e] = acc;
+        }
+    w.bar.arrive_and_wait();
+    op.computed = true;
+}
+template <typename T>
+static void emu_wgmma_issue(float *d, int N, bool rs, uint64_t da, const uint32_t *a, uint64_t db, int scale_d) {
+    emu_progress++;
+    if (!me->wg_fenced)
+        emu_fail("wgmma.mma_async without a wgmma.fence since this thread's last wgmma.wait_group (or since the "
+                 "start): registers written by other instructions may not be seen");
+    if ((da >> 49 & 7) || (db >> 49 & 7)) emu_fail("wgmma descriptor with a non-zero base offset (not emulated)");
+    EmuWgOp op{d, N, rs, da, db, {}, scale_d, {}, false, emu_compute<T>};
+    if (rs) {  // gather rows g and g + 8 of A from the 4 lanes of this quad
+        EmuWarp &w = emu_blk->warps[me->warp];
+        for (int i = 0; i < 4; ++i) w.u[me->lane][i] = a[i];
+        w.bar.arrive_and_wait();
+        const int g = me->lane >> 2;
+        for (int tq = 0; tq < 4; ++tq) {
+            const uint32_t *q = w.u[4 * g + tq];
+            for (int h = 0; h < 2; ++h) {
+                op.A[0][2 * tq + h] = emu_tof<T>((uint16_t)(q[0] >> (16 * h)));
+                op.A[1][2 * tq + h] = emu_tof<T>((uint16_t)(q[1] >> (16 * h)));
+                op.A[0][2 * tq + 8 + h] = emu_tof<T>((uint16_t)(q[2] >> (16 * h)));
+                op.A[1][2 * tq + 8 + h] = emu_tof<T>((uint16_t)(q[3] >> (16 * h)));
+            }
+        }
+        w.bar.arrive_and_wait();
+    }
+    std::vector<uint32_t> chunks;
+    emu_op_chunks(op, chunks);
+    for (uint32_t c : chunks) emu_check_read(c, true, "wgmma");
+    if (!emu_wgmma_late) emu_compute<T>(op);
+    me->uncommitted.push_back(std::move(op));
+}
+template <typename T, int N>
+static inline void wgmma_ss(float (&d)[N / 2], uint64_t desc_a, uint64_t desc_b, int scale_d) {
+    emu_wgmma_issue<T>(d, N, false, desc_a, nullptr, desc_b, scale_d);
+}
+template <typename T, int N>
+static inline void wgmma_rs(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t desc_b, int scale_d) {
+    emu_wgmma_issue<T>(d, N, true, 0, a, desc_b, scale_d);
+}
+static inline void wgmma_fence() { me->wg_fenced = true; }
+static inline void wgmma_commit() {
+    emu_progress++;
+    me->groups.push_back(std::move(me->uncommitted));
+    me->uncommitted.clear();
+}
+template <int N> static void wgmma_wait() {
+    emu_progress++;
+    if (!me->uncommitted.empty())
+        emu_fail("wgmma.wait_group while wgmma.mma_async instructions are not committed (a missing "
+                 "wgmma.commit_group): the wait does not cover them");
+    std::vector<uint32_t> chunks;
+    while ((int)me->groups.size() > N) {
+        for (EmuWgOp &op : me->groups.front()) {
+            if (!op.computed) op.compute(op);
+            emu_op_chunks(op, chunks);
+            for (uint32_t c : chunks) {
+                if (emu_wgmma_late) emu_check_read(c, true, "wgmma");
+                emu_record_read(c);
+            }
+            for (int i = 0; i < op.N / 2; ++i) op.d[i] = op.prod[i] + (op.scale_d ? op.d[i] : 0.f);
+        }
+        me->groups.pop_front();
+    }
+    me->wg_fenced = false;
+}
+template <int K> static inline void fence_acc(float (&)[K]) {}
+
+/* ---------------------------------------------------------------- launch ---- */
+static int emu_hang_s = 10;
+/* Runs fn() as grid x nt CUDA threads, one block after another; `regs`: registers per thread
+ * at launch (what setmaxnreg moves). Returns false on a hang (after reporting it). */
+static bool emu_launch(unsigned grid, int nt, size_t smem, int regs, const std::function<void()> &fn) {
+    if (smem > EMU_SMEM) { emu_fail("dynamic shared memory above 227 KiB"); return false; }
+    emu_gdim = {grid, 1, 1};
+    emu_smem_bytes = smem;
+    emu_nt = nt;
+    emu_nv = nt + EMU_MAX_MBAR;
+    for (unsigned x = 0; x < grid; ++x) {
+        EmuBlockState blk;
+        blk.vc.assign((size_t)nt * emu_nv, 0);
+        blk.wr.reset(new std::atomic<uint64_t>[EMU_WORDS]);
+        blk.wf.reset(new std::atomic<uint32_t>[EMU_WORDS]);
+        blk.rd.reset(new std::atomic<uint32_t>[EMU_CHUNKS * (size_t)nt]);
+        for (size_t i = 0; i < EMU_WORDS; ++i) { blk.wr[i].store(0, std::memory_order_relaxed); blk.wf[i].store(0); }
+        for (size_t i = 0; i < EMU_CHUNKS * (size_t)nt; ++i) blk.rd[i].store(0, std::memory_order_relaxed);
+        for (auto &b : blk.named) { b.acc.assign(emu_nv, 0); b.done.assign(emu_nv, 0); }
+        blk.warpbar.resize(nt / 32);
+        for (auto &b : blk.warpbar) { b.acc.assign(emu_nv, 0); b.done.assign(emu_nv, 0); }
+        blk.warps = std::vector<EmuWarp>(nt / 32);
+        blk.wait_what = std::vector<std::atomic<const char *>>(nt);
+        blk.wait_arg = std::vector<std::atomic<uint32_t>>(nt);
+        blk.state = std::vector<std::atomic<int>>(nt);
+        for (int i = 0; i < nt; ++i) { blk.wait_what[i] = nullptr; blk.state[i] = 0; }
+        emu_blk = &blk;
+        memset(fa_smem, 0xff, EMU_SMEM);  // NaN in fp16 and bf16
+        std::vector<std::thread> th;
+        for (int i = 0; i < nt; ++i)
+            th.emplace_back([&, i] {
+                EmuTh t;
+                t.tid = i; t.warp = i / 32; t.lane = i % 32; t.regs = regs;
+                t.vc = &blk.vc[(size_t)i * emu_nv];
+                t.vc[i] = 1;
+                me = &t;
+                emu_unfenced.clear();
+                emu_tid = {(unsigned)i, 0, 0};
+                emu_bid = {x, 0, 0};
+                fn();
+                if (!t.uncommitted.empty() || !t.groups.empty())
+                    emu_fail("the thread exits with wgmma instructions in flight (a missing wgmma.wait_group)");
+                blk.state[i] = 1;
+                emu_cv.notify_all();
+            });
+        /* watchdog: no progress at all for emu_hang_s seconds while threads still run is a hang */
+        unsigned long last = emu_progress.load();
+        auto t0 = std::chrono::steady_clock::now();
+        for (;;) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(100));
+            int running = 0;
+            for (int i = 0; i < nt; ++i) running += blk.state[i] == 0;
+            if (!running) break;
+            const unsigned long p = emu_progress.load();
+            if (p != last) { last = p; t0 = std::chrono::steady_clock::now(); continue; }
+            if (std::chrono::steady_clock::now() - t0 < std::chrono::seconds(emu_hang_s)) continue;
+            std::map<std::string, int> waits;
+            for (int i = 0; i < nt; ++i) {
+                if (blk.state[i]) continue;
+                const char *w = blk.wait_what[i].load();
+                std::string k = w ? w : "a warp-level exchange (shuffle or wgmma operand) a lane never reached";
+                if (w && !strncmp(w, "mbarrier", 8) && emu_bar_name) k += " on " + emu_bar_name(blk.wait_arg[i].load());
+                else if (w) k += emu_fmt(" %u", blk.wait_arg[i].load());
+                waits[k]++;
+            }
+            {
+                std::lock_guard<std::mutex> g(emu_print_mx);
+                fprintf(stderr, "EMU HANG: block %u made no progress for %d s; %d threads still run:\n", x, emu_hang_s,
+                        running);
+                for (auto &kv : waits) fprintf(stderr, "  %4d threads wait in %s\n", kv.second, kv.first.c_str());
+                fflush(stderr);
+            }
+            printf("EMU FAILED (hang)\n");
+            fflush(stdout);
+            _exit(3);
+        }
+        for (auto &t : th) t.join();
+        if (!blk.tma_queue.empty()) emu_fail("TMA copies still undelivered when the block ends");
+        for (auto &kv : blk.mbar)
+            if (kv.second.tx != 0)
+                emu_fail(emu_fmt("%s ends the block with %lld transaction bytes outstanding",
+                                 emu_bar_name ? emu_bar_name(kv.first).c_str() : "an mbarrier", kv.second.tx));
+        emu_blk = nullptr;
+    }
+    return true;
+}
