@@ -33,9 +33,16 @@ for dir in solutions/[0-9][0-9]-*/; do
     log=build/results/solution$n.log
     set +e
     timeout --kill-after=10 900 "./solution$n" --csv >"$log" 2>&1
+    rc=$?
     set -e
     row=$(grep -E "^$name," "$log" | tail -n1 || true)
-    [ -n "$row" ] || row="$name,crash,,,,,,,,,,,,"
+    if [ -z "$row" ]; then # no CSV row: the exit status says why (as make grade reads it)
+        case $rc in
+            4) if grep -q "needs a .* GPU" "$log"; then status=needs-other-gpu; else status=no-gpu; fi ;;
+            5) status=cuda-error ;; 6|124|137) status=timeout ;; 7) status=oom ;; *) status="crash(rc=$rc)" ;;
+        esac
+        row="$name,$status,,,,,,,,,,,,"
+    fi
     IFS=, read -r _ status passed total dtype B H N d causal ms tflops pct _ <<<"$row"
     echo "$name,$sha,$status,$passed,$total,$dtype,$B,$H,$N,$d,$causal,$ms,$tflops,$pct" | tee -a "$tmp"
 done
