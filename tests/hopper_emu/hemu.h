@@ -591,6 +591,11 @@ static void emu_op_chunks(const EmuWgOp &op, std::vector<uint32_t> &out) {
             for (int k = 0; k < 16; ++k) out.push_back(emu_desc_addr(op.db, n, k, true) / 16);
     std::sort(out.begin(), out.end());
     out.erase(std::unique(out.begin(), out.end()), out.end());
+    while (!out.empty() && (size_t)out.back() * 16 + 16 > emu_smem_bytes) {
+        emu_fail(emu_fmt("wgmma operand bytes [%u, %u) lie outside the %zu bytes of shared memory (descriptor?)",
+                         out.back() * 16, out.back() * 16 + 16, emu_smem_bytes));
+        out.pop_back();
+    }
 }
 /* The warp decodes B [16][N] cooperatively; each lane then forms its N/2 products. */
 template <typename T> static void emu_compute(EmuWgOp &op) {
