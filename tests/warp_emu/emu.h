@@ -110,6 +110,7 @@ static inline uint32_t smem_u32(const void *p) {
 static std::atomic<uint64_t> emu_wr[EMU_SMEM / 16];  // 0: no cp.async yet
 static std::atomic<uint64_t> emu_rd[EMU_SMEM / 16];  // 0: not read yet
 constexpr uint64_t EMU_INFLIGHT = 1ull << 63, EMU_WRITTEN = 1ull << 62, EMU_MANY = 0xff;
+constexpr uint64_t EMU_PLAIN = 1ull << 61;  // written by a plain st.shared (emu_bwd.h), not a cp.async
 static inline uint64_t emu_wr_pack(uint64_t flags, unsigned tid) {
     return flags | EMU_WRITTEN | (uint64_t)(tid & 0x3ff) | (uint64_t)(emu_epoch & 0xffffff) << 10 |
            (uint64_t)(emu_wsync & 0xffffff) << 34;
@@ -133,7 +134,8 @@ static void emu_track_read(uint32_t c) {
                    emu_wr_tid(w));
     else if (w && emu_wr_tid(w) != tid && emu_wr_epoch(w) == (emu_epoch & 0xffffff) &&
              !(emu_wr_tid(w) / 32 == warp && emu_wsync > emu_wr_wsync(w)))
-        emu_hazard(c, "ldmatrix reads it with no __syncthreads after the wait_group that retired its cp.async",
+        emu_hazard(c, (w & EMU_PLAIN) ? "a load reads it with no barrier after another thread's st.shared into it"
+                                      : "ldmatrix reads it with no __syncthreads after the wait_group that retired its cp.async",
                    "in thread", emu_wr_tid(w));
     uint64_t r = emu_rd[c].load(std::memory_order_relaxed), n;
     do {

@@ -1,0 +1,94 @@
+/* emu_bwd.h: what the backward kernel (lesson 11) needs from the CPU warp
+ * emulator beyond emu.h: the PTX wrappers of its "ptx" region that emu.h does
+ * not have, with the same checks.
+ *
+ *   sts32        st.shared.b32, warp-collective here (all 32 lanes call it
+ *                together, as in the kernel): bounds, alignment, bank
+ *                conflicts (32 words of one store must sit in 32 different
+ *                banks), and the hazard shadow of emu.h: a store into a chunk
+ *                another warp read since the last __syncthreads, or that
+ *                another warp stored into since then, or that a cp.async is
+ *                still filling, is reported; so is a later ldmatrix/load of it
+ *                by another warp before a barrier (emu.h, EMU_PLAIN).
+ *   lds_f32x2    ld.shared.v2.f32 and ld.shared.v4.b32: bounds, alignment, and
+ *   lds_u128     the read side of the same shadow (a read of a chunk whose
+ *                cp.async has not been retired by a wait_group + barrier).
+ *   red_add_f32x2  red.global.add.v2.f32: two atomic float adds (std::atomic_ref),
+ *                8-byte alignment checked; out-of-bounds writes show up in the
+ *                driver's guard regions.
+ */
+#pragma once
+#include "emu.h"
+#include <atomic>
+
+static std::atomic<long> emu_sts_conflicts{0}, emu_sts_count{0};
+
+/* This thread stores (st.shared) into chunk c. */
+static void emu_track_store(uint32_t c) {
+    const unsigned tid = threadIdx.x, warp = tid / 32;
+    const uint64_t w = emu_wr[c].exchange(emu_wr_pack(EMU_PLAIN, tid), std::memory_order_acq_rel);
+    const bool same_epoch = w && emu_wr_epoch(w) == (emu_epoch & 0xffffff);
+    if (w & EMU_INFLIGHT)
+        emu_hazard(c, "st.shared into it while a cp.async into it is still in flight", "issued by thread",
+                   emu_wr_tid(w));
+    else if (same_epoch && (w & EMU_PLAIN) && emu_wr_tid(w) / 32 != warp)
+        emu_hazard(c, "two warps store into it with no __syncthreads between them", "other thread", emu_wr_tid(w));
+    else if (same_epoch && !(w & EMU_PLAIN) && emu_wr_tid(w) != tid)
+        emu_hazard(c, "st.shared into it with no __syncthreads after another thread's wait_group retired its cp.async",
+                   "thread", emu_wr_tid(w));
+    const uint64_t r = emu_rd[c].load(std::memory_order_acquire);
+    if ((r >> 8) == (uint64_t)emu_epoch + 1 && (r & 0xff) != warp)
+        emu_hazard(c, "st.shared into it with no __syncthreads after another warp read it", "reader warp",
+                   (r & 0xff) == EMU_MANY ? -1 : (int)(r & 0xff));
+}
+
+static void sts32(uint32_t addr, uint32_t v) {
+    EmuWarp *w = emu_warp;
+    const int l = emu_lane;
+    w->u[l][0] = addr;
+    w->bar.arrive_and_wait();
+    if (l == 0) {  // words in the same bank but at different addresses serialise
+        int conf = 0;
+        for (int a = 0; a < 32; ++a) {
+            bool dup = false;
+            for (int b = 0; b < a; ++b)
+                if (w->u[b][0] / 4 == w->u[a][0] / 4) dup = true;  // same word: one access
+            if (dup) continue;
+            for (int b = 0; b < a; ++b)
+                if ((w->u[b][0] / 4) % 32 == (w->u[a][0] / 4) % 32 && w->u[b][0] / 4 != w->u[a][0] / 4) {
+                    conf++;
+                    break;
+                }
+        }
+        emu_sts_conflicts += conf;
+        emu_sts_count += 1;
+    }
+    if (addr % 4 || addr + 4 > emu_smem_bytes) {
+        emu_fail("st.shared.b32 out of bounds or misaligned");
+    } else {
+        emu_track_store(addr / 16);
+        memcpy(fa_smem + addr, &v, 4);
+    }
+    w->bar.arrive_and_wait();  // lane 0 is done with w->u before anyone reuses it
+}
+
+static inline float2 lds_f32x2(uint32_t addr) {
+    float2 v{NAN, NAN};
+    if (addr % 8 || addr + 8 > emu_smem_bytes) { emu_fail("ld.shared.v2.f32 out of bounds or misaligned"); return v; }
+    emu_track_read(addr / 16);
+    memcpy(&v, fa_smem + addr, 8);
+    return v;
+}
+static inline uint4 lds_u128(uint32_t addr) {
+    uint4 v{0, 0, 0, 0};
+    if (addr % 16 || addr + 16 > emu_smem_bytes) { emu_fail("ld.shared.v4.b32 out of bounds or misaligned"); return v; }
+    emu_track_read(addr / 16);
+    memcpy(&v, fa_smem + addr, 16);
+    return v;
+}
+
+static inline void red_add_f32x2(float *p, float a, float b) {
+    if ((uintptr_t)p % 8) { emu_fail("red.global.add.v2.f32 address not 8-byte aligned"); return; }
+    std::atomic_ref<float>(p[0]).fetch_add(a, std::memory_order_relaxed);
+    std::atomic_ref<float>(p[1]).fetch_add(b, std::memory_order_relaxed);
+}
