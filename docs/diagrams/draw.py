@@ -7,6 +7,9 @@ memory-hierarchy.svg   where data lives on an H100 and what FlashAttention keeps
 tiling-loop-nest.svg   Q_i, K_j, V_j, S_ij, O_i and the two loops of FlashAttention-2 Algorithm 1
 causal-blocks.svg      which Br x Bc blocks a causal kernel computes fully, masks, or skips
 mma-m16n8k16.svg       which lane holds which element of mma.sync m16n8k16 (f16 A/B, f32 C/D)
+swizzle-128b.svg       lesson 09: one 8-row atom of the 128-byte swizzle, and what a descriptor points at
+mbarrier-ring.svg      lesson 09: the producer, the K/V slots, full and empty mbarriers, phase parities
+pingpong.svg           lesson 09: two consumer warpgroups taking turns, and the overlap inside one
 
 The SVGs are committed; tests/docs/check_site.sh fails if they differ from what this
 script draws, so edit the script, run it, and commit both.
@@ -285,6 +288,148 @@ def mma(path):
     s.write(path)
 
 
+def swizzle128(path):
+    s = Svg(980, 430, "The 128-byte swizzle: one 8-row atom, and the start addresses of wgmma descriptors")
+    s.text(490, 32, "The 128-byte swizzle (TMA writes it, wgmma reads it): one atom of 8 rows × 128 bytes", 18,
+           "middle", "bold")
+    cw, ch, x0, y0 = 56, 34, 90, 90
+    shades = ["#d7e6f5", "#c9e4c5", "#f8d9b0", "#efe3c6", "#e6d3ef", "#f3d0cc", "#d5efe9", "#eef0f3"]
+    s.text(x0 + 4 * cw, y0 - 34, "16-byte chunk position in shared memory (bytes 16p .. 16p+15 of the row)", 13, "middle")
+    for p in range(8):
+        s.text(x0 + p * cw + cw / 2, y0 - 10, str(p), 13, "middle", font=MONO)
+    for r in range(8):
+        s.text(x0 - 12, y0 + r * ch + ch / 2 + 5, f"row {r}", 13, "end", font=MONO)
+        for p in range(8):
+            c = p ^ r  # the logical chunk stored at position p
+            s.rect(x0 + p * cw, y0 + r * ch, cw, ch, shades[c], stroke="#888")
+            s.text(x0 + p * cw + cw / 2, y0 + r * ch + ch / 2 + 5, f"c{c}", 13, "middle", font=MONO)
+    s.rect(x0, y0, 8 * cw, 8 * ch, sw=1.5)
+    s.text(x0 + 4 * cw, y0 + 8 * ch + 22, "c = logical chunk: columns 8c .. 8c+7 of the 64-column box", 13, "middle",
+           fill=MUTED)
+    s.text(x0 + 4 * cw, y0 + 8 * ch + 42, "chunk c of row r is stored at position c XOR r (address bits 4-6 ^= bits 7-9)",
+           13, "middle", fill=MUTED)
+    lx = x0 + 8 * cw + 34
+    notes = [
+        ("Same colour = same logical columns:", True),
+        ("a column chunk of the 8 rows lands in 8", False),
+        ("different bank groups (no conflicts).", False),
+        ("", False),
+        ("K-major operand (Q, K), k-slice kk:", True),
+        ("start = box + 32·(kk mod 4) bytes, SBO = 1024;", False),
+        ("the hardware swizzles the final addresses,", False),
+        ("so the start moves by plain 32-byte steps.", False),
+        ("", False),
+        ("MN-major operand (V), 16 keys from 16·ks:", True),
+        ("start = tile + 2048·ks, SBO = 1024 (8 keys),", False),
+        ("LBO = distance to the next 64-column box.", False),
+        ("", False),
+        ("d = 128: a row of Q, K or V is two boxes;", True),
+        ("the second starts rows × 128 bytes later.", False),
+    ]
+    for k, (line, bold) in enumerate(notes):
+        s.text(lx, y0 + 6 + 21 * k, line, 13, weight="bold" if bold else "normal")
+    s.write(path)
+
+
+def mbarrier_ring(path):
+    s = Svg(1000, 530, "The K/V ring of lesson 09: producer, slots, full and empty mbarriers, phase parities")
+    s.text(500, 32, "A ring of STAGES slots (drawn: 2) between one producer and the consumer warpgroups", 18,
+           "middle", "bold")
+    blue, orange, green, grey = "#d7e6f5", "#f8d9b0", "#c9e4c5", "#eef0f3"
+    # producer
+    s.rect(30, 120, 180, 170, blue, rx=8)
+    s.text(120, 150, "producer", 16, "middle", "bold")
+    for k, line in enumerate(["warpgroup 0:", "1 thread issues", "every TMA copy", "(24 registers", "per thread)"]):
+        s.text(120, 176 + 20 * k, line, 13.5, "middle")
+    # consumers
+    s.rect(790, 120, 180, 170, green, rx=8)
+    s.text(880, 150, "consumers", 16, "middle", "bold")
+    for k, line in enumerate(["warpgroups 1, 2:", "64 query rows each,", "wgmma + softmax", "(240 registers", "per thread)"]):
+        s.text(880, 176 + 20 * k, line, 13.5, "middle")
+    # slots
+    for st in range(2):
+        y = 80 + st * 150
+        s.rect(330, y, 340, 110, grey, rx=6)
+        s.text(500, y + 20, f"slot {st}", 14, "middle", "bold")
+        s.rect(345, y + 32, 150, 62, orange, stroke="#888")
+        s.text(420, y + 60, f"K tile", 13, "middle")
+        s.text(420, y + 80, "Bc × d, swizzled", 12, "middle", fill=MUTED)
+        s.rect(505, y + 32, 150, 62, orange, stroke="#888")
+        s.text(580, y + 60, f"V tile", 13, "middle")
+        s.text(580, y + 80, "Bc × d, swizzled", 12, "middle", fill=MUTED)
+        # barriers
+        s.rect(676, y + 18, 70, 28, "#fff", rx=14)
+        s.text(711, y + 37, "full", 12.5, "middle", "bold")
+        s.rect(254, y + 64, 70, 28, "#fff", rx=14)
+        s.text(289, y + 83, "empty", 12.5, "middle", "bold")
+        s.line(210, y + 40, 340, y + 40, arrow=True)
+        s.line(746, y + 32, 788, y + 32 + (140 - y) * 0.25, arrow=True)
+        yb = y + 124  # the release path runs below the slot
+        s.line(790, y + 96 + (140 - y) * 0.2, 740, yb, dash="5,4")
+        s.line(740, yb, 300, yb, dash="5,4")
+        s.line(300, yb, 290, y + 94, arrow=True, dash="5,4")
+        s.line(254, y + 78, 212, y + 78 + (160 - y) * 0.2, arrow=True, dash="5,4")
+    s.text(275, 108, "TMA", 12.5, "middle", fill=MUTED)
+    s.text(770, 74, "wait(full, parity)", 12.5, "middle", fill=MUTED)
+    s.text(520, 220, "arrive (one per consumer warp, after its wgmma reads are done)", 12.5, "middle", fill=MUTED)
+    s.text(500, 378, "(K and V each have their own full and empty barrier in every slot, so S can start before V lands)",
+           12.5, "middle", fill=MUTED)
+    rows = [
+        "fill u of a slot (u = it / STAGES):",
+        "  producer: if u > 0, wait(empty, parity (u - 1) mod 2); arrive.expect_tx(full, tile bytes); TMA -> full",
+        "  consumers: wait(full, parity u mod 2); wgmma reads the tile; each warp arrives on empty",
+        "A phase completes when its arrivals (full: 1; empty: 8 warps) and its expected bytes are all in; it then",
+        "flips the parity. Waiting for parity p returns once the most recent phase of parity p has completed.",
+    ]
+    for k, line in enumerate(rows):
+        s.text(40, 410 + 22 * k, line, 13.5, font=MONO if k < 3 else FONT, fill=INK if k < 3 else MUTED)
+    s.write(path)
+
+
+def pingpong(path):
+    s = Svg(1000, 480, "Ping-pong between two consumer warpgroups, and softmax overlapped with the GEMMs inside one")
+    s.text(500, 30, "Two consumer warpgroups take turns on the tensor cores (schematic, not to scale)", 18,
+           "middle", "bold")
+    gemm0, gemm1, soft = "#d7e6f5", "#c9e4c5", "#f8d9b0"
+    x0, unit = 170, 90
+    rows = [("tensor cores", 60), ("warpgroup 1", 110), ("warpgroup 2", 160)]
+    for name, y in rows:
+        s.text(x0 - 12, y + 24, name, 14, "end", "bold")
+    # tensor core row: alternating GEMM turns
+    turns = [("WG1: S_j+1, P_j V_j", gemm0), ("WG2: S_j+1, P_j V_j", gemm1)] * 4
+    for k, (lab, col) in enumerate(turns[:8]):
+        s.rect(x0 + k * unit, 60, unit, 36, col, stroke="#888")
+        s.text(x0 + k * unit + unit / 2, 83, lab.split(":")[0], 12.5, "middle")
+    for k in range(8):
+        y = 110 if k % 2 == 0 else 160
+        other = 160 if k % 2 == 0 else 110
+        s.rect(x0 + k * unit, y, unit, 36, gemm0 if k % 2 == 0 else gemm1, stroke="#888")
+        s.text(x0 + k * unit + unit / 2, y + 23, "issue, wait", 12, "middle")
+        s.rect(x0 + k * unit, other, unit, 36, soft, stroke="#888")
+        s.text(x0 + k * unit + unit / 2, other + 23, "softmax", 12, "middle")
+    s.line(x0, 215, x0 + 8 * unit, 215, arrow=True)
+    s.text(x0 + 8 * unit + 6, 219, "time", 13)
+    s.text(x0, 240, "Named barriers 1 and 2 pass the turn: bar.sync on my barrier before issuing, bar.arrive on the", 13.5)
+    s.text(x0, 260, "other's after issuing. While one warpgroup's exponentials run, the other's GEMMs have the tensor cores.",
+           13.5)
+    # intra-warpgroup overlap
+    s.text(40, 310, "Inside one warpgroup (step 5): one turn issues two GEMMs, waits for the first only", 15, weight="bold")
+    y = 330
+    items = [("issue S_j+1 = Q K_j+1ᵀ", gemm0, 2), ("issue O += P_j V_j", gemm1, 2), ("wait<1> (S_j+1 done)", "#fff", 1.6),
+             ("softmax of S_j+1 (while P_j V_j runs)", soft, 3.4), ("wait<0>", "#fff", 0.9), ("rescale O, P_j+1", soft, 1.6)]
+    x, u = 40, 78
+    for lab, col, w in items:
+        s.rect(x, y, w * u, 40, col, stroke="#888")
+        s.text(x + w * u / 2, y + 25, lab, 12, "middle")
+        x += w * u
+    s.rect(40 + 5.6 * u, y + 50, 4.3 * u, 26, gemm1, stroke="#888")
+    s.text(40 + 5.6 * u + 4.3 * u / 2, y + 68, "tensor cores: P_j V_j", 12, "middle")
+    s.text(40, 440, "P_j V_j needs P_j, computed in the previous turn; the softmax of S_j+1 needs only S_j+1. So the two", 13.5)
+    s.text(40, 460, "can run at once, at the cost of registers for S_j+1 and P_j together (why the consumers take 240).",
+           13.5)
+    s.write(path)
+
+
 def main():
     out = sys.argv[1] if len(sys.argv) > 1 else os.path.dirname(os.path.abspath(__file__))
     os.makedirs(out, exist_ok=True)
@@ -292,6 +437,9 @@ def main():
     tiling(os.path.join(out, "tiling-loop-nest.svg"))
     causal(os.path.join(out, "causal-blocks.svg"))
     mma(os.path.join(out, "mma-m16n8k16.svg"))
+    swizzle128(os.path.join(out, "swizzle-128b.svg"))
+    mbarrier_ring(os.path.join(out, "mbarrier-ring.svg"))
+    pingpong(os.path.join(out, "pingpong.svg"))
 
 
 if __name__ == "__main__":

@@ -207,6 +207,7 @@ __device__ void wgmma_ss(float (&d)[N / 2], uint64_t desc_a, uint64_t desc_b, in
 template <typename T, int N>
 __device__ void wgmma_rs(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t desc_b, int scale_d);
 
+// [region wgmma-ss]
 /* IA, IB, IS: the operand numbers of desc_a, desc_b, scale_d (after the N/2 accumulators). */
 #define FA_WGMMA_SS(T, TY, N, ACC, REGS, IA, IB, IS)                                                          \
     template <>                                                                                                \
@@ -218,6 +219,7 @@ __device__ void wgmma_rs(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t des
                      : ACC                                                                                     \
                      : "l"(desc_a), "l"(desc_b), "r"(scale_d));                                                \
     }
+// [end wgmma-ss]
 #define FA_WGMMA_RS(T, TY, N, ACC, REGS, IA, IB, IS)                                                             \
     template <>                                                                                                   \
     __device__ __forceinline__ void wgmma_rs<T, N>(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t desc_b,    \
@@ -241,6 +243,7 @@ FA_WGMMA_RS(__half, "f16", 128, FA_ACC64, FA_REGS64, "%64, %65, %66, %67", "68",
 FA_WGMMA_RS(__nv_bfloat16, "bf16", 64, FA_ACC32, FA_REGS32, "%32, %33, %34, %35", "36", "37")
 FA_WGMMA_RS(__nv_bfloat16, "bf16", 128, FA_ACC64, FA_REGS64, "%64, %65, %66, %67", "68", "69")
 
+// [region wgmma-order]
 /* Ordering around the asynchronous instructions. wgmma_fence: before the first wgmma, and
  * whenever registers a wgmma uses (accumulators, A) were written by other instructions since
  * the last wgmma. commit: the wgmmas issued since the last commit form one group. wait<N>:
@@ -256,6 +259,7 @@ template <int K> __device__ __forceinline__ void fence_acc(float (&d)[K]) {
 #pragma unroll
     for (int i = 0; i < K; ++i) asm volatile("" : "+f"(d[i])::"memory");
 }
+// [end wgmma-order]
 // [end ptx-wgmma]
 
 // [region descriptor]
@@ -727,6 +731,7 @@ static EncodeTiledFn tensor_map_encoder(void) {
     return fn;
 }
 
+// [region tensor-map]
 /* The tensor map of one of Q, K, V ([B H, N, d] of a->dtype) with boxes of `rows` rows;
  * the numbers come from reference/tma_params.h. Returns 0 or -1 (printed why). */
 static int make_tensor_map(CUtensorMap *map, const void *base, const attn_args *a, int rows) {
@@ -750,6 +755,7 @@ static int make_tensor_map(CUtensorMap *map, const void *base, const attn_args *
     }
     return 0;
 }
+// [end tensor-map]
 
 template <typename T, int D, int BC, int STAGES>
 static int launch(const attn_args *a) {

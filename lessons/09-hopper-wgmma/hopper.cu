@@ -1,0 +1,843 @@
+/* 09-hopper-wgmma (starter): FlashAttention-2's forward pass rebuilt on the Hopper hardware
+ * that FlashAttention-3 uses: warpgroup MMA (wgmma), the Tensor Memory Accelerator (TMA),
+ * mbarrier pipelines and warp specialization with register reallocation.
+ *
+ * What is here: the PTX wrappers of every instruction (read them), the host side (tensor
+ * maps, launch, block order), the shared-memory layout, lesson 08's online softmax adapted to
+ * the wgmma accumulator layout, the epilogue. What you write: the numbered TODO(n) below, in
+ * order; README.md walks through each. The kernel's steps (FA9_STEP) let you test as you go:
+ * after TODO(1)-(4), step 1 runs; after (5)-(6) step 2; (7) step 3; (8) step 4; (9) step 5.
+ *
+ * Source: Shah, Bikshandi, Zhang, Thakkar, Ramani, Dao, "FlashAttention-3: Fast and Accurate
+ * Attention with Asynchrony and Low-precision" (2024): Algorithm 1 (producer/consumer
+ * warpgroups, a circular buffer of K/V stages), Section 3.1 (ping-pong scheduling between
+ * two consumer warpgroups), Section 3.2 and Algorithm 2 (softmax of one tile overlapped with
+ * the GEMMs of the next inside a warpgroup). The math is FlashAttention-2, Algorithm 1, as in
+ * lessons 07 and 08. Instructions: PTX ISA, sections on wgmma.mma_async, cp.async.bulk.tensor,
+ * mbarrier, setmaxnreg, fence.proxy.async.
+ *
+ * What is new compared with lesson 08:
+ *   - S = Q_i K_j^T and O += P V_j are wgmma.mma_async instructions: one instruction per
+ *     16-wide k-slice multiplies a 64-row tile of a warpgroup (4 warps) with a whole K_j or
+ *     V_j tile read straight from shared memory through a 64-bit matrix descriptor; P stays
+ *     in registers (the A operand of O += P V_j), as in lesson 07;
+ *   - Q_i, K_j, V_j arrive by TMA: one thread issues a copy of a whole tile, described by a
+ *     tensor map, and the copy engine writes it in the 128-byte swizzled layout that wgmma
+ *     reads; it reports the bytes that landed to an mbarrier;
+ *   - a ring of STAGES K and V slots, each with a "full" mbarrier (TMA -> consumers) and an
+ *     "empty" one (consumers -> producer), phases told apart by their parity;
+ *   - a producer warpgroup that only issues copies (24 registers per thread) and two consumer
+ *     warpgroups of 64 query rows each (240 registers), setmaxnreg moving the registers;
+ *   - the two consumers take turns on the tensor cores (ping-pong, two named barriers), and
+ *     inside a consumer the softmax of S_j runs while S_{j+1} = Q_i K_{j+1}^T and P_j V_j
+ *     are computed.
+ * FA9_STEP (1..5) builds the intermediate kernels of the lesson's ladder from this one file:
+ *   1 wgmma, tiles copied by all threads (global -> registers -> swizzled shared), barriers;
+ *   2 + TMA and the mbarrier ring (thread 0 issues the copies between its own steps);
+ *   3 + a producer warpgroup and setmaxnreg;
+ *   4 + ping-pong between the two consumer warpgroups;
+ *   5 + softmax of S_j overlapped with S_{j+1} and P_j V_j (the default).
+ *
+ * Layouts: Q, K, V, O are [B, H, N, d] row-major (reference/attention.h); L is [B, H, N] fp32,
+ * the natural-log logsumexp of the scaled scores. Preconditions: fp16 or bf16, d in {64, 128},
+ * scale > 0, a compute capability 9.0 GPU (sm_90a code; the harness refuses others).
+ */
+// build: sm_90a
+#include <cuda.h>  // CUtensorMap and its enums (types only: no -lcuda, see make_tensor_map)
+#include <cuda_runtime.h>
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <math.h>
+#include "attention.h"
+#include "tma_params.h"
+
+const lesson_info LESSON = {
+    9, "09-hopper-wgmma", "Hopper: wgmma, TMA, mbarriers, warp specialization",
+    DTYPE_BIT(DTYPE_FP16) | DTYPE_BIT(DTYPE_BF16), 1, {64, 128, 0}, 0, 90};
+
+// [region config]
+/* FA9_STEP: which kernel of the ladder (see above); 5 is the full one. Tiles: B_r = 128 query
+ * rows per block (64 per consumer warpgroup), B_c keys per K/V tile, STAGES K/V slots each.
+ * B_c is the N of the wgmma that computes S (64, 128, 176 or 192). To try another, define
+ * both of a head dimension, e.g. -DFA128_BC=176 -DFA128_STAGES=2. */
+#ifndef FA9_STEP
+#define FA9_STEP 5
+#endif
+#ifndef FA64_BC
+#define FA64_BC 128
+#define FA64_STAGES 3
+#endif
+#ifndef FA128_BC
+#define FA128_BC 128
+#define FA128_STAGES 2
+#endif
+/* Experiment: -DFA_CAUSAL_LPT=0 gives causal attention the non-causal block order. */
+#ifndef FA_CAUSAL_LPT
+#define FA_CAUSAL_LPT 1
+#endif
+// [end config]
+
+/* TODO(0): set to 0 when you have written the TODOs of the step you build (FA9_STEP); the
+ * grader then grades you. */
+#define STARTER_NOT_DONE 1
+
+constexpr int FA_BR = 128;          // query rows per block: two consumer warpgroups of 64
+constexpr int FA_REG_PRODUCER = 24; // setmaxnreg: registers per thread of the producer warpgroup
+constexpr int FA_REG_CONSUMER = 240;// ... and of each consumer warpgroup (24 + 2 x 240 = 504 <= 3 x 168)
+enum { FA_BAR_TURN = 1, FA_BAR_EPILOGUE = 3 };  // named barriers: 1, 2 turns; 3, 4 epilogue (0 is __syncthreads)
+
+// [region ptx-basic]
+__device__ __forceinline__ uint32_t smem_u32(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
+__device__ __forceinline__ float ex2(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+    return y;
+}
+/* Plain shared-memory stores and loads at a shared address (the tiles of step 1, the
+ * epilogue's O tile). */
+__device__ __forceinline__ void st_shared_u32(uint32_t addr, uint32_t v) {
+    asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(addr), "r"(v) : "memory");
+}
+__device__ __forceinline__ void st_shared_v4(uint32_t addr, uint4 v) {
+    asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w)
+                 : "memory");
+}
+__device__ __forceinline__ uint4 ld_shared_v4(uint32_t addr) {
+    uint4 v;
+    asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(addr)
+                 : "memory");
+    return v;
+}
+/* Shared memory written by ordinary stores (the generic proxy) becomes visible to wgmma and
+ * TMA (the async proxy) only after this fence, executed by the writing threads, before the
+ * barrier that orders them with the readers. */
+__device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+/* Named barriers 1..15: `count` threads (a multiple of 32) meet; bar.arrive counts without waiting. */
+__device__ __forceinline__ void named_sync(int id, int count) {
+    asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(count) : "memory");
+}
+__device__ __forceinline__ void named_arrive(int id, int count) {
+    asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(count) : "memory");
+}
+// [end ptx-basic]
+
+// [region ptx-setmaxnreg]
+/* Every warp of a warpgroup sets its per-thread register limit: .dec gives registers back to
+ * the block's pool, .inc waits until the pool has enough and takes them. */
+template <int R> __device__ __forceinline__ void setmaxnreg_dec() {
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(R));
+}
+template <int R> __device__ __forceinline__ void setmaxnreg_inc() {
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(R));
+}
+// [end ptx-setmaxnreg]
+
+// [region ptx-mbarrier]
+/* An mbarrier is 8 bytes of shared memory that counts arrivals and transaction bytes. A
+ * phase completes when `count` arrivals and every expected byte have come; it then flips
+ * the phase parity and rearms. A waiter names the parity of the phase it waits for. */
+__device__ __forceinline__ void mbar_init(uint32_t bar, int count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
+/* Makes the initialised barriers visible to the async proxy (TMA) and to other threads. */
+__device__ __forceinline__ void mbar_fence_init() { asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory"); }
+__device__ __forceinline__ void mbar_arrive(uint32_t bar) {
+    asm volatile("{\n.reg .b64 state;\nmbarrier.arrive.shared::cta.b64 state, [%0];\n}\n" ::"r"(bar) : "memory");
+}
+/* One arrival that also announces `bytes` more bytes to come from TMA in this phase. */
+__device__ __forceinline__ void mbar_arrive_expect_tx(uint32_t bar, uint32_t bytes) {
+    asm volatile("{\n.reg .b64 state;\nmbarrier.arrive.expect_tx.shared::cta.b64 state, [%0], %1;\n}\n" ::"r"(bar),
+                 "r"(bytes)
+                 : "memory");
+}
+/* True once the phase of parity `parity` has completed (try_wait may suspend the thread for a
+ * while before it answers false). */
+__device__ __forceinline__ bool mbar_try_wait(uint32_t bar, uint32_t parity) {
+    uint32_t done;
+    asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+                 : "=r"(done)
+                 : "r"(bar), "r"(parity)
+                 : "memory");
+    return done != 0;
+}
+// [end ptx-mbarrier]
+
+// [region mbar-wait]
+__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
+    // TODO(5): loop on mbar_try_wait(bar, parity) until it says true.
+    (void)bar; (void)parity;
+}
+// [end mbar-wait]
+
+// [region ptx-tma]
+/* One TMA copy: the box at coordinates (c0, c1, c2) of the tensor described by `map` (a
+ * kernel parameter in the constant bank; its generic address is what the instruction takes)
+ * to shared address `dst`, reporting its bytes to the mbarrier `bar` (complete_tx). */
+__device__ __forceinline__ void tma_load_3d(uint32_t dst, const CUtensorMap *map, int c0, int c1, int c2,
+                                            uint32_t bar) {
+    asm volatile(
+        "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], [%5];\n" ::"r"(
+            dst),
+        "l"((uint64_t)map), "r"(c0), "r"(c1), "r"(c2), "r"(bar)
+        : "memory");
+}
+// [end ptx-tma]
+
+// [region ptx-wgmma]
+/* wgmma.mma_async m64nNk16, fp32 accumulators: D (64 x N, this warpgroup's) += A (64 x 16) B
+ * (16 x N). "ss": A and B both in shared memory, described by descriptors; "rs": A from
+ * registers (4 per thread, the layout of mma.m16n8k16's A, one 16-row slice per warp). The
+ * accumulator d[] of a thread holds, for every 8-column block j, (row g, cols 8j + 2t, +1) in
+ * d[4j], d[4j+1] and (row g + 8, same cols) in d[4j+2], d[4j+3], rows counted from 16 x (warp
+ * in the warpgroup), g = lane / 4, t = lane % 4. scale_d = 0 ignores the old d (d = A B).
+ * imm-trans-b = 1 in "rs": B (V_j) is MN-major, its rows are keys with d contiguous. The
+ * instruction is asynchronous: it returns before it has read its inputs or written d. */
+#define FA_R00 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15"
+#define FA_R16 "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
+#define FA_R32 "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47"
+#define FA_R48 "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+#define FA_R64 "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79"
+#define FA_R80 "%80, %81, %82, %83, %84, %85, %86, %87"
+#define FA_R88 "%88, %89, %90, %91, %92, %93, %94, %95"
+#define FA_REGS32 FA_R00 ", " FA_R16
+#define FA_REGS64 FA_REGS32 ", " FA_R32 ", " FA_R48
+#define FA_REGS88 FA_REGS64 ", " FA_R64 ", " FA_R80
+#define FA_REGS96 FA_REGS88 ", " FA_R88
+#define FA_D8(i) "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]), \
+                 "+f"(d[i + 6]), "+f"(d[i + 7])
+#define FA_ACC32 FA_D8(0), FA_D8(8), FA_D8(16), FA_D8(24)
+#define FA_ACC64 FA_ACC32, FA_D8(32), FA_D8(40), FA_D8(48), FA_D8(56)
+#define FA_ACC88 FA_ACC64, FA_D8(64), FA_D8(72), FA_D8(80)
+#define FA_ACC96 FA_ACC88, FA_D8(88)
+
+template <typename T, int N>
+__device__ void wgmma_ss(float (&d)[N / 2], uint64_t desc_a, uint64_t desc_b, int scale_d);
+template <typename T, int N>
+__device__ void wgmma_rs(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t desc_b, int scale_d);
+
+// [region wgmma-ss]
+/* IA, IB, IS: the operand numbers of desc_a, desc_b, scale_d (after the N/2 accumulators). */
+#define FA_WGMMA_SS(T, TY, N, ACC, REGS, IA, IB, IS)                                                          \
+    template <>                                                                                                \
+    __device__ __forceinline__ void wgmma_ss<T, N>(float (&d)[N / 2], uint64_t desc_a, uint64_t desc_b,        \
+                                                   int scale_d) {                                              \
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %" IS ", 0;\n"                                          \
+                     "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." TY "." TY " {" REGS "}, %" IA ", %" IB \
+                     ", p, 1, 1, 0, 0;\n}\n"                                                                   \
+                     : ACC                                                                                     \
+                     : "l"(desc_a), "l"(desc_b), "r"(scale_d));                                                \
+    }
+// [end wgmma-ss]
+#define FA_WGMMA_RS(T, TY, N, ACC, REGS, IA, IB, IS)                                                             \
+    template <>                                                                                                   \
+    __device__ __forceinline__ void wgmma_rs<T, N>(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t desc_b,    \
+                                                   int scale_d) {                                                 \
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %" IS ", 0;\n"                                             \
+                     "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." TY "." TY " {" REGS "}, {" IA "}, %" IB    \
+                     ", p, 1, 1, 1;\n}\n"                                                                         \
+                     : ACC                                                                                        \
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d));                    \
+    }
+FA_WGMMA_SS(__half, "f16", 64, FA_ACC32, FA_REGS32, "32", "33", "34")
+FA_WGMMA_SS(__half, "f16", 128, FA_ACC64, FA_REGS64, "64", "65", "66")
+FA_WGMMA_SS(__half, "f16", 176, FA_ACC88, FA_REGS88, "88", "89", "90")
+FA_WGMMA_SS(__half, "f16", 192, FA_ACC96, FA_REGS96, "96", "97", "98")
+FA_WGMMA_SS(__nv_bfloat16, "bf16", 64, FA_ACC32, FA_REGS32, "32", "33", "34")
+FA_WGMMA_SS(__nv_bfloat16, "bf16", 128, FA_ACC64, FA_REGS64, "64", "65", "66")
+FA_WGMMA_SS(__nv_bfloat16, "bf16", 176, FA_ACC88, FA_REGS88, "88", "89", "90")
+FA_WGMMA_SS(__nv_bfloat16, "bf16", 192, FA_ACC96, FA_REGS96, "96", "97", "98")
+FA_WGMMA_RS(__half, "f16", 64, FA_ACC32, FA_REGS32, "%32, %33, %34, %35", "36", "37")
+FA_WGMMA_RS(__half, "f16", 128, FA_ACC64, FA_REGS64, "%64, %65, %66, %67", "68", "69")
+FA_WGMMA_RS(__nv_bfloat16, "bf16", 64, FA_ACC32, FA_REGS32, "%32, %33, %34, %35", "36", "37")
+FA_WGMMA_RS(__nv_bfloat16, "bf16", 128, FA_ACC64, FA_REGS64, "%64, %65, %66, %67", "68", "69")
+
+// [region wgmma-order]
+/* Ordering around the asynchronous instructions. wgmma_fence: before the first wgmma, and
+ * whenever registers a wgmma uses (accumulators, A) were written by other instructions since
+ * the last wgmma. commit: the wgmmas issued since the last commit form one group. wait<N>:
+ * until at most N groups are still running (groups complete in order). */
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+template <int N> __device__ __forceinline__ void wgmma_wait() {
+    asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+}
+/* The compiler sees the accumulators written when the wgmma is issued; this empty statement
+ * (volatile, so it stays after the wait) makes every later use of d depend on the wait. */
+template <int K> __device__ __forceinline__ void fence_acc(float (&d)[K]) {
+#pragma unroll
+    for (int i = 0; i < K; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+// [end wgmma-order]
+// [end ptx-wgmma]
+
+// [region descriptor]
+/* The 64-bit shared-memory matrix descriptor of wgmma (PTX ISA, "Matrix Descriptor"):
+ *   bits  0-13  start address >> 4       bits 16-29  leading-dimension byte offset (LBO) >> 4
+ *   bits 32-45  stride-dimension byte offset (SBO) >> 4
+ *   bits 49-51  base offset (0: every swizzle pattern here starts on a 1024-byte boundary)
+ *   bits 62-63  swizzle: 0 none, 1 = 128-byte, 2 = 64-byte, 3 = 32-byte.
+ * With the 128-byte swizzle, the operand is a stack of 8-row x 128-byte blocks ("atoms") in
+ * the layout TMA writes (reference/tma_params.h): SBO is the distance between two 8-row
+ * blocks, 1024 bytes here. K-major (Q, K: the 16 elements of a k-slice are contiguous in a
+ * row): LBO is unused (1 by convention) and the k-slice kk of a 64-column box starts 32 kk
+ * bytes into it; the hardware applies the swizzle to the final addresses. MN-major (V: a row
+ * is a key, the N = d columns are contiguous): LBO is the distance between two 64-column
+ * boxes, and key slice ks starts 16 ks rows (2048 ks bytes) into the tile. */
+__device__ __host__ __forceinline__ uint64_t make_desc(uint32_t addr, uint32_t lbo, uint32_t sbo) {
+    // TODO(1): pack the descriptor: (addr >> 4) in bits 0-13, (lbo >> 4) in bits 16-29,
+    //   (sbo >> 4) in bits 32-45, base offset 0, and 1 (128-byte swizzle) in bits 62-63.
+    //   Each address field keeps 14 bits: mask with 0x3FFFF before the shift by 4.
+    (void)addr; (void)lbo; (void)sbo;
+    return 0;
+}
+/* K-major operand: rows [row0, row0 + 64 or N) of a tile of `ROWS` rows, k-slice kk (columns
+ * 16 kk .. 16 kk + 15): box kk / 4, 32 bytes per k-slice inside the box. */
+template <int ROWS>
+__device__ __host__ __forceinline__ uint64_t desc_kmajor(uint32_t tile, int row0, int kk) {
+    // TODO(2): the start address of k-slice kk for rows from row0: box kk / 4 (each box is
+    //   ROWS x 128 bytes), row0 rows of 128 bytes into it, then 32 bytes per k-slice (kk % 4);
+    //   LBO 16 (unused), SBO 1024 (8 rows of 128 bytes).
+    (void)tile; (void)row0; (void)kk;
+    return make_desc(0, 0, 0);
+}
+/* MN-major operand (V_j): keys 16 ks .. 16 ks + 15 of a tile of `ROWS` keys, all d columns. */
+template <int ROWS>
+__device__ __host__ __forceinline__ uint64_t desc_mnmajor(uint32_t tile, int ks) {
+    // TODO(2): keys 16 ks .. 16 ks + 15 start 16 ks rows of 128 bytes into the tile; LBO is
+    //   the distance between the two 64-column boxes of d = 128 (ROWS x 128 bytes), SBO 1024.
+    (void)tile; (void)ks;
+    return make_desc(0, 0, 0);
+}
+// [end descriptor]
+
+/* Two fp32 -> one register of two 16-bit values, `lo` in the low half. */
+template <typename T> __device__ __forceinline__ uint32_t pack2(float lo, float hi);
+template <> __device__ __forceinline__ uint32_t pack2<__half>(float lo, float hi) {
+    __half2 h = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<uint32_t *>(&h);
+}
+template <> __device__ __forceinline__ uint32_t pack2<__nv_bfloat16>(float lo, float hi) {
+    __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<uint32_t *>(&h);
+}
+
+/* Shared memory of one block, offsets from a 1024-byte aligned base: Q_i [128 x D], STAGES K
+ * slots and STAGES V slots [B_c x D], each stored as D / 64 boxes of [rows x 64] with the
+ * 128-byte swizzle; then the mbarriers: full Q, full K[s], full V[s], empty K[s], empty V[s]. */
+template <int D, int BC, int STAGES>
+struct SmemLayout {
+    static constexpr uint32_t TILE = BC * D * 2;
+    static constexpr uint32_t Q = 0, K = FA_BR * D * 2, V = K + STAGES * TILE, BAR = V + STAGES * TILE;
+    static constexpr uint32_t BYTES = BAR + 8 * (1 + 4 * STAGES);
+    static constexpr uint32_t ALLOC = BYTES + 1024;  // dynamic shared memory is only 16-byte aligned
+    __host__ __device__ static constexpr uint32_t full_q() { return BAR; }
+    __host__ __device__ static constexpr uint32_t full_k(int s) { return BAR + 8 * (1 + s); }
+    __host__ __device__ static constexpr uint32_t full_v(int s) { return BAR + 8 * (1 + STAGES + s); }
+    __host__ __device__ static constexpr uint32_t empty_k(int s) { return BAR + 8 * (1 + 2 * STAGES + s); }
+    __host__ __device__ static constexpr uint32_t empty_v(int s) { return BAR + 8 * (1 + 3 * STAGES + s); }
+};
+
+// [region load-sync]
+/* Step 1 only: rows [row0, row0 + ROWS) of a [N, D] matrix into the TMA layout at `tile`,
+ * through registers, by NT threads; rows >= N become zeros. */
+template <typename T, int D, int ROWS, int NT>
+__device__ __forceinline__ void load_tile_sync(uint32_t tile, const T *g, int row0, int N, int tid) {
+    constexpr int CH = D / 8;  // 16-byte chunks per row
+    for (int c = tid; c < ROWS * CH; c += NT) {
+        const int r = c / CH, ch = c % CH;
+        uint4 v = make_uint4(0, 0, 0, 0);
+        if (row0 + r < N) v = *reinterpret_cast<const uint4 *>(g + (size_t)(row0 + r) * D + ch * 8);
+        st_shared_v4(tile + tma_tile_offset(r, ch * 8, ROWS), v);
+    }
+}
+// [end load-sync]
+
+// [region producer]
+/* Copies for step `it` (key tile n_tiles - 1 - it) into slot it % STAGES: K_j, then V_j.
+ * Before refilling a slot the producer waits until every consumer warp has released the
+ * tile it held: fill `use` of a slot needs phase use - 1 of its empty barrier completed,
+ * whose parity is (use - 1) & 1. The first fill of each slot waits for nothing. */
+template <int D, int BC, int STAGES>
+__device__ __forceinline__ void load_kv(const CUtensorMap *tmK, const CUtensorMap *tmV, uint32_t base, int it,
+                                        int n_tiles, int bh) {
+    using L = SmemLayout<D, BC, STAGES>;
+    const int s = it % STAGES, use = it / STAGES, row0 = (n_tiles - 1 - it) * BC;
+    // TODO(5): for K, then the same for V:
+    //   - unless this is the slot's first fill (use == 0), wait on its empty barrier
+    //     (L::empty_k(s)) for the phase of parity (use - 1) & 1;
+    //   - announce the tile's bytes on its full barrier: mbar_arrive_expect_tx(full, L::TILE);
+    //   - one tma_load_3d per 64-column box b = 0 .. D/64 - 1: destination base + L::K +
+    //     s * L::TILE + b * BC * 128, coordinates (64 b, row0, bh), completing on the full barrier.
+    (void)tmK; (void)tmV; (void)base; (void)s; (void)use; (void)row0; (void)bh;
+}
+// [end producer]
+
+/* The consumer side of one K/V tile, for one warpgroup (64 query rows). */
+template <typename T, int D, int BC>
+struct Consumer {
+    float o[D / 2];             // O: 64 x D per warpgroup, fp32
+    float s[BC / 2];            // S of one tile, then its exponentials
+    uint32_t p[BC / 16][4];     // P as wgmma A fragments (16 keys each)
+    float m[2], l[2];           // running max (raw scores) and per-thread partial sum, rows g, g + 8
+
+    // [region issue-s]
+    /* S = Q_i K_j^T for this warpgroup's 64 rows: D / 16 wgmmas chained on the same
+     * accumulators (the first with scale_d = 0), one group. */
+    __device__ __forceinline__ void issue_s(uint32_t sQ, int wg_row0, uint32_t sK) {
+        // TODO(3): for kk = 0 .. D/16 - 1: wgmma_ss<T, BC>(s, A = this warpgroup's rows of Q
+        //   (desc_kmajor<FA_BR>(sQ, wg_row0, kk)), B = K_j (desc_kmajor<BC>(sK, 0, kk)),
+        //   scale_d = 0 for the first k-slice, 1 after); then close the group (wgmma_commit).
+        (void)sQ; (void)wg_row0; (void)sK;
+    }
+    // [end issue-s]
+    // [region issue-pv]
+    /* O += P V_j: B_c / 16 wgmmas, A = 16 keys of P from registers, B = those keys of V_j. */
+    __device__ __forceinline__ void issue_pv(uint32_t sV) {
+        // TODO(3): for ks = 0 .. BC/16 - 1: wgmma_rs<T, D>(o, A = p[ks], B = desc_mnmajor<BC>(sV,
+        //   ks), scale_d = 1: O accumulates); then wgmma_commit.
+        (void)sV;
+    }
+    // [end issue-pv]
+
+    /* Keys >= N and, causal, keys after the row get -inf. Element s[4j + e] is row
+     * `row` + 8 (e >> 1), key k0 + 8 j + 2 t + (e & 1). */
+    __device__ __forceinline__ void mask(int k0, int row, int t, int N, int causal) {
+#pragma unroll
+        for (int j = 0; j < BC / 8; ++j)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                const int col = k0 + 8 * j + 2 * t + (e & 1), r = row + 8 * (e >> 1);
+                if (col >= N || (causal && col > r)) s[4 * j + e] = -INFINITY;
+            }
+    }
+
+    // [region softmax]
+    /* Online softmax, first part (lesson 08): the new row maxima, alpha = exp2((m_old -
+     * m_new) scale_log2), then P = exp2(S scale_log2 - m_new scale_log2) in place in s and
+     * this thread's share of its row sums. Returns alpha for the two rows; the caller
+     * rescales O and l once no wgmma is writing O. The offset 0 for a row whose maximum is
+     * still -inf (every key so far masked) keeps exp2(-inf - offset) = 0 instead of NaN. */
+    __device__ __forceinline__ void softmax(float scale_log2, float alpha[2], float rowsum[2]) {
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+            float mx = m[r];
+#pragma unroll
+            for (int j = 0; j < BC / 8; ++j) mx = fmaxf(mx, fmaxf(s[4 * j + 2 * r], s[4 * j + 2 * r + 1]));
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+            const float base = (mx == -INFINITY) ? 0.f : mx * scale_log2;
+            alpha[r] = ex2(m[r] * scale_log2 - base);
+            m[r] = mx;
+            float sum = 0.f;
+#pragma unroll
+            for (int j = 0; j < BC / 8; ++j) {
+                s[4 * j + 2 * r] = ex2(fmaf(s[4 * j + 2 * r], scale_log2, -base));
+                s[4 * j + 2 * r + 1] = ex2(fmaf(s[4 * j + 2 * r + 1], scale_log2, -base));
+                sum += s[4 * j + 2 * r] + s[4 * j + 2 * r + 1];
+            }
+            rowsum[r] = sum;
+        }
+    }
+    /* O and l scaled to the new maximum, l += the new sums. */
+    __device__ __forceinline__ void rescale(const float alpha[2], const float rowsum[2]) {
+#pragma unroll
+        for (int r = 0; r < 2; ++r) l[r] = l[r] * alpha[r] + rowsum[r];
+#pragma unroll
+        for (int j = 0; j < D / 8; ++j) {
+            o[4 * j] *= alpha[0];
+            o[4 * j + 1] *= alpha[0];
+            o[4 * j + 2] *= alpha[1];
+            o[4 * j + 3] *= alpha[1];
+        }
+    }
+    /* P into A fragments: keys 16 ks .. + 15 are accumulator blocks 2 ks and 2 ks + 1; the A
+     * layout (row g: a[0] cols 2t, 2t+1, a[2] cols 2t+8, 2t+9; row g + 8: a[1], a[3]) is the
+     * accumulator layout of those two blocks, so the conversion is a pack, no shuffle. */
+    __device__ __forceinline__ void pack_p() {
+#pragma unroll
+        for (int ks = 0; ks < BC / 16; ++ks) {
+            p[ks][0] = pack2<T>(s[8 * ks + 0], s[8 * ks + 1]);
+            p[ks][1] = pack2<T>(s[8 * ks + 2], s[8 * ks + 3]);
+            p[ks][2] = pack2<T>(s[8 * ks + 4], s[8 * ks + 5]);
+            p[ks][3] = pack2<T>(s[8 * ks + 6], s[8 * ks + 7]);
+        }
+    }
+    // [end softmax]
+};
+
+/* One block computes O and L for 128 query rows of one (batch, head); grid = T_r B H blocks
+ * (order: see "schedule"). Threads: step 1-2, two consumer warpgroups (256); step 3-5, a
+ * producer warpgroup then two consumer warpgroups (384). Consumer warpgroup c owns rows
+ * 64 c .. 64 c + 63 of the tile. Dynamic shared memory: SmemLayout::ALLOC bytes.
+ * tmQ/tmK/tmV: tensor maps {d, N, B H} with boxes {64, 128 / B_c, 1} (steps 2-5); Q, K, V:
+ * the same tensors as pointers (step 1). scale_log2 = scale log2(e). */
+template <typename T, int D, int BC, int STAGES, int STEP>
+__global__ void __launch_bounds__(STEP >= 3 ? 384 : 256, 1)
+fa3_forward_kernel(const __grid_constant__ CUtensorMap tmQ, const __grid_constant__ CUtensorMap tmK,
+                   const __grid_constant__ CUtensorMap tmV, const T *__restrict__ Q, const T *__restrict__ K,
+                   const T *__restrict__ V, T *__restrict__ O, float *__restrict__ L, int N, float scale_log2,
+                   int causal) {
+    static_assert(D == 64 || D == 128, "d must be 64 or 128");
+    static_assert(BC % 16 == 0 && BC >= 64 && BC <= 192 && STAGES >= 1, "bad tile");
+    using SL = SmemLayout<D, BC, STAGES>;
+    constexpr int NT = STEP >= 3 ? 384 : 256, CW0 = STEP >= 3 ? 1 : 0;  // first consumer warpgroup
+    constexpr int CONSUMER_WARPS = 8;
+    extern __shared__ __align__(1024) unsigned char fa_smem[];
+    const uint32_t base = (smem_u32(fa_smem) + 1023u) & ~1023u;
+    const uint32_t sQ = base + SL::Q;
+
+    const int tid = threadIdx.x, lane = tid & 31;
+    // [region schedule]
+    /* As lesson 08: non-causal, the query tiles of one head are neighbours (K, V stay in L2);
+     * causal, the longest query tiles of every head start first. */
+    const int Tr = (N + FA_BR - 1) / FA_BR, BH = (int)gridDim.x / Tr, bid = (int)blockIdx.x;
+    const bool lpt = causal && FA_CAUSAL_LPT;
+    const int q_tile = lpt ? Tr - 1 - bid / BH : bid % Tr;
+    const int bh = lpt ? bid % BH : bid / Tr;  // b * H + h
+    const int q0 = q_tile * FA_BR;
+    const int kv_end = causal ? min(N, q0 + FA_BR) : N;
+    const int n_tiles = (kv_end + BC - 1) / BC;  // step it works on key tile n_tiles - 1 - it
+    // [end schedule]
+    (void)NT;
+
+    // [region init]
+    /* One thread initialises the barriers: a full barrier expects one arrival (the
+     * producer's arrive.expect_tx) plus the bytes of its tile; an empty barrier expects one
+     * arrival per consumer warp. */
+    if (STEP >= 2 && tid == 0) {
+        mbar_init(base + SL::full_q(), 1);
+        for (int s = 0; s < STAGES; ++s) {
+            mbar_init(base + SL::full_k(s), 1);
+            mbar_init(base + SL::full_v(s), 1);
+            mbar_init(base + SL::empty_k(s), CONSUMER_WARPS);
+            mbar_init(base + SL::empty_v(s), CONSUMER_WARPS);
+        }
+        mbar_fence_init();
+    }
+    __syncthreads();
+    // [end init]
+
+    // [region roles]
+    if constexpr (STEP >= 3) {
+        if (tid < 128) {  // producer warpgroup: one thread issues every copy, the rest leave
+            // TODO(7): give registers back: setmaxnreg_dec<FA_REG_PRODUCER>().
+            (void)FA_REG_PRODUCER;
+            if (tid == 0) {
+                mbar_arrive_expect_tx(base + SL::full_q(), FA_BR * D * 2);
+                for (int b = 0; b < D / 64; ++b)
+                    tma_load_3d(sQ + b * FA_BR * 128, &tmQ, 64 * b, q0, bh, base + SL::full_q());
+                for (int it = 0; it < n_tiles; ++it) load_kv<D, BC, STAGES>(&tmK, &tmV, base, it, n_tiles, bh);
+            }
+            return;
+        }
+        // TODO(7): the consumers take them: setmaxnreg_inc<FA_REG_CONSUMER>().
+        (void)FA_REG_CONSUMER;
+    } else if constexpr (STEP == 2) {
+        if (tid == 0) {  // the first STAGES steps' copies; later ones are issued inside the loop
+            mbar_arrive_expect_tx(base + SL::full_q(), FA_BR * D * 2);
+            for (int b = 0; b < D / 64; ++b) tma_load_3d(sQ + b * FA_BR * 128, &tmQ, 64 * b, q0, bh, base + SL::full_q());
+            for (int it = 0; it < STAGES && it < n_tiles; ++it) load_kv<D, BC, STAGES>(&tmK, &tmV, base, it, n_tiles, bh);
+        }
+        __syncwarp();
+    }
+    // [end roles]
+
+    const int c = tid / 128 - CW0;             // consumer warpgroup: 0 or 1
+    const int wq = (tid / 32) % 4, g = lane >> 2, t = lane & 3;
+    const int wg_row0 = 64 * c;                // first tile row of this warpgroup
+    const int row = q0 + wg_row0 + 16 * wq + g;  // query row of accumulator elements e < 2 (+8: e >= 2)
+    const size_t head = (size_t)bh * N;
+
+    Consumer<T, D, BC> w;
+#pragma unroll
+    for (int i = 0; i < D / 2; ++i) w.o[i] = 0.f;
+#pragma unroll
+    for (int i = 0; i < BC / 2; ++i) w.s[i] = 0.f;
+    w.m[0] = w.m[1] = -INFINITY;
+    w.l[0] = w.l[1] = 0.f;
+    /* A tile needs the mask when it crosses the end of the sequence or, causal, holds a key
+     * after this warpgroup's first row. */
+    auto needs_mask = [&](int k0) { return k0 + BC > N || (causal && k0 + BC - 1 > q0 + wg_row0); };
+    /* Consumers release a slot per warp: after __syncwarp every lane's wgmma reads of the
+     * slot are complete (each lane waited), and lane 0 arrives for the warp. */
+    auto release = [&](uint32_t bar) {
+        if constexpr (STEP >= 2) {
+            // TODO(6): __syncwarp(), then lane 0 arrives on `bar` for the warp.
+            (void)bar;
+        }
+    };
+
+    if constexpr (STEP == 1) {
+        load_tile_sync<T, D, FA_BR, 256>(sQ, Q + head * D, q0, N, tid);
+    } else {
+        mbar_wait(base + SL::full_q(), 0);
+    }
+
+    if constexpr (STEP <= 4) {
+        // [region loop-simple]
+        /* Steps 1-4: S_j, softmax, P_j V_j, one tile after the other. From step 4 on, the
+         * two consumer warpgroups take turns to issue S_j (named barriers 1 and 2): while
+         * one computes its softmax, the other's GEMM has the tensor cores. */
+        // TODO(8): from step 4 on, consumer 1 arrives once on consumer 0's barrier (FA_BAR_TURN + 0)
+        //   so that consumer 0 takes the first turn.
+        for (int it = 0; it < n_tiles; ++it) {
+            const int slot = STEP == 1 ? 0 : it % STAGES, ph = (it / STAGES) & 1;
+            const int k0 = (n_tiles - 1 - it) * BC;
+            const uint32_t sK = base + SL::K + slot * SL::TILE, sV = base + SL::V + slot * SL::TILE;
+            if constexpr (STEP == 1) {
+                __syncthreads();  // every warp is done with the previous K_j, V_j
+                load_tile_sync<T, D, BC, 256>(sK, K + head * D, k0, N, tid);
+                load_tile_sync<T, D, BC, 256>(sV, V + head * D, k0, N, tid);
+                fence_proxy_async();  // generic-proxy stores -> wgmma reads
+                __syncthreads();
+            } else {
+                // TODO(6): wait until K_j has landed: the full barrier of K slot `slot`, phase `ph`.
+                (void)ph;
+            }
+            // TODO(8): from step 4 on, wait for this warpgroup's turn (named barrier FA_BAR_TURN + c,
+            //   256 threads).
+            // TODO(4): wgmma_fence() and fence_acc(w.s) before the wgmmas that write S.
+            w.issue_s(sQ, wg_row0, sK);
+            // TODO(8): from step 4 on, hand the turn to the other warpgroup (bar.arrive on
+            //   FA_BAR_TURN + 1 - c), except consumer 1 after its last tile.
+            // TODO(4): wait for the group (wgmma_wait<0>), then fence_acc(w.s) so that no use of S
+            //   moves above the wait.
+            release(base + SL::empty_k(slot));
+            if (needs_mask(k0)) w.mask(k0, row, t, N, causal);
+            float alpha[2], rowsum[2];
+            w.softmax(scale_log2, alpha, rowsum);
+            w.rescale(alpha, rowsum);
+            w.pack_p();
+            // TODO(6): from step 2 on, wait until V_j has landed (full barrier of V slot `slot`).
+            // TODO(4): the same around O += P V_j: fence (O and P were just written), issue, wait.
+            w.issue_pv(sV);
+            release(base + SL::empty_v(slot));
+            if constexpr (STEP == 2) {
+                if (tid == 0 && it + STAGES < n_tiles) load_kv<D, BC, STAGES>(&tmK, &tmV, base, it + STAGES, n_tiles, bh);
+                __syncwarp();
+            }
+        }
+        // [end loop-simple]
+    } else {
+        // [region loop-overlap]
+        /* Step 5 (FlashAttention-3, Algorithm 2): the softmax of S_j runs while the tensor
+         * cores compute S_{j+1} and then P_j V_j. A warpgroup issues in one turn
+         *     S_{it} = Q K_{it}^T      and      O += P_{it-1} V_{it-1}
+         * then waits only for the first (wait<1>), computes the softmax of S_{it} while
+         * P_{it-1} V_{it-1} runs, and waits for it (wait<0>) only before it rescales O and
+         * overwrites P. Turns: S_0 alone, n_tiles - 1 pairs, P V of the last tile alone. */
+        const int turns = n_tiles + 1;
+        int turn = 0;
+        auto begin_turn = [&]() { named_sync(FA_BAR_TURN + c, 256); };
+        auto end_turn = [&]() {
+            if (!(c == 1 && turn == turns - 1)) named_arrive(FA_BAR_TURN + 1 - c, 256);
+            ++turn;
+        };
+        if (c == 1) named_arrive(FA_BAR_TURN + 0, 256);  // consumer 0 goes first
+
+        float alpha[2], rowsum[2];
+        {  // S_0
+            const int k0 = (n_tiles - 1) * BC;
+            mbar_wait(base + SL::full_k(0), 0);
+            begin_turn();
+            wgmma_fence();
+            fence_acc(w.s);
+            w.issue_s(sQ, wg_row0, base + SL::K);
+            end_turn();
+            wgmma_wait<0>();
+            fence_acc(w.s);
+            release(base + SL::empty_k(0));
+            if (needs_mask(k0)) w.mask(k0, row, t, N, causal);
+            w.softmax(scale_log2, alpha, rowsum);
+            w.rescale(alpha, rowsum);  // O is 0: only sets l
+            w.pack_p();
+        }
+        for (int it = 1; it < n_tiles; ++it) {
+            const int slot = it % STAGES, ph = (it / STAGES) & 1;
+            const int pslot = (it - 1) % STAGES, pph = ((it - 1) / STAGES) & 1;
+            const int k0 = (n_tiles - 1 - it) * BC;
+            (void)ph; (void)pph;
+            // TODO(9): wait until K_it (slot, ph) and V_{it-1} (pslot, pph) have landed; in one
+            //   turn, fence (S, O and P were written since the last wgmma) and issue S_it and
+            //   P_{it-1} V_{it-1}; then wait until only the second group may still run, release
+            //   K_it, mask and softmax S_it; wait for P_{it-1} V_{it-1}, release V_{it-1}, and only
+            //   then rescale O and overwrite P. Keep fence_acc after each wait.
+            begin_turn();
+            w.issue_s(sQ, wg_row0, base + SL::K + slot * SL::TILE);
+            w.issue_pv(base + SL::V + pslot * SL::TILE);
+            end_turn();
+            if (needs_mask(k0)) w.mask(k0, row, t, N, causal);
+            w.softmax(scale_log2, alpha, rowsum);
+            w.rescale(alpha, rowsum);
+            w.pack_p();
+        }
+        {  // P V of the last tile
+            const int pslot = (n_tiles - 1) % STAGES, pph = ((n_tiles - 1) / STAGES) & 1;
+            mbar_wait(base + SL::full_v(pslot), pph);
+            begin_turn();
+            wgmma_fence();
+            fence_acc(w.o);
+            w.issue_pv(base + SL::V + pslot * SL::TILE);
+            end_turn();
+            wgmma_wait<0>();
+            fence_acc(w.o);
+            release(base + SL::empty_v(pslot));
+        }
+        // [end loop-overlap]
+    }
+
+    // [region epilogue]
+    /* Finish l (the 4 threads of a row add their shares), normalise, write L, and O through
+     * this warpgroup's rows of the Q tile (no wgmma reads it any more once all four warps of
+     * the warpgroup are past the named barrier) with 16-byte stores of rows < N. */
+    fence_proxy_async();  // the Q tile was last touched by the async proxy (TMA, wgmma)
+    named_sync(FA_BAR_EPILOGUE + c, 128);
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+        float lr = w.l[r];
+        lr += __shfl_xor_sync(0xffffffffu, lr, 1);
+        lr += __shfl_xor_sync(0xffffffffu, lr, 2);
+        const float inv = lr > 0.f ? 1.f / lr : 0.f;
+        const int srow = wg_row0 + 16 * wq + g + 8 * r;  // row in the tile
+#pragma unroll
+        for (int j = 0; j < D / 8; ++j)
+            st_shared_u32(sQ + tma_tile_offset(srow, 8 * j + 2 * t, FA_BR),
+                          pack2<T>(w.o[4 * j + 2 * r] * inv, w.o[4 * j + 2 * r + 1] * inv));
+        if (t == 0 && q0 + srow < N)
+            L[head + q0 + srow] = lr > 0.f ? (w.m[r] * scale_log2 + log2f(lr)) * 0.69314718055994531f : -INFINITY;
+    }
+    __syncwarp();
+    constexpr int CH = D / 8;  // 16-byte chunks per row; a warp stores its 16 rows
+#pragma unroll
+    for (int i = 0; i < 16 * CH / 32; ++i) {
+        const int r = wg_row0 + 16 * wq + lane / CH + i * (32 / CH), ch = lane % CH;
+        if (q0 + r < N)
+            *reinterpret_cast<uint4 *>(O + (head + q0 + r) * D + ch * 8) = ld_shared_v4(sQ + tma_tile_offset(r, ch * 8, FA_BR));
+    }
+    // [end epilogue]
+}
+
+// [region host]
+/* cuTensorMapEncodeTiled is a CUDA driver function. Asking the runtime for its address
+ * (cudaGetDriverEntryPointByVersion) avoids linking with -lcuda. */
+typedef CUresult (*EncodeTiledFn)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *, const cuuint64_t *,
+                                  const cuuint64_t *, const cuuint32_t *, const cuuint32_t *, CUtensorMapInterleave,
+                                  CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+static EncodeTiledFn tensor_map_encoder(void) {
+    static EncodeTiledFn fn = NULL;
+    static int tried = 0;
+    if (!tried) {
+        tried = 1;
+        void *p = NULL;
+        cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSuccess;
+#if CUDART_VERSION >= 12050
+        cudaError_t e = cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &q);
+#else
+        cudaError_t e = cudaGetDriverEntryPoint("cuTensorMapEncodeTiled", &p, cudaEnableDefault, &q);
+#endif
+        if (e != cudaSuccess || q != cudaDriverEntryPointSuccess || !p)
+            fprintf(stderr, "%s:%d: cudaGetDriverEntryPointByVersion(cuTensorMapEncodeTiled) failed (%s, query %d)\n"
+                    "  hint: TMA tensor maps need a CUDA 12 driver or newer (nvidia-smi shows the driver's CUDA version)\n",
+                    __FILE__, __LINE__, cudaGetErrorString(e), (int)q);
+        else
+            fn = (EncodeTiledFn)p;
+    }
+    return fn;
+}
+
+// [region tensor-map]
+/* The tensor map of one of Q, K, V ([B H, N, d] of a->dtype) with boxes of `rows` rows;
+ * the numbers come from reference/tma_params.h. Returns 0 or -1 (printed why). */
+static int make_tensor_map(CUtensorMap *map, const void *base, const attn_args *a, int rows) {
+    tma_tile_params p;
+    char err[256];
+    if (tma_tile_params_make(&p, base, (long long)a->B * a->H, a->N, a->d, a->d, a->dtype, rows, err, sizeof err)) {
+        fprintf(stderr, "%s:%d: tensor map refused: %s\n", __FILE__, __LINE__, err);
+        return -1;
+    }
+    EncodeTiledFn encode = tensor_map_encoder();
+    if (!encode) return -1;
+    CUresult r = encode(map, a->dtype == DTYPE_FP16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
+                        p.rank, (void *)base, p.dims, p.strides, p.box, p.elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                        CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    if (r != CUDA_SUCCESS) {
+        fprintf(stderr, "%s:%d: cuTensorMapEncodeTiled failed (CUresult %d) for dims {%llu, %llu, %llu}, box {%u, %u, 1}\n"
+                "  hint: the address must be 16-byte aligned and the strides multiples of 16 bytes\n",
+                __FILE__, __LINE__, (int)r, (unsigned long long)p.dims[0], (unsigned long long)p.dims[1],
+                (unsigned long long)p.dims[2], p.box[0], p.box[1]);
+        return -1;
+    }
+    return 0;
+}
+// [end tensor-map]
+
+template <typename T, int D, int BC, int STAGES>
+static int launch(const attn_args *a) {
+    using SL = SmemLayout<D, BC, STAGES>;
+    constexpr int STEP = FA9_STEP, NT = STEP >= 3 ? 384 : 256;
+    auto kernel = fa3_forward_kernel<T, D, BC, STAGES, STEP>;
+    static int ready = 0;  // once per instantiation: allow > 48 KiB of shared memory
+    if (!ready) {
+        int dev = 0, optin = 0;
+        if (cudaGetDevice(&dev) != cudaSuccess ||
+            cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess)
+            return ATTN_UNSUPPORTED;
+        if ((int)SL::ALLOC > optin) {
+            fprintf(stderr, "%s:%d: this tile configuration needs %u bytes of shared memory, the GPU allows %d\n",
+                    __FILE__, __LINE__, SL::ALLOC, optin);
+            return ATTN_UNSUPPORTED;
+        }
+        cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)SL::ALLOC);
+        if (e != cudaSuccess) {
+            fprintf(stderr, "%s:%d: cudaFuncSetAttribute(MaxDynamicSharedMemorySize, %u): %s\n", __FILE__, __LINE__,
+                    SL::ALLOC, cudaGetErrorString(e));
+            return ATTN_UNSUPPORTED;
+        }
+        ready = 1;
+    }
+    /* Tensor maps are encoded on the host (a few microseconds); the last ones are kept for
+     * the next call on the same buffers and shape (the harness times repeated launches). */
+    static struct { const void *q, *k, *v; int B, H, N, d; dtype_t dt; CUtensorMap mq, mk, mv; } cache = {};
+    if (cache.q != a->Q || cache.k != a->K || cache.v != a->V || cache.B != a->B || cache.H != a->H ||
+        cache.N != a->N || cache.d != a->d || cache.dt != a->dtype) {
+        cache.q = NULL;
+        if (make_tensor_map(&cache.mq, a->Q, a, FA_BR) || make_tensor_map(&cache.mk, a->K, a, BC) ||
+            make_tensor_map(&cache.mv, a->V, a, BC))
+            return ATTN_UNSUPPORTED;
+        cache.q = a->Q; cache.k = a->K; cache.v = a->V;
+        cache.B = a->B; cache.H = a->H; cache.N = a->N; cache.d = a->d; cache.dt = a->dtype;
+    }
+    const long long blocks = (long long)((a->N + FA_BR - 1) / FA_BR) * a->B * a->H;
+    if (blocks > 0x7fffffffLL) return ATTN_UNSUPPORTED;
+    const float scale_log2 = a->scale * 1.4426950408889634f;
+    kernel<<<(unsigned)blocks, NT, SL::ALLOC, (cudaStream_t)a->stream>>>(
+        cache.mq, cache.mk, cache.mv, (const T *)a->Q, (const T *)a->K, (const T *)a->V, (T *)a->O, a->L, a->N,
+        scale_log2, a->causal);
+    return ATTN_OK;
+}
+
+/* Entry point (reference/attention.h): fp16/bf16, d = 64 or 128, scale > 0, a compute
+ * capability 9.0 GPU; anything else is ATTN_UNSUPPORTED. */
+int attention_forward(const attn_args *a) {
+    static int cc = -1;
+    if (cc < 0) {
+        int dev = 0, major = 0, minor = 0;
+        cc = 0;
+        if (cudaGetDevice(&dev) == cudaSuccess &&
+            cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess &&
+            cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) == cudaSuccess)
+            cc = 10 * major + minor;
+    }
+    if (cc != 90 || !(a->scale > 0.f)) return ATTN_UNSUPPORTED;
+    if (STARTER_NOT_DONE) return ATTN_NOT_IMPLEMENTED;
+    if (a->N < 1 || a->B < 1 || a->H < 1) return ATTN_OK;  // nothing to compute
+    const int fp16 = a->dtype == DTYPE_FP16, bf16 = a->dtype == DTYPE_BF16;
+    if (a->d == 64 && fp16) return launch<__half, 64, FA64_BC, FA64_STAGES>(a);
+    if (a->d == 64 && bf16) return launch<__nv_bfloat16, 64, FA64_BC, FA64_STAGES>(a);
+    if (a->d == 128 && fp16) return launch<__half, 128, FA128_BC, FA128_STAGES>(a);
+    if (a->d == 128 && bf16) return launch<__nv_bfloat16, 128, FA128_BC, FA128_STAGES>(a);
+    return ATTN_UNSUPPORTED;
+}
+// [end host]
