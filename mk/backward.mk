@@ -1,0 +1,65 @@
+# mk/backward.mk: the backward pass (issue 12): lesson 10, the standard backward, their checks.
+#   make standard_backward   ./standard_backward: unfused cuBLAS backward (S, P in HBM), graded and
+#                            timed by the backward runner like a lesson (reference/standard_attention_bwd.cu)
+#   make solution10-dq-pass  lesson 10 with dQ in a separate pass instead of atomics (-DDQ_ATOMIC=0),
+#                            for the text's comparison (also lesson10-dq-pass, and ...-dq-atomic for
+#                            the default)
+# In `make test`:
+#   make check-10            starter and solution of 10 (both dQ strategies) compile for sm_80 and sm_90
+#                            without warnings; the solution spills nothing (ptxas -v). SKIPs without nvcc
+#   make emu-10              the solution's kernels on the CPU (tests/fp32_emu, emu10.cpp): dQ, dK, dV
+#                            graded against float64 with the runner's fp32 rule, guards, re-run, the
+#                            causal dependency tests; both dQ strategies. EMU10_SRC=lessons/10-backward-fp32/
+#                            backward_fp32.cu runs your file (STARTER_NOT_DONE set to 0)
+#   make test-backward-unit  Criterion tests of the backward tolerance and diagnoses (diagnose_bwd.c)
+# sanitize-solution10/lesson10 run in fp32 (the Makefile's default for lessons after 05 is fp16).
+.PHONY: check-10 emu-10 test-backward-unit
+
+standard_backward: reference/standard_attention_bwd.cu $(HARNESS_BWD_CU_OBJ) $(HARNESS_C_OBJ) $(HARNESS_H)
+	$(NVCC) $(NVCC_FLAGS) $(ARCH_FLAGS) -Ireference reference/standard_attention_bwd.cu $(HARNESS_BWD_CU_OBJ) \
+	  $(HARNESS_C_OBJ) -o standard_backward -lcublas -lgomp
+
+L10_VARIANTS := solution10-dq-pass lesson10-dq-pass solution10-dq-atomic lesson10-dq-atomic
+l10_kind = $(if $(filter solution%,$(1)),solutions,lessons)
+$(L10_VARIANTS): %: $(HARNESS_C_OBJ) $(HARNESS_BWD_CU_OBJ) FORCE_L10
+	$(NVCC) $(NVCC_FLAGS) -DDQ_ATOMIC=$(if $(findstring dq-pass,$@),0,1) $(ARCH_FLAGS) -Ireference \
+	  $(call src_of,$(call l10_kind,$@),10) $(HARNESS_BWD_CU_OBJ) $(HARNESS_C_OBJ) -o $@ -lgomp
+.PHONY: FORCE_L10
+FORCE_L10:
+
+sanitize-solution10 sanitize-lesson10: DTYPE = fp32
+
+check-10:
+	@if ! command -v $(NVCC) >/dev/null 2>&1; then echo "check-10: SKIP (no nvcc)"; exit 0; fi; \
+	if [ -z "$(call src_of,solutions,10)" ]; then echo "check-10: SKIP (no solutions/10-*/)"; exit 0; fi; \
+	for f in $(call src_of,lessons,10) $(call src_of,solutions,10); do \
+	  for a in 80 90; do for q in 1 0; do \
+	    out=$$($(NVCC) -O3 -std=c++17 -Xcompiler -Wall -DDQ_ATOMIC=$$q -gencode arch=compute_$$a,code=sm_$$a \
+	           -Ireference -Xptxas -v -c $$f -o /dev/null 2>&1) || { echo "$$out"; echo "check-10: $$f does not build"; exit 1; }; \
+	    if echo "$$out" | grep -qiE 'warning'; then echo "check-10: $$f sm_$$a DQ_ATOMIC=$$q warns:"; echo "$$out"; exit 1; fi; \
+	    if [ "$${f#solutions/}" != "$$f" ] && echo "$$out" | grep -qE '[1-9][0-9]* bytes spill'; then \
+	      echo "check-10: $$f sm_$$a DQ_ATOMIC=$$q spills:"; echo "$$out" | grep -E 'spill|registers'; exit 1; fi; \
+	  done; done; \
+	done; echo "check-10: starter and solution of 10 (dQ by atomics and by a separate pass) build for sm_80 and sm_90; the solution spills nothing"
+
+CXX_BWD ?= g++
+EMU10_SRC ?= $(call src_of,solutions,10)
+EMU10_OBJ := build/host/cpu_reference.o build/host/cpu_reference_bwd.o build/host/diagnose_bwd.o build/host/grade.o
+emu-10: $(EMU10_OBJ)
+	@if [ -z "$(EMU10_SRC)" ]; then echo "emu-10: SKIP (no solutions/10-*/)"; exit 0; fi; \
+	mkdir -p build/emu10 && python3 tests/fp32_emu/prep.py $(EMU10_SRC) build/emu10/kernel.cpp && \
+	for q in 1 0; do \
+	  $(CXX_BWD) -O2 -std=c++20 -Wall -Wno-unknown-pragmas -DDQ_ATOMIC=$$q -Itests/fp32_emu -Ireference \
+	    -include emu_bwd_runtime.h -x c++ build/emu10/kernel.cpp tests/fp32_emu/emu10.cpp -x none $(EMU10_OBJ) \
+	    -o build/emu10/emu10-$$q -lpthread -lm || exit 1; \
+	  timeout 600 ./build/emu10/emu10-$$q $$([ $$q = 0 ] && echo 8) || exit 1; \
+	done
+
+TEST_BWD_SRC := tests/test_backward.c
+tests/bin/unit_backward: $(TEST_BWD_SRC) $(HARNESS_C_OBJ) $(HARNESS_H)
+	@mkdir -p tests/bin
+	$(CC) $(CFLAGS) -Ireference $(filter %.c %.o,$^) -o $@ -lcriterion -lm
+test-backward-unit: tests/bin/unit_backward
+	tests/bin/unit_backward --jobs 2
+
+test:: check-10 emu-10 test-backward-unit
