@@ -51,12 +51,23 @@ void print_usage(const char *prog, int cpu_lesson) {
            "      --check-only   grade only, no timing\n"
            "      --bench-only   time only, no grading\n"
            "      --csv          print one machine-readable row at the end\n"
-           "      --fuzz K       grade K random valid shapes (B, H, N, d, causal, dtype) instead\n"
-           "                     of the case matrix; implies --check-only\n"
+           "      --fuzz K       grade K random valid shapes (B, H, N, d, causal, dtype; decode\n"
+           "                     shapes too for lesson 12) instead of the case matrix; implies\n"
+           "                     --check-only\n"
+           "  Decode shapes (lesson 12 only; K and V are [B, H_kv, N_kv, d], Q and O [B, H, N, d]):\n"
+           "      --kv-seq N_kv  keys in the KV cache per sequence, 1..%d (default: N; lesson 12\n"
+           "                     with no shape option times N=%d queries against N_kv=%d)\n"
+           "      --kv-heads H_kv  K/V heads, a divisor of H: query head h reads K/V head\n"
+           "                     h / (H / H_kv) (grouped-query attention; default H)\n"
+           "      --ragged       a different KV length per sequence (1..N_kv, or N..N_kv with\n"
+           "                     --causal), drawn from the seed; key rows past a length hold NaN\n"
+           "    With --causal, query i sees keys j <= N_kv - N + i (aligned to the end of the\n"
+           "    cache), so --kv-seq must be >= --seq.\n"
            "  -h, --help\n"
            "Exit status: 0 pass, 1 failed, 2 usage, 3 not implemented, 4 no GPU,\n"
            "5 CUDA error, 6 timeout, 7 out of memory.\n",
-           prog, BENCH_B, BENCH_H, BENCH_N, BENCH_D, MAX_B, MAX_H, MAX_N, MAX_REPS);
+           prog, BENCH_B, BENCH_H, BENCH_N, BENCH_D, MAX_B, MAX_H, MAX_N, MAX_REPS, MAX_N, DECODE_BENCH_N,
+           DECODE_BENCH_NKV);
 }
 
 int parse_options(int argc, char **argv, options *o, char *err, size_t errlen) {
@@ -66,7 +77,8 @@ int parse_options(int argc, char **argv, options *o, char *err, size_t errlen) {
     o->seed = (uint64_t)time(NULL) ^ ((uint64_t)clock() << 32);
     o->seed %= 1000000007ULL; /* short enough to retype */
 
-    enum { OPT_WARMUP = 1000, OPT_TIMEOUT, OPT_CHECK, OPT_BENCH, OPT_CSV, OPT_FUZZ };
+    enum { OPT_WARMUP = 1000, OPT_TIMEOUT, OPT_CHECK, OPT_BENCH, OPT_CSV, OPT_FUZZ, OPT_KV_SEQ, OPT_KV_HEADS,
+           OPT_RAGGED };
     static const struct option longopts[] = {
         {"batch", required_argument, 0, 'b'}, {"heads", required_argument, 0, 'H'},
         {"seq", required_argument, 0, 'n'},   {"dim", required_argument, 0, 'd'},
@@ -77,6 +89,8 @@ int parse_options(int argc, char **argv, options *o, char *err, size_t errlen) {
         {"check-only", no_argument, 0, OPT_CHECK}, {"bench-only", no_argument, 0, OPT_BENCH},
         {"csv", no_argument, 0, OPT_CSV},     {"help", no_argument, 0, 'h'},
         {"fuzz", required_argument, 0, OPT_FUZZ},
+        {"kv-seq", required_argument, 0, OPT_KV_SEQ}, {"kv-heads", required_argument, 0, OPT_KV_HEADS},
+        {"ragged", no_argument, 0, OPT_RAGGED},
         {0, 0, 0, 0}};
     optind = 1;
     opterr = 0;
@@ -93,10 +107,13 @@ int parse_options(int argc, char **argv, options *o, char *err, size_t errlen) {
     } while (0)
     while ((c = getopt_long(argc, argv, ":b:H:n:d:ct:s:r:h", longopts, NULL)) != -1) {
         switch (c) {
-        case 'b': RANGE("--batch", 1, MAX_B, o->B); o->shape_given = 1; break;
-        case 'H': RANGE("--heads", 1, MAX_H, o->H); o->shape_given = 1; break;
-        case 'n': RANGE("--seq", 1, MAX_N, o->N); o->shape_given = 1; break;
-        case 'd': RANGE("--dim", 1, MAX_D, o->d); o->shape_given = 1; break;
+        case 'b': RANGE("--batch", 1, MAX_B, o->B); o->shape_given = 1; o->given |= GIVEN_B; break;
+        case 'H': RANGE("--heads", 1, MAX_H, o->H); o->shape_given = 1; o->given |= GIVEN_H; break;
+        case 'n': RANGE("--seq", 1, MAX_N, o->N); o->shape_given = 1; o->given |= GIVEN_N; break;
+        case 'd': RANGE("--dim", 1, MAX_D, o->d); o->shape_given = 1; o->given |= GIVEN_D; break;
+        case OPT_KV_SEQ: RANGE("--kv-seq", 1, MAX_N, o->N_kv); o->shape_given = 1; o->given |= GIVEN_NKV; break;
+        case OPT_KV_HEADS: RANGE("--kv-heads", 1, MAX_H, o->H_kv); o->shape_given = 1; o->given |= GIVEN_HKV; break;
+        case OPT_RAGGED: o->ragged = 1; o->shape_given = 1; o->given |= GIVEN_RAGGED; break;
         case 'c': o->causal = 1; break;
         case 't':
             o->dtype = dtype_from_name(optarg);
@@ -151,6 +168,34 @@ int parse_options(int argc, char **argv, options *o, char *err, size_t errlen) {
     }
     if (o->check_only && o->bench_only) {
         snprintf(err, errlen, "--check-only and --bench-only exclude each other");
+        return 2;
+    }
+    return 0;
+}
+
+int resolve_shape(options *o, int decode, char *err, size_t errlen) {
+    if (!decode) {
+        o->N_kv = o->N;
+        o->H_kv = o->H;
+        o->ragged = 0;
+        return 0;
+    }
+    if (!(o->given & GIVEN_B)) o->B = DECODE_BENCH_B;
+    if (!(o->given & GIVEN_D)) o->d = DECODE_BENCH_D;
+    if (!(o->given & GIVEN_H)) o->H = DECODE_BENCH_H;
+    if (!(o->given & GIVEN_N)) o->N = DECODE_BENCH_N;
+    if (!(o->given & GIVEN_HKV)) o->H_kv = (o->given & GIVEN_H) ? o->H : DECODE_BENCH_HKV;
+    if (!(o->given & GIVEN_NKV)) o->N_kv = (o->given & GIVEN_N) ? o->N : DECODE_BENCH_NKV;
+    if (o->H % o->H_kv != 0) {
+        snprintf(err, errlen, "--kv-heads %d does not divide --heads %d: grouped-query attention shares each K/V "
+                 "head among H / H_kv query heads (query head h reads K/V head h / (H / H_kv)); give a divisor of "
+                 "%d", o->H_kv, o->H, o->H);
+        return 2;
+    }
+    if (o->causal && o->N_kv < o->N) {
+        snprintf(err, errlen, "--causal with --kv-seq %d < --seq %d: causal query i sees keys j <= N_kv - N + i "
+                 "(aligned to the end of the cache), so query 0 would see none; give --kv-seq >= %d", o->N_kv, o->N,
+                 o->N);
         return 2;
     }
     return 0;

@@ -9,8 +9,23 @@
 #define BENCH_N 1024
 #define BENCH_D 64
 
-/* The --csv header every lesson binary prints; make grade, make results and make bench read it. */
-#define CSV_HEADER "lesson,status,cases_passed,cases_total,dtype,B,H,N,d,causal,ms,tflops,peak_pct,mem_bytes"
+/* Lessons that take decode shapes (LESSON_DECODE, lesson 12) time a decoding step instead:
+ * one new query per sequence against a 16k-token KV cache, grouped-query attention with 32
+ * query heads on 8 K/V heads (Llama-3-8B's layout), d = 128. */
+#define DECODE_BENCH_B 8
+#define DECODE_BENCH_H 32
+#define DECODE_BENCH_HKV 8
+#define DECODE_BENCH_N 1
+#define DECODE_BENCH_NKV 16384
+#define DECODE_BENCH_D 128
+
+/* The --csv header every lesson binary prints; make grade, make results and make bench read it
+ * by position, so columns are only ever added at the end. The last four are filled by the
+ * forward runner: the keys per K/V slice N_kv and the K/V heads H_kv (N and H for an ordinary
+ * shape), ragged (1: per-sequence KV lengths), and kv_gbps, the bytes of K and V the timed
+ * shape reads (every key some query sees, once) per second, in GB/s. */
+#define CSV_HEADER "lesson,status,cases_passed,cases_total,dtype,B,H,N,d,causal,ms,tflops,peak_pct,mem_bytes," \
+                   "N_kv,H_kv,ragged,kv_gbps"
 
 typedef struct {
     int B, H, N, d;
@@ -23,7 +38,16 @@ typedef struct {
     double timeout_s;     /* per launch; a kernel running longer is reported as a hang */
     int check_only, bench_only, csv;
     int fuzz;             /* >0: grade this many random valid shapes instead of the matrix */
+    /* Decode shapes (lessons with LESSON_DECODE): 0 = not given (resolve_shape fills them). */
+    int N_kv;             /* --kv-seq: keys per K/V slice, the longest sequence */
+    int H_kv;             /* --kv-heads: K/V heads, dividing H */
+    int ragged;           /* --ragged: per-sequence KV lengths drawn from the seed */
+    unsigned given;       /* GIVEN_* bits: which shape options the command line set */
 } options;
+
+enum { GIVEN_B = 1u << 0, GIVEN_H = 1u << 1, GIVEN_N = 1u << 2, GIVEN_D = 1u << 3,
+       GIVEN_NKV = 1u << 4, GIVEN_HKV = 1u << 5, GIVEN_RAGGED = 1u << 6 };
+#define GIVEN_DECODE (GIVEN_NKV | GIVEN_HKV | GIVEN_RAGGED)
 
 /* Limits, shown in the refusals. */
 #define MAX_B 4096
@@ -36,6 +60,14 @@ typedef struct {
  * printed, 2 on a bad value (a message naming the option and its valid range is
  * written to err). Never exits. */
 int parse_options(int argc, char **argv, options *o, char *err, size_t errlen);
+/* The shape after parse_options, for a lesson that takes decode shapes (decode = 1) or not.
+ * An ordinary lesson: N_kv = N, H_kv = H (its runner refuses the decode options before this).
+ * A decode lesson: options not given take the decode bench shape (DECODE_BENCH_*), except that
+ * H_kv defaults to H when -H was given, and N_kv to N when -n was. Then checks what only the
+ * whole shape can show: H_kv must divide H (query head h reads K/V head h / (H / H_kv)), and
+ * with --causal N_kv >= N (query i sees keys j <= N_kv - N + i: each must see at least one).
+ * Returns 0, or 2 with a message in err naming the options and the valid values. */
+int resolve_shape(options *o, int decode, char *err, size_t errlen);
 void print_usage(const char *prog, int cpu_lesson);
 const char *dtype_name(int dtype);
 int dtype_from_name(const char *s); /* -1 if unknown */

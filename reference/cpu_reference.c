@@ -4,11 +4,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-void attention_row_f64(const float *Q, const float *K, const float *V, int N, int d, int i,
-                       double scale, int causal, double *o, double *L) {
-    int nk = causal ? i + 1 : N;
+/* The prefix forms do the work; the (N, i, causal) forms of lessons 02-11 are wrappers with
+ * nk = causal ? i + 1 : N, so their results are bit-for-bit what they always were. */
+void attention_prefix_f64(const float *q, const float *K, const float *V, int nk, int d, double scale,
+                          double *o, double *L) {
+    if (nk < 1) { /* a fully masked row: the course's definition (attention.h, lesson 01) */
+        for (int c = 0; c < d; ++c) o[c] = 0.0;
+        *L = -INFINITY;
+        return;
+    }
     double *s = malloc(sizeof(double) * (size_t)nk);
-    const float *q = Q + (size_t)i * d;
     double m = -INFINITY;
     for (int j = 0; j < nk; ++j) {
         const float *k = K + (size_t)j * d;
@@ -32,9 +37,12 @@ void attention_row_f64(const float *Q, const float *K, const float *V, int N, in
     free(s);
 }
 
-double attention_row_max_f64(const float *Q, const float *K, int N, int d, int i, double scale, int causal) {
-    const int nk = causal ? i + 1 : N;
-    const float *q = Q + (size_t)i * d;
+void attention_row_f64(const float *Q, const float *K, const float *V, int N, int d, int i,
+                       double scale, int causal, double *o, double *L) {
+    attention_prefix_f64(Q + (size_t)i * d, K, V, causal ? i + 1 : N, d, scale, o, L);
+}
+
+double attention_prefix_max_f64(const float *q, const float *K, int nk, int d, double scale) {
     double m = -INFINITY;
     for (int j = 0; j < nk; ++j) {
         double acc = 0.0;
@@ -42,6 +50,10 @@ double attention_row_max_f64(const float *Q, const float *K, int N, int d, int i
         if (acc * scale > m) m = acc * scale;
     }
     return m;
+}
+
+double attention_row_max_f64(const float *Q, const float *K, int N, int d, int i, double scale, int causal) {
+    return attention_prefix_max_f64(Q + (size_t)i * d, K, causal ? i + 1 : N, d, scale);
 }
 
 float round_to_dtype(float x, dtype_t dtype) {
@@ -58,12 +70,15 @@ float round_to_dtype(float x, dtype_t dtype) {
     return x;
 }
 
-void attention_row_lowp(const float *Q, const float *K, const float *V, int N, int d, int i,
-                        float scale, int causal, dtype_t dtype, double *o, double *L) {
-    int nk = causal ? i + 1 : N;
+void attention_prefix_lowp(const float *q, const float *K, const float *V, int nk, int d, float scale,
+                           dtype_t dtype, double *o, double *L) {
+    if (nk < 1) {
+        for (int c = 0; c < d; ++c) o[c] = 0.0;
+        *L = -INFINITY;
+        return;
+    }
     float *s = malloc(sizeof(float) * (size_t)nk);
     float *acc = calloc((size_t)d, sizeof(float));
-    const float *q = Q + (size_t)i * d;
     float m = -INFINITY;
     for (int j = 0; j < nk; ++j) {
         const float *k = K + (size_t)j * d;
@@ -86,6 +101,11 @@ void attention_row_lowp(const float *Q, const float *K, const float *V, int N, i
     *L = (double)(m + logf(l));
     free(s);
     free(acc);
+}
+
+void attention_row_lowp(const float *Q, const float *K, const float *V, int N, int d, int i,
+                        float scale, int causal, dtype_t dtype, double *o, double *L) {
+    attention_prefix_lowp(Q + (size_t)i * d, K, V, causal ? i + 1 : N, d, scale, dtype, o, L);
 }
 
 void softmax_f64(const float *x, double *y, int n) {

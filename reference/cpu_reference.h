@@ -6,21 +6,30 @@
 #define CPU_REFERENCE_H
 #include "attention.h"
 
-/* float64 attention for query row i of one (b, h) slice:
- *   S_ij = scale * sum_c Q[i,c] K[j,c] (j <= i only when causal)
- *   o[c] = sum_j softmax(S_i)_j V[j,c],  *L = m + log(sum_j exp(S_ij - m)).
- * Q, K, V point at the slice; o has d doubles. */
+/* float64 attention of one query row q[0..d) against the first nk keys of one K/V slice
+ * (the keys it sees: all N, the causal prefix i + 1, or a decode row's seqlens_kv[b] - N + i + 1):
+ *   S_j = scale * q . K_j (j < nk),  o[c] = sum_j softmax(S)_j V[j,c],
+ *   *L = m + log(sum_j exp(S_j - m)) with m = max_j S_j.
+ * K, V point at the slice ([nk.., d] floats); o has d doubles. nk < 1 (a fully masked row)
+ * gives o = 0 and L = -inf, the course's definition (attention.h). */
+void attention_prefix_f64(const float *q, const float *K, const float *V, int nk, int d, double scale,
+                          double *o, double *L);
+/* The row max m = scale * max_{j < nk} q . K_j (float64; -inf for nk < 1): what the diagnosis of
+ * a wrong L compares against (diagnose.h). */
+double attention_prefix_max_f64(const float *q, const float *K, int nk, int d, double scale);
+/* The "plain same-precision reference" of the FlashAttention test rule for 16-bit lessons,
+ * on the same visible prefix: fp32 accumulation, P = softmax(S) rounded to `dtype` before
+ * P V, O rounded to `dtype` (what an unfused fp16 attention computes). For DTYPE_FP32 the
+ * same computation in fp32 without rounding. nk < 1: o = 0, L = -inf. */
+void attention_prefix_lowp(const float *q, const float *K, const float *V, int nk, int d, float scale,
+                           dtype_t dtype, double *o, double *L);
+
+/* The same for query row i of one (b, h) slice of N rows ([B, H, N, d] layout, Q, K, V
+ * pointing at the slice): nk = causal ? i + 1 : N (key j visible iff j <= i). Wrappers of the
+ * prefix forms above, kept for lessons 02-11 and the emulators. */
 void attention_row_f64(const float *Q, const float *K, const float *V, int N, int d, int i,
                        double scale, int causal, double *o, double *L);
-
-/* The row max m_i = scale * max_j Q_i . K_j over the visible keys (float64): what the
- * diagnosis of a wrong L compares against (diagnose.h). */
 double attention_row_max_f64(const float *Q, const float *K, int N, int d, int i, double scale, int causal);
-
-/* The "plain same-precision reference" of the FlashAttention test rule for
- * 16-bit lessons: fp32 accumulation, P = softmax(S) rounded to `dtype` before
- * P V, O rounded to `dtype` (what an unfused fp16 attention computes).
- * For DTYPE_FP32 it is the same computation in fp32 without rounding. */
 void attention_row_lowp(const float *Q, const float *K, const float *V, int N, int d, int i,
                         float scale, int causal, dtype_t dtype, double *o, double *L);
 
