@@ -63,3 +63,29 @@ test-backward-unit: tests/bin/unit_backward
 	tests/bin/unit_backward --jobs 2
 
 test:: check-10 emu-10 test-backward-unit
+
+# ---- the backward runner itself on the CPU (tests/hostsim; no GPU) ----
+#   make hostsim-10            reference/runner_backward.cu compiled with g++ over a fake CUDA runtime,
+#                              lesson 10's kernels through the fp32 emulator: a few small shapes must
+#                              pass (in `make test`); HOSTSIM_SRC=lessons/10-backward-fp32/backward_fp32.cu
+#                              grades your file instead
+#   make hostsim-mutants-10    every tests/mutants/10/*.mut through it: each must fail with its diagnosis
+#                              (a few minutes; HOSTSIM_MUTANTS="d-missing dk-dv-swapped" picks some)
+HOSTSIM_CXX = $(CXX_BWD) -O2 -std=c++17 -fopenmp -w -I$(dir $(NVCC))../include -Ireference
+HOSTSIM_OBJ := build/hostsim/runner_backward.o build/hostsim/runner_common.o build/hostsim/runner_buffers.o \
+               build/hostsim/fake_device.o $(HARNESS_C_OBJ)
+build/hostsim/%.o: reference/%.cu $(HARNESS_H)
+	@mkdir -p build/hostsim
+	$(HOSTSIM_CXX) -x c++ -c $< -o $@
+build/hostsim/fake_device.o: tests/hostsim/fake_device.cpp $(HARNESS_H)
+	@mkdir -p build/hostsim
+	$(HOSTSIM_CXX) -c $< -o $@
+.PHONY: hostsim-10 hostsim-mutants-10
+hostsim-10:
+	@if [ ! -f $(dir $(NVCC))../include/cuda_runtime_api.h ]; then echo "hostsim-10: SKIP (no CUDA headers)"; exit 0; fi; \
+	if [ -z "$(call src_of,solutions,10)" ]; then echo "hostsim-10: SKIP (no solutions/10-*/)"; exit 0; fi; \
+	$(MAKE) --no-print-directory -s $(HOSTSIM_OBJ) && HOSTSIM_OBJ='$(HOSTSIM_OBJ)' CXX_BWD='$(CXX_BWD)' python3 tests/hostsim/run.py solution $(HOSTSIM_SRC)
+hostsim-mutants-10:
+	@$(MAKE) --no-print-directory -s $(HOSTSIM_OBJ) && HOSTSIM_OBJ='$(HOSTSIM_OBJ)' CXX_BWD='$(CXX_BWD)' python3 tests/hostsim/run.py mutants $(HOSTSIM_MUTANTS)
+
+test:: hostsim-10

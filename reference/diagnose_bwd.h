@@ -94,8 +94,9 @@ void bwd_facts_init(bwd_facts *f);
  * missing, or causal dS unmasked; all three bad: the L and scale hypotheses; dV alone bad and
  * causal: dV unmasked), and only when 6 N^2 d <= 2e9 (a prompt answer). A hypothesis counts only
  * where it differs from the right answer on at least 10% of the elements; the kernel matches it
- * when it is within 10 x the tolerance (grown with the hypothesis' magnitude: a wrong L can make
- * P many times larger) + 2% of it.
+ * when its gradients are within 5% of the hypothesis' in relative L2 norm and, element by
+ * element, within 10 x the tolerance (grown by the ratio of the hypothesis' median magnitude to
+ * the reference's: a wrong L can make P many times larger) + 2% of the hypothesis' value.
  *   Q, K, V, dO: the slice's inputs [N, d]; ref, got: the float64 reference and the kernel's
  *   gradients of the slice ([N, d] doubles each, in the order dQ, dK, dV); tol: the tolerances. */
 void bwd_examine_slice(const float *Q, const float *K, const float *V, const float *dO, int N, int d,

@@ -416,7 +416,8 @@ static long differ(const Problem &p, const std::vector<char> &a, const std::vect
 
 /* Re-runs on the same inputs: dK and dV bitwise; dQ bitwise too unless the lesson sums it with
  * atomics, then within the tolerance, and the re-run must pass grading as well. */
-static bool rerun_check(Problem &p, const Reference &R, const Outputs &o1, double timeout_s, std::string &note) {
+static bool rerun_check(Problem &p, const Reference &R, const Outputs &o1, bool first_passed, double timeout_s,
+                        std::string &note) {
     const shape_case &c = p.c;
     Outputs o2;
     run_once(p, timeout_s, o2);
@@ -435,7 +436,7 @@ static bool rerun_check(Problem &p, const Reference &R, const Outputs &o1, doubl
                              : "a missing __syncthreads()? `make sanitize-lessonN` runs racecheck");
         return false;
     }
-    if (g_atomic) {
+    if (g_atomic && first_passed) {
         Verdict v2 = grade(p, R, o2, true);
         if (!v2.pass) {
             printf("    FAIL  %-6s %s%s: the re-run on the same inputs fails grading (the first run passed): dQ's "
@@ -536,6 +537,26 @@ static bool causal_checks(Problem &p, const Reference &R, const Outputs &o1, uin
 
 /* ---- one case ---- */
 
+/* A causal case failed: grade the same inputs without the mask. When that passes, the bug is in
+ * the causal part, and saying so saves the student from searching the rest of the kernel. */
+static void without_mask(const shape_case &c, dtype_t dt, uint64_t seed, const options &o) {
+    shape_case nc = c;
+    nc.causal = 0;
+    Problem p;
+    problem_init(p, nc, dt, seed);
+    Outputs out;
+    if (run_once(p, o.timeout_s, out) == ATTN_OK) {
+        Reference R;
+        compute_reference(p, seed, R);
+        if (grade(p, R, out, true).pass)
+            printf("      diagnosis: the same inputs without the causal mask pass: the bug is in the causal part: "
+                   "which tiles are skipped (a K/V block needs every query tile from the one holding its first key "
+                   "on; a query tile every key tile up to the one holding its last row), which tiles get the "
+                   "element mask (key > row), and that every product uses the masked P\n");
+    }
+    problem_free(p);
+}
+
 static int grade_case(const shape_case &c, dtype_t dt, uint64_t seed, const options &o) {
     Problem p;
     problem_init(p, c, dt, seed);
@@ -548,8 +569,9 @@ static int grade_case(const shape_case &c, dtype_t dt, uint64_t seed, const opti
     Verdict v = grade(p, R, o1, false);
     bool ok = v.pass;
     std::string rerun_note;
-    if (!rerun_check(p, R, o1, o.timeout_s, rerun_note)) ok = false;
+    if (!rerun_check(p, R, o1, v.pass, o.timeout_s, rerun_note)) ok = false;
     if (!causal_checks(p, R, o1, seed, o.timeout_s)) ok = false;
+    if (!v.pass && c.causal) without_mask(c, dt, seed, o);
     if (ok)
         printf("    pass  %-6s %s  B=%d H=%d N=%d d=%d%s%s  %s; %s%s\n", c.name, dtype_name(dt), c.B, c.H, c.N, c.d,
                c.causal ? " causal" : "", c.qscale != 1.f ? " x30 logits" : "", v.note.c_str(), rerun_note.c_str(),

@@ -7,6 +7,7 @@ memory-hierarchy.svg   where data lives on an H100 and what FlashAttention keeps
 tiling-loop-nest.svg   Q_i, K_j, V_j, S_ij, O_i and the two loops of FlashAttention-2 Algorithm 1
 causal-blocks.svg      which Br x Bc blocks a causal kernel computes fully, masks, or skips
 mma-m16n8k16.svg       which lane holds which element of mma.sync m16n8k16 (f16 A/B, f32 C/D)
+backward-loop.svg      the backward pass (Algorithm 2): a block per K_j, V_j, query tiles streaming, dQ atomics
 swizzle-128b.svg       lesson 09: one 8-row atom of the 128-byte swizzle, and what a descriptor points at
 mbarrier-ring.svg      lesson 09: the producer, the K/V slots, full and empty mbarriers, phase parities
 pingpong.svg           lesson 09: two consumer warpgroups taking turns, and the overlap inside one
@@ -430,6 +431,81 @@ def pingpong(path):
     s.write(path)
 
 
+def backward_loop(path):
+    """FlashAttention-2's backward (Algorithm 2): a block per K_j, V_j; the query tiles stream past."""
+    s = Svg(1000, 720, "The backward pass of FlashAttention-2: one block per K_j, V_j, query tiles streaming past")
+    s.text(500, 32, "The backward pass (Algorithm 2) of one (batch, head): the block of key tile j", 20, "middle", "bold")
+    c, T = 32, 8           # block size on screen, Tr shown
+    d = 2.0 * c            # head dimension on screen
+    blue, orange, green, grey, red = "#d7e6f5", "#f8d9b0", "#c9e4c5", "#eef0f3", "#f3d0cc"
+    j_hl, i_hl = 2, 4
+    # query side: Q, dO, L and D, streamed
+    qx, y0 = 70, 110
+    for name, x in (("Q", qx), ("dO", qx + d + 22)):
+        for i in range(T):
+            fill = blue if i == i_hl else ("#ffffff" if i < j_hl else grey)
+            s.rect(x, y0 + i * c, d, c, fill, stroke="#999")
+        s.text(x + d / 2, y0 - 10, name + "  (N×d)", 14, "middle", "bold")
+    lx = qx + 2 * d + 44
+    for i in range(T):
+        s.rect(lx, y0 + i * c, 20, c, blue if i == i_hl else ("#ffffff" if i < j_hl else grey), stroke="#999")
+        s.rect(lx + 26, y0 + i * c, 20, c, blue if i == i_hl else ("#ffffff" if i < j_hl else grey), stroke="#999")
+    s.text(lx + 23, y0 - 10, "L, D", 14, "middle", "bold")
+    s.text(qx - 8, y0 + i_hl * c + c / 2 + 5, "Q_i", 13, "end", "bold")
+    s.line(qx - 40, y0 + j_hl * c + 4, qx - 40, y0 + T * c - 4, arrow=True, sw=1.8)
+    s.add(f'<text x="{qx - 48}" y="{y0 + (j_hl + T) * c / 2:g}" font-family="{FONT}" font-size="13" '
+          f'text-anchor="middle" transform="rotate(-90 {qx - 48} {y0 + (j_hl + T) * c / 2:g})">inner loop i</text>')
+    s.text(qx, y0 + T * c + 22, "white: rows before the block's first key,", 12.5, fill=MUTED)
+    s.text(qx, y0 + T * c + 40, "skipped when causal", 12.5, fill=MUTED)
+    # the block: K_j, V_j resident, dK_j, dV_j accumulated
+    bx, by = 430, 96
+    s.rect(bx - 16, by - 8, 540, 300, "#fbfbfd", stroke="#8a8fa0", rx=8, extra=' stroke-dasharray="5 3"')
+    s.text(bx, by + 12, "thread block for key tile j (shared memory + registers)", 14, weight="bold")
+    for k, (name, fill, note) in enumerate([("K_j, V_j", orange, "loaded once, kept for the whole loop"),
+                                             ("Q_i, dO_i, L_i, D_i", blue, "one query tile per step"),
+                                             ("dK_j, dV_j", green, "registers; written to HBM once, at the end")]):
+        yy = by + 36 + 34 * k
+        s.rect(bx, yy, 130, 24, fill, stroke="#999")
+        s.text(bx + 65, yy + 17, name, 13, "middle", "bold")
+        s.text(bx + 142, yy + 17, note, 13)
+    steps = ["S   = scale Q_i K_jᵀ          P = exp(S - L_i)   (masked: 0)",
+             "dV_j += Pᵀ dO_i",
+             "dP  = dO_i V_jᵀ               dS = P ∘ (dP - D_i)",
+             "dK_j += scale dSᵀ Q_i",
+             "dQ_i += scale dS K_j     → added into HBM (atomics)"]
+    for k, line in enumerate(steps):
+        s.add(f'<text x="{bx + 4}" y="{by + 158 + 24 * k}" font-family="{MONO}" font-size="13.5" fill="{INK}" '
+              f'xml:space="preserve">{line}</text>')
+    # dQ in HBM, with arrows from several blocks
+    gx, gy = 800, 430
+    for i in range(T):
+        s.rect(gx, gy + i * 22, d, 22, red if i == i_hl else grey, stroke="#999")
+    s.text(gx + d / 2, gy - 10, "dQ in HBM (fp32)", 14, "middle", "bold")
+    s.line(bx + 340, by + 270, gx + 4, gy + i_hl * 22 + 11, arrow=True, sw=1.6)
+    for k, dy in enumerate((-60, -30)):
+        s.line(gx - 150, gy + i_hl * 22 + 11 + dy, gx - 4, gy + i_hl * 22 + 11, arrow=True, sw=1.1, dash="4 3",
+               stroke="#888")
+    s.text(gx - 156, gy + i_hl * 22 - 52, "the other key blocks", 12.5, "end", fill=MUTED)
+    s.text(gx - 156, gy + i_hl * 22 - 34, "add into the same rows", 12.5, "end", fill=MUTED)
+    # the preprocessing and the loop in pseudo-code
+    code = [
+        "D = rowsum(dO ∘ O)                       # preprocessing: one dot product per row",
+        "for j in 0 .. Tc-1:                      # parallel: one thread block per Bc keys",
+        "    load K_j, V_j;  dK_j = dV_j = 0",
+        "    for i in i_start .. Tr-1:            # i_start = 0, or the tile of row j·Bc when causal",
+        "        load Q_i, dO_i, L_i, D_i",
+        "        P = exp(scale Q_i K_jᵀ - L_i);  dV_j += Pᵀ dO_i",
+        "        dS = P ∘ (dO_i V_jᵀ - D_i);  dK_j += scale dSᵀ Q_i;  dQ_i += scale dS K_j",
+        "    write dK_j, dV_j",
+    ]
+    cy = 520
+    s.rect(40, cy - 6, 700, 22 * len(code) + 18, "#f4f5f7", stroke="#ccc", rx=6)
+    for k, line in enumerate(code):
+        s.add(f'<text x="52" y="{cy + 16 + 22 * k}" font-family="{MONO}" font-size="12.5" fill="{INK}" '
+              f'xml:space="preserve">{line}</text>')
+    s.write(path)
+
+
 def main():
     out = sys.argv[1] if len(sys.argv) > 1 else os.path.dirname(os.path.abspath(__file__))
     os.makedirs(out, exist_ok=True)
@@ -440,6 +516,7 @@ def main():
     swizzle128(os.path.join(out, "swizzle-128b.svg"))
     mbarrier_ring(os.path.join(out, "mbarrier-ring.svg"))
     pingpong(os.path.join(out, "pingpong.svg"))
+    backward_loop(os.path.join(out, "backward-loop.svg"))
 
 
 if __name__ == "__main__":
