@@ -1,10 +1,10 @@
 # mk/hopper.mk: lesson 09 (Hopper: wgmma, TMA, mbarriers, warp specialization). Its source
 # carries `// build: sm_90a`, so every build here is for sm_90a alone (SM90A_FLAGS).
 # In `make test` (no GPU needed):
-#   make check-09   the starter, and the solution at every step of the ladder (FA9_STEP=1..5),
+#   make check-09   the starter, and the solution at every step of the ladder (FA9_STEP=1..6),
 #                   compile for sm_90a with no ptxas warning (among them C7508, "setmaxnreg
 #                   ignored", and the wgmma serialization warnings) and no spill; the
-#                   warp-specialized steps (3-5) use exactly the 168 registers per thread that
+#                   warp-specialized steps (3-6) use exactly the 168 registers per thread that
 #                   the setmaxnreg split 24 / 240 / 240 assumes (24 x 128 + 2 x 240 x 128 =
 #                   168 x 384). Prints each step's registers. SKIPs without nvcc
 #   make test-tma   tests/test_tma.c (Criterion): the tensor-map parameters of
@@ -16,7 +16,7 @@
 #                   the rules allow). EMU09_SRC=lessons/09-hopper-wgmma/hopper.cu runs yours;
 #                   EMU_QUICK=0 more shapes
 # On a Hopper GPU (H100/H200):
-#   make ladder-09  builds FA9_STEP=1..5, grades each on a few cases, times each on the course
+#   make ladder-09  builds FA9_STEP=1..6, grades each on a few cases, times each on the course
 #                   shapes next to PyTorch's SDPA (flash and cuDNN backends); one table
 #                   (lessons/09-hopper-wgmma/ladder.sh --help)
 #   make ncu-09     Nsight Compute, per step, on one shape: tensor-pipe activity, issue
@@ -35,7 +35,7 @@ check-09:
 	for f in $(HOPPER_STARTER); do \
 	  out=$$(compile $$f) || { echo "$$out"; echo "check-09: the starter $$f does not compile"; exit 1; }; \
 	done; \
-	for s in 1 2 3 4 5; do \
+	for s in 1 2 3 4 5 6; do \
 	  out=$$(compile -DFA9_STEP=$$s $(HOPPER_SRC)) || { echo "$$out"; echo "check-09: step $$s does not compile"; exit 1; }; \
 	  if echo "$$out" | grep -qi 'warning'; then \
 	    echo "check-09: step $$s: ptxas warns:"; echo "$$out" | grep -i -A2 'warning'; exit 1; fi; \
@@ -46,7 +46,7 @@ check-09:
 	    echo "check-09: step $$s uses $$regs registers per thread; setmaxnreg's 24/240/240 split needs 168"; exit 1; fi; \
 	  echo "check-09: step $$s: $${regs}registers, no spill, no warning"; \
 	done; \
-	echo "check-09: the starter and steps 1-5 of the solution build for sm_90a"
+	echo "check-09: the starter and steps 1-6 of the solution build for sm_90a"
 
 tests/bin/tma: tests/test_tma.c reference/tma_params.h reference/attention.h
 	@mkdir -p tests/bin

@@ -6,7 +6,8 @@
  * maps, launch, block order), the shared-memory layout, lesson 08's online softmax adapted to
  * the wgmma accumulator layout, the epilogue. What you write: the numbered TODO(n) below, in
  * order; README.md walks through each. The kernel's steps (FA9_STEP) let you test as you go:
- * after TODO(1)-(4), step 1 runs; after (5)-(6) step 2; (7) step 3; (8) step 4; (9) step 5.
+ * after TODO(1)-(4), step 1 runs; after (5)-(6) step 2; (7) step 3; (8) step 4; (9) steps 5
+ * and 6 (6, persistent blocks, adds no TODO: read how it reuses the ring across query tiles).
  *
  * Source: Shah, Bikshandi, Zhang, Thakkar, Ramani, Dao, "FlashAttention-3: Fast and Accurate
  * Attention with Asynchrony and Low-precision" (2024): Algorithm 1 (producer/consumer
@@ -31,12 +32,14 @@
  *   - the two consumers take turns on the tensor cores (ping-pong, two named barriers), and
  *     inside a consumer the softmax of S_j runs while S_{j+1} = Q_i K_{j+1}^T and P_j V_j
  *     are computed.
- * FA9_STEP (1..5) builds the intermediate kernels of the lesson's ladder from this one file:
+ * FA9_STEP (1..6) builds the intermediate kernels of the lesson's ladder from this one file:
  *   1 wgmma, tiles copied by all threads (global -> registers -> swizzled shared), barriers;
  *   2 + TMA and the mbarrier ring (thread 0 issues the copies between its own steps);
  *   3 + a producer warpgroup and setmaxnreg;
  *   4 + ping-pong between the two consumer warpgroups;
- *   5 + softmax of S_j overlapped with S_{j+1} and P_j V_j (the default).
+ *   5 + softmax of S_j overlapped with S_{j+1} and P_j V_j;
+ *   6 + persistent blocks: one block per SM takes query tiles in turn, and its producer loads
+ *       the next tile's Q_i and K/V while the consumers finish the previous one (the default).
  *
  * Layouts: Q, K, V, O are [B, H, N, d] row-major (reference/attention.h); L is [B, H, N] fp32,
  * the natural-log logsumexp of the scaled scores. Preconditions: fp16 or bf16, d in {64, 128},
@@ -58,12 +61,12 @@ const lesson_info LESSON = {
     DTYPE_BIT(DTYPE_FP16) | DTYPE_BIT(DTYPE_BF16), 1, {64, 128, 0}, 0, 90};
 
 // [region config]
-/* FA9_STEP: which kernel of the ladder (see above); 5 is the full one. Tiles: B_r = 128 query
+/* FA9_STEP: which kernel of the ladder (see above). Tiles: B_r = 128 query
  * rows per block (64 per consumer warpgroup), B_c keys per K/V tile, STAGES K/V slots each.
  * B_c is the N of the wgmma that computes S (64, 128, 176 or 192). To try another, define
  * both of a head dimension, e.g. -DFA128_BC=176 -DFA128_STAGES=2. */
 #ifndef FA9_STEP
-#define FA9_STEP 5
+#define FA9_STEP 6
 #endif
 #ifndef FA64_BC
 #define FA64_BC 128
@@ -325,19 +328,42 @@ template <> __device__ __forceinline__ uint32_t pack2<__nv_bfloat16>(float lo, f
 
 /* Shared memory of one block, offsets from a 1024-byte aligned base: Q_i [128 x D], STAGES K
  * slots and STAGES V slots [B_c x D], each stored as D / 64 boxes of [rows x 64] with the
- * 128-byte swizzle; then the mbarriers: full Q, full K[s], full V[s], empty K[s], empty V[s]. */
+ * 128-byte swizzle; then the mbarriers: full and empty Q (empty: step 6, whose Q_i buffer is
+ * refilled for the next query tile), full K[s], full V[s], empty K[s], empty V[s]. */
 template <int D, int BC, int STAGES>
 struct SmemLayout {
     static constexpr uint32_t TILE = BC * D * 2;
     static constexpr uint32_t Q = 0, K = FA_BR * D * 2, V = K + STAGES * TILE, BAR = V + STAGES * TILE;
-    static constexpr uint32_t BYTES = BAR + 8 * (1 + 4 * STAGES);
+    static constexpr uint32_t BYTES = BAR + 8 * (2 + 4 * STAGES);
     static constexpr uint32_t ALLOC = BYTES + 1024;  // dynamic shared memory is only 16-byte aligned
     __host__ __device__ static constexpr uint32_t full_q() { return BAR; }
-    __host__ __device__ static constexpr uint32_t full_k(int s) { return BAR + 8 * (1 + s); }
-    __host__ __device__ static constexpr uint32_t full_v(int s) { return BAR + 8 * (1 + STAGES + s); }
-    __host__ __device__ static constexpr uint32_t empty_k(int s) { return BAR + 8 * (1 + 2 * STAGES + s); }
-    __host__ __device__ static constexpr uint32_t empty_v(int s) { return BAR + 8 * (1 + 3 * STAGES + s); }
+    __host__ __device__ static constexpr uint32_t empty_q() { return BAR + 8; }
+    __host__ __device__ static constexpr uint32_t full_k(int s) { return BAR + 8 * (2 + s); }
+    __host__ __device__ static constexpr uint32_t full_v(int s) { return BAR + 8 * (2 + STAGES + s); }
+    __host__ __device__ static constexpr uint32_t empty_k(int s) { return BAR + 8 * (2 + 2 * STAGES + s); }
+    __host__ __device__ static constexpr uint32_t empty_v(int s) { return BAR + 8 * (2 + 3 * STAGES + s); }
 };
+
+// [region schedule]
+/* Work item t = 0 .. T_r B H - 1 of the grid: which query tile of which head, in the order the
+ * blocks should start them. As lesson 08: non-causal, the query tiles of one head are
+ * neighbours (K, V stay in L2); causal, the longest query tiles of every head come first. */
+struct Work {
+    int q0, bh, n_tiles;  // first query row, b * H + h, K/V tiles to visit (from the last down to 0)
+};
+template <int BC>
+__device__ __forceinline__ Work work_of(int t, int N, int BH, int causal) {
+    const int Tr = (N + FA_BR - 1) / FA_BR;
+    const bool lpt = causal && FA_CAUSAL_LPT;
+    const int q_tile = lpt ? Tr - 1 - t / BH : t % Tr;
+    Work w;
+    w.bh = lpt ? t % BH : t / Tr;
+    w.q0 = q_tile * FA_BR;
+    const int kv_end = causal ? min(N, w.q0 + FA_BR) : N;  // causal: skip the tiles above the diagonal
+    w.n_tiles = (kv_end + BC - 1) / BC;
+    return w;
+}
+// [end schedule]
 
 // [region load-sync]
 /* Step 1 only: rows [row0, row0 + ROWS) of a [N, D] matrix into the TMA layout at `tile`,
@@ -355,15 +381,15 @@ __device__ __forceinline__ void load_tile_sync(uint32_t tile, const T *g, int ro
 // [end load-sync]
 
 // [region producer]
-/* Copies for step `it` (key tile n_tiles - 1 - it) into slot it % STAGES: K_j, then V_j.
- * Before refilling a slot the producer waits until every consumer warp has released the
- * tile it held: fill `use` of a slot needs phase use - 1 of its empty barrier completed,
- * whose parity is (use - 1) & 1. The first fill of each slot waits for nothing. */
+/* Copies K_j, then V_j (key tile j of head bh) into slot gi % STAGES, gi counting every K/V
+ * tile this block loads. Before refilling a slot the producer waits until every consumer warp
+ * has released the tile it held: fill `use` of a slot needs phase use - 1 of its empty
+ * barrier completed, whose parity is (use - 1) & 1. The first fill of a slot waits for nothing. */
 template <int D, int BC, int STAGES>
-__device__ __forceinline__ void load_kv(const CUtensorMap *tmK, const CUtensorMap *tmV, uint32_t base, int it,
-                                        int n_tiles, int bh) {
+__device__ __forceinline__ void load_kv(const CUtensorMap *tmK, const CUtensorMap *tmV, uint32_t base, int gi, int j,
+                                        int bh) {
     using L = SmemLayout<D, BC, STAGES>;
-    const int s = it % STAGES, use = it / STAGES, row0 = (n_tiles - 1 - it) * BC;
+    const int s = gi % STAGES, use = gi / STAGES, row0 = j * BC;
     // TODO(5): for K, then the same for V:
     //   - unless this is the slot's first fill (use == 0), wait on its empty barrier
     //     (L::empty_k(s)) for the phase of parity (use - 1) & 1;
@@ -467,40 +493,32 @@ struct Consumer {
     // [end softmax]
 };
 
-/* One block computes O and L for 128 query rows of one (batch, head); grid = T_r B H blocks
- * (order: see "schedule"). Threads: step 1-2, two consumer warpgroups (256); step 3-5, a
- * producer warpgroup then two consumer warpgroups (384). Consumer warpgroup c owns rows
- * 64 c .. 64 c + 63 of the tile. Dynamic shared memory: SmemLayout::ALLOC bytes.
- * tmQ/tmK/tmV: tensor maps {d, N, B H} with boxes {64, 128 / B_c, 1} (steps 2-5); Q, K, V:
- * the same tensors as pointers (step 1). scale_log2 = scale log2(e). */
+/* A block computes O and L for query tiles of 128 rows: steps 1-5, grid = T_r B H blocks, one
+ * work item each; step 6, grid = at most one block per SM, each taking work items blockIdx.x,
+ * blockIdx.x + gridDim.x, ... (work_of gives the order). Threads: steps 1-2, two consumer
+ * warpgroups (256); steps 3-6, a producer warpgroup then two consumer warpgroups (384).
+ * Consumer warpgroup c owns rows 64 c .. 64 c + 63 of a tile. Dynamic shared memory:
+ * SmemLayout::ALLOC bytes. tmQ/tmK/tmV: tensor maps {d, N, B H} with boxes {64, 128 / B_c, 1}
+ * (steps 2-6); Q, K, V: the same tensors as pointers (step 1). BH = B H; scale_log2 = scale
+ * log2(e). */
 template <typename T, int D, int BC, int STAGES, int STEP>
 __global__ void __launch_bounds__(STEP >= 3 ? 384 : 256, 1)
 fa3_forward_kernel(const __grid_constant__ CUtensorMap tmQ, const __grid_constant__ CUtensorMap tmK,
                    const __grid_constant__ CUtensorMap tmV, const T *__restrict__ Q, const T *__restrict__ K,
-                   const T *__restrict__ V, T *__restrict__ O, float *__restrict__ L, int N, float scale_log2,
-                   int causal) {
+                   const T *__restrict__ V, T *__restrict__ O, float *__restrict__ L, int N, int BH,
+                   float scale_log2, int causal) {
     static_assert(D == 64 || D == 128, "d must be 64 or 128");
     static_assert(BC % 16 == 0 && BC >= 64 && BC <= 192 && STAGES >= 1, "bad tile");
+    static_assert(STEP >= 1 && STEP <= 6, "FA9_STEP is 1..6");
     using SL = SmemLayout<D, BC, STAGES>;
-    constexpr int NT = STEP >= 3 ? 384 : 256, CW0 = STEP >= 3 ? 1 : 0;  // first consumer warpgroup
+    constexpr int CW0 = STEP >= 3 ? 1 : 0;  // first consumer warpgroup
     constexpr int CONSUMER_WARPS = 8;
+    constexpr bool PERSISTENT = STEP >= 6;
     extern __shared__ __align__(1024) unsigned char fa_smem[];
     const uint32_t base = (smem_u32(fa_smem) + 1023u) & ~1023u;
     const uint32_t sQ = base + SL::Q;
-
     const int tid = threadIdx.x, lane = tid & 31;
-    // [region schedule]
-    /* As lesson 08: non-causal, the query tiles of one head are neighbours (K, V stay in L2);
-     * causal, the longest query tiles of every head start first. */
-    const int Tr = (N + FA_BR - 1) / FA_BR, BH = (int)gridDim.x / Tr, bid = (int)blockIdx.x;
-    const bool lpt = causal && FA_CAUSAL_LPT;
-    const int q_tile = lpt ? Tr - 1 - bid / BH : bid % Tr;
-    const int bh = lpt ? bid % BH : bid / Tr;  // b * H + h
-    const int q0 = q_tile * FA_BR;
-    const int kv_end = causal ? min(N, q0 + FA_BR) : N;
-    const int n_tiles = (kv_end + BC - 1) / BC;  // step it works on key tile n_tiles - 1 - it
-    // [end schedule]
-    (void)NT;
+    const int n_work = (N + FA_BR - 1) / FA_BR * BH;
 
     // [region init]
     /* One thread initialises the barriers: a full barrier expects one arrival (the
@@ -508,6 +526,7 @@ fa3_forward_kernel(const __grid_constant__ CUtensorMap tmQ, const __grid_constan
      * arrival per consumer warp. */
     if (STEP >= 2 && tid == 0) {
         mbar_init(base + SL::full_q(), 1);
+        mbar_init(base + SL::empty_q(), CONSUMER_WARPS);
         for (int s = 0; s < STAGES; ++s) {
             mbar_init(base + SL::full_k(s), 1);
             mbar_init(base + SL::full_v(s), 1);
@@ -525,30 +544,52 @@ fa3_forward_kernel(const __grid_constant__ CUtensorMap tmQ, const __grid_constan
             // TODO(7): give registers back: setmaxnreg_dec<FA_REG_PRODUCER>().
             (void)FA_REG_PRODUCER;
             if (tid == 0) {
-                mbar_arrive_expect_tx(base + SL::full_q(), FA_BR * D * 2);
-                for (int b = 0; b < D / 64; ++b)
-                    tma_load_3d(sQ + b * FA_BR * 128, &tmQ, 64 * b, q0, bh, base + SL::full_q());
-                for (int it = 0; it < n_tiles; ++it) load_kv<D, BC, STAGES>(&tmK, &tmV, base, it, n_tiles, bh);
+                int gi = 0, qn = 0;  // K/V tiles and query tiles loaded so far
+                for (int t = blockIdx.x; t < n_work; t += gridDim.x, ++qn) {
+                    const Work wk = work_of<BC>(t, N, BH, causal);
+                    if (qn > 0) mbar_wait(base + SL::empty_q(), (qn - 1) & 1);  // step 6: Q_i's buffer is free
+                    mbar_arrive_expect_tx(base + SL::full_q(), FA_BR * D * 2);
+                    for (int b = 0; b < D / 64; ++b)
+                        tma_load_3d(sQ + b * FA_BR * 128, &tmQ, 64 * b, wk.q0, wk.bh, base + SL::full_q());
+                    for (int it = 0; it < wk.n_tiles; ++it)
+                        load_kv<D, BC, STAGES>(&tmK, &tmV, base, gi + it, wk.n_tiles - 1 - it, wk.bh);
+                    gi += wk.n_tiles;
+                }
             }
             return;
         }
         // TODO(7): the consumers take them: setmaxnreg_inc<FA_REG_CONSUMER>().
         (void)FA_REG_CONSUMER;
-    } else if constexpr (STEP == 2) {
-        if (tid == 0) {  // the first STAGES steps' copies; later ones are issued inside the loop
-            mbar_arrive_expect_tx(base + SL::full_q(), FA_BR * D * 2);
-            for (int b = 0; b < D / 64; ++b) tma_load_3d(sQ + b * FA_BR * 128, &tmQ, 64 * b, q0, bh, base + SL::full_q());
-            for (int it = 0; it < STAGES && it < n_tiles; ++it) load_kv<D, BC, STAGES>(&tmK, &tmV, base, it, n_tiles, bh);
-        }
-        __syncwarp();
     }
     // [end roles]
 
-    const int c = tid / 128 - CW0;             // consumer warpgroup: 0 or 1
+    const int c = tid / 128 - CW0;  // consumer warpgroup: 0 or 1
     const int wq = (tid / 32) % 4, g = lane >> 2, t = lane & 3;
-    const int wg_row0 = 64 * c;                // first tile row of this warpgroup
+    const int wg_row0 = 64 * c;     // first tile row of this warpgroup
+    /* Consumers release a slot per warp: after __syncwarp every lane's wgmma reads of the
+     * slot are complete (each lane waited), and lane 0 arrives for the warp. */
+    auto release = [&](uint32_t bar) {
+        if constexpr (STEP >= 2) {
+            // TODO(6): __syncwarp(), then lane 0 arrives on `bar` for the warp.
+            (void)bar;
+        }
+    };
+    int gi = 0, qn = 0;  // K/V tiles and query tiles consumed so far (the ring's position)
+    for (int wi = blockIdx.x; wi < n_work; wi += gridDim.x, ++qn) {
+    const Work wk = work_of<BC>(wi, N, BH, causal);
+    const int q0 = wk.q0, bh = wk.bh, n_tiles = wk.n_tiles;
     const int row = q0 + wg_row0 + 16 * wq + g;  // query row of accumulator elements e < 2 (+8: e >= 2)
     const size_t head = (size_t)bh * N;
+
+    if constexpr (STEP == 2) {
+        if (tid == 0) {  // the first STAGES steps' copies; later ones are issued inside the loop
+            mbar_arrive_expect_tx(base + SL::full_q(), FA_BR * D * 2);
+            for (int b = 0; b < D / 64; ++b) tma_load_3d(sQ + b * FA_BR * 128, &tmQ, 64 * b, q0, bh, base + SL::full_q());
+            for (int it = 0; it < STAGES && it < n_tiles; ++it)
+                load_kv<D, BC, STAGES>(&tmK, &tmV, base, it, n_tiles - 1 - it, bh);
+        }
+        __syncwarp();
+    }
 
     Consumer<T, D, BC> w;
 #pragma unroll
@@ -560,19 +601,16 @@ fa3_forward_kernel(const __grid_constant__ CUtensorMap tmQ, const __grid_constan
     /* A tile needs the mask when it crosses the end of the sequence or, causal, holds a key
      * after this warpgroup's first row. */
     auto needs_mask = [&](int k0) { return k0 + BC > N || (causal && k0 + BC - 1 > q0 + wg_row0); };
-    /* Consumers release a slot per warp: after __syncwarp every lane's wgmma reads of the
-     * slot are complete (each lane waited), and lane 0 arrives for the warp. */
-    auto release = [&](uint32_t bar) {
-        if constexpr (STEP >= 2) {
-            // TODO(6): __syncwarp(), then lane 0 arrives on `bar` for the warp.
-            (void)bar;
-        }
+    /* Step 6: once this warpgroup's last S = Q_i K_j^T is done, Q_i's buffer may take the next
+     * query tile (the other consumer, and then the producer, may be ahead). */
+    auto release_q = [&]() {
+        if constexpr (PERSISTENT) release(base + SL::empty_q());
     };
 
     if constexpr (STEP == 1) {
         load_tile_sync<T, D, FA_BR, 256>(sQ, Q + head * D, q0, N, tid);
     } else {
-        mbar_wait(base + SL::full_q(), 0);
+        mbar_wait(base + SL::full_q(), qn & 1);
     }
 
     if constexpr (STEP <= 4) {
@@ -615,19 +653,21 @@ fa3_forward_kernel(const __grid_constant__ CUtensorMap tmQ, const __grid_constan
             w.issue_pv(sV);
             release(base + SL::empty_v(slot));
             if constexpr (STEP == 2) {
-                if (tid == 0 && it + STAGES < n_tiles) load_kv<D, BC, STAGES>(&tmK, &tmV, base, it + STAGES, n_tiles, bh);
+                if (tid == 0 && it + STAGES < n_tiles)
+                    load_kv<D, BC, STAGES>(&tmK, &tmV, base, it + STAGES, n_tiles - 1 - it - STAGES, bh);
                 __syncwarp();
             }
         }
         // [end loop-simple]
     } else {
         // [region loop-overlap]
-        /* Step 5 (FlashAttention-3, Algorithm 2): the softmax of S_j runs while the tensor
+        /* Steps 5-6 (FlashAttention-3, Algorithm 2): the softmax of S_j runs while the tensor
          * cores compute S_{j+1} and then P_j V_j. A warpgroup issues in one turn
          *     S_{it} = Q K_{it}^T      and      O += P_{it-1} V_{it-1}
          * then waits only for the first (wait<1>), computes the softmax of S_{it} while
          * P_{it-1} V_{it-1} runs, and waits for it (wait<0>) only before it rescales O and
-         * overwrites P. Turns: S_0 alone, n_tiles - 1 pairs, P V of the last tile alone. */
+         * overwrites P. Turns: S_0 alone, n_tiles - 1 pairs, P V of the last tile alone.
+         * Ring positions count from gi, the K/V tiles of earlier query tiles (step 6). */
         const int turns = n_tiles + 1;
         int turn = 0;
         auto begin_turn = [&]() { named_sync(FA_BAR_TURN + c, 256); };
@@ -639,31 +679,33 @@ fa3_forward_kernel(const __grid_constant__ CUtensorMap tmQ, const __grid_constan
 
         float alpha[2], rowsum[2];
         {  // S_0
-            const int k0 = (n_tiles - 1) * BC;
-            mbar_wait(base + SL::full_k(0), 0);
+            const int k0 = (n_tiles - 1) * BC, slot = gi % STAGES, ph = (gi / STAGES) & 1;
+            mbar_wait(base + SL::full_k(slot), ph);
             begin_turn();
             wgmma_fence();
             fence_acc(w.s);
-            w.issue_s(sQ, wg_row0, base + SL::K);
+            w.issue_s(sQ, wg_row0, base + SL::K + slot * SL::TILE);
             end_turn();
             wgmma_wait<0>();
             fence_acc(w.s);
-            release(base + SL::empty_k(0));
+            release(base + SL::empty_k(slot));
+            if (n_tiles == 1) release_q();
             if (needs_mask(k0)) w.mask(k0, row, t, N, causal);
             w.softmax(scale_log2, alpha, rowsum);
             w.rescale(alpha, rowsum);  // O is 0: only sets l
             w.pack_p();
         }
         for (int it = 1; it < n_tiles; ++it) {
-            const int slot = it % STAGES, ph = (it / STAGES) & 1;
-            const int pslot = (it - 1) % STAGES, pph = ((it - 1) / STAGES) & 1;
+            const int slot = (gi + it) % STAGES, ph = ((gi + it) / STAGES) & 1;
+            const int pslot = (gi + it - 1) % STAGES, pph = ((gi + it - 1) / STAGES) & 1;
             const int k0 = (n_tiles - 1 - it) * BC;
             (void)ph; (void)pph;
             // TODO(9): wait until K_it (slot, ph) and V_{it-1} (pslot, pph) have landed; in one
             //   turn, fence (S, O and P were written since the last wgmma) and issue S_it and
             //   P_{it-1} V_{it-1}; then wait until only the second group may still run, release
-            //   K_it, mask and softmax S_it; wait for P_{it-1} V_{it-1}, release V_{it-1}, and only
-            //   then rescale O and overwrite P. Keep fence_acc after each wait.
+            //   K_it (and, on the last tile, Q: release_q()), mask and softmax S_it; wait for
+            //   P_{it-1} V_{it-1}, release V_{it-1}, and only then rescale O and overwrite P.
+            //   Keep fence_acc after each wait.
             begin_turn();
             w.issue_s(sQ, wg_row0, base + SL::K + slot * SL::TILE);
             w.issue_pv(base + SL::V + pslot * SL::TILE);
@@ -674,7 +716,7 @@ fa3_forward_kernel(const __grid_constant__ CUtensorMap tmQ, const __grid_constan
             w.pack_p();
         }
         {  // P V of the last tile
-            const int pslot = (n_tiles - 1) % STAGES, pph = ((n_tiles - 1) / STAGES) & 1;
+            const int pslot = (gi + n_tiles - 1) % STAGES, pph = ((gi + n_tiles - 1) / STAGES) & 1;
             mbar_wait(base + SL::full_v(pslot), pph);
             begin_turn();
             wgmma_fence();
@@ -687,13 +729,17 @@ fa3_forward_kernel(const __grid_constant__ CUtensorMap tmQ, const __grid_constan
         }
         // [end loop-overlap]
     }
+    gi += n_tiles;
 
     // [region epilogue]
     /* Finish l (the 4 threads of a row add their shares), normalise, write L, and O through
      * this warpgroup's rows of the Q tile (no wgmma reads it any more once all four warps of
-     * the warpgroup are past the named barrier) with 16-byte stores of rows < N. */
-    fence_proxy_async();  // the Q tile was last touched by the async proxy (TMA, wgmma)
-    named_sync(FA_BAR_EPILOGUE + c, 128);
+     * the warpgroup are past the named barrier) with 16-byte stores of rows < N. Step 6 has
+     * handed the Q tile to the next query tile already: it stores O from registers. */
+    if constexpr (!PERSISTENT) {
+        fence_proxy_async();  // the Q tile was last touched by the async proxy (TMA, wgmma)
+        named_sync(FA_BAR_EPILOGUE + c, 128);
+    }
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
         float lr = w.l[r];
@@ -701,22 +747,35 @@ fa3_forward_kernel(const __grid_constant__ CUtensorMap tmQ, const __grid_constan
         lr += __shfl_xor_sync(0xffffffffu, lr, 2);
         const float inv = lr > 0.f ? 1.f / lr : 0.f;
         const int srow = wg_row0 + 16 * wq + g + 8 * r;  // row in the tile
+        if constexpr (PERSISTENT) {
+            if (q0 + srow < N) {
 #pragma unroll
-        for (int j = 0; j < D / 8; ++j)
-            st_shared_u32(sQ + tma_tile_offset(srow, 8 * j + 2 * t, FA_BR),
-                          pack2<T>(w.o[4 * j + 2 * r] * inv, w.o[4 * j + 2 * r + 1] * inv));
+                for (int j = 0; j < D / 8; ++j)
+                    *reinterpret_cast<uint32_t *>(O + (head + q0 + srow) * D + 8 * j + 2 * t) =
+                        pack2<T>(w.o[4 * j + 2 * r] * inv, w.o[4 * j + 2 * r + 1] * inv);
+            }
+        } else {
+#pragma unroll
+            for (int j = 0; j < D / 8; ++j)
+                st_shared_u32(sQ + tma_tile_offset(srow, 8 * j + 2 * t, FA_BR),
+                              pack2<T>(w.o[4 * j + 2 * r] * inv, w.o[4 * j + 2 * r + 1] * inv));
+        }
         if (t == 0 && q0 + srow < N)
             L[head + q0 + srow] = lr > 0.f ? (w.m[r] * scale_log2 + log2f(lr)) * 0.69314718055994531f : -INFINITY;
     }
-    __syncwarp();
-    constexpr int CH = D / 8;  // 16-byte chunks per row; a warp stores its 16 rows
+    if constexpr (!PERSISTENT) {
+        __syncwarp();
+        constexpr int CH = D / 8;  // 16-byte chunks per row; a warp stores its 16 rows
 #pragma unroll
-    for (int i = 0; i < 16 * CH / 32; ++i) {
-        const int r = wg_row0 + 16 * wq + lane / CH + i * (32 / CH), ch = lane % CH;
-        if (q0 + r < N)
-            *reinterpret_cast<uint4 *>(O + (head + q0 + r) * D + ch * 8) = ld_shared_v4(sQ + tma_tile_offset(r, ch * 8, FA_BR));
+        for (int i = 0; i < 16 * CH / 32; ++i) {
+            const int r = wg_row0 + 16 * wq + lane / CH + i * (32 / CH), ch = lane % CH;
+            if (q0 + r < N)
+                *reinterpret_cast<uint4 *>(O + (head + q0 + r) * D + ch * 8) =
+                    ld_shared_v4(sQ + tma_tile_offset(r, ch * 8, FA_BR));
+        }
     }
     // [end epilogue]
+    }  // next work item (step 6)
 }
 
 // [region host]
@@ -809,12 +868,22 @@ static int launch(const attn_args *a) {
         cache.q = a->Q; cache.k = a->K; cache.v = a->V;
         cache.B = a->B; cache.H = a->H; cache.N = a->N; cache.d = a->d; cache.dt = a->dtype;
     }
-    const long long blocks = (long long)((a->N + FA_BR - 1) / FA_BR) * a->B * a->H;
-    if (blocks > 0x7fffffffLL) return ATTN_UNSUPPORTED;
+    /* Steps 1-5: a block per query tile of each head. Step 6: persistent, one block per SM
+     * (one fits: 384 threads x 168 registers), each taking every SMs-th work item. */
+    const long long work = (long long)((a->N + FA_BR - 1) / FA_BR) * a->B * a->H;
+    if (work > 0x7fffffffLL) return ATTN_UNSUPPORTED;
+    static int sms = 0;
+    if (!sms) {
+        int dev = 0;
+        if (cudaGetDevice(&dev) != cudaSuccess ||
+            cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || sms < 1)
+            sms = 1;
+    }
+    const long long blocks = STEP >= 6 && work > sms ? sms : work;
     const float scale_log2 = a->scale * 1.4426950408889634f;
     kernel<<<(unsigned)blocks, NT, SL::ALLOC, (cudaStream_t)a->stream>>>(
         cache.mq, cache.mk, cache.mv, (const T *)a->Q, (const T *)a->K, (const T *)a->V, (T *)a->O, a->L, a->N,
-        scale_log2, a->causal);
+        a->B * a->H, scale_log2, a->causal);
     return ATTN_OK;
 }
 

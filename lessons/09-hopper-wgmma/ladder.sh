@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # lessons/09-hopper-wgmma/ladder.sh: lesson 09's ladder on a Hopper GPU. Builds the solution at
-# every step (FA9_STEP=1..5, see hopper.cu), grades each step on a few cases, times each on the
+# every step (FA9_STEP=1..6, see hopper.cu), grades each step on a few cases, times each on the
 # course's shapes next to PyTorch's SDPA (flash and cuDNN backends, same timing method), and
 # prints one Markdown table per head dimension.
 #
 #   bash lessons/09-hopper-wgmma/ladder.sh        (from the repository root; or make ladder-09)
 # Options:
-#   --steps "1 2 3 4 5"   steps to build (default all)
-#   --configs "128:176,2 64:192,2"   extra builds of step 5 with another B_c and stage count for
+#   --steps "1 2 3 4 5 6" steps to build (default all)
+#   --configs "128:176,2 64:192,2"   extra builds of step 6 with another B_c and stage count for
 #                         one head dimension (d:Bc,stages -> -DFA<d>_BC=Bc -DFA<d>_STAGES=stages)
 #   --d 64,128            head dimensions (default both)
 #   --n "2048 8192"       sequence lengths (B = 16384 / N, H = 2048 / d)
@@ -21,7 +21,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 
-STEPS="1 2 3 4 5" CONFIGS="" DLIST="64 128" NLIST="2048 8192" CLIST="0 1" DTYPE=fp16 SRC=""
+STEPS="1 2 3 4 5 6" CONFIGS="" DLIST="64 128" NLIST="2048 8192" CLIST="0 1" DTYPE=fp16 SRC=""
 JOBS=$(nproc 2>/dev/null || echo 4) BUILD=1 GRADE=1 PEERS=1
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -42,7 +42,7 @@ while [ $# -gt 0 ]; do
     shift
 done
 for s in $STEPS; do
-    case $s in 1 | 2 | 3 | 4 | 5) ;; *) echo "ladder.sh: --steps takes numbers 1..5, got '$s'" >&2; exit 2 ;; esac
+    case $s in 1 | 2 | 3 | 4 | 5 | 6) ;; *) echo "ladder.sh: --steps takes numbers 1..6, got '$s'" >&2; exit 2 ;; esac
 done
 for cfg in $CONFIGS; do
     [[ $cfg =~ ^(64|128):[0-9]+,[0-9]+$ ]] || { echo "ladder.sh: --configs entries are d:Bc,stages (d 64 or 128), got '$cfg'" >&2; exit 2; }
@@ -59,7 +59,7 @@ VARIANTS=()
 for s in $STEPS; do VARIANTS+=("step$s|-DFA9_STEP=$s|step $s"); done
 for cfg in $CONFIGS; do
     d=${cfg%%:*} rest=${cfg#*:} bc=${rest%,*} st=${rest#*,}
-    VARIANTS+=("step5_d${d}_bc${bc}_s${st}|-DFA9_STEP=5 -DFA${d}_BC=$bc -DFA${d}_STAGES=$st|step 5, d=$d: B_c=$bc, $st stages")
+    VARIANTS+=("step6_d${d}_bc${bc}_s${st}|-DFA9_STEP=6 -DFA${d}_BC=$bc -DFA${d}_STAGES=$st|step 6, d=$d: B_c=$bc, $st stages")
 done
 
 # ---- build (the harness objects once, then every variant in parallel); lesson 08 as the baseline ----
@@ -173,9 +173,9 @@ for d in $DLIST; do
         done; done
         [ $any = 1 ] && echo "$line"
     done
-    # step 5 (or the last variant built) against cuDNN, where both are known
+    # step 6, the default (or the last variant built), against cuDNN, where both are known
     last=${VARIANTS[${#VARIANTS[@]}-1]%%|*}
-    for v in "${VARIANTS[@]}"; do [ "${v%%|*}" = step5 ] && last=step5; done
+    for v in "${VARIANTS[@]}"; do [ "${v%%|*}" = step6 ] && last=step6; done
     line="| ${last} / cuDNN | | |" any=0
     for N in $NLIST; do for c in $CLIST; do
         a=${TF[$last,$d,$N,$c]:-} b=${TF[torch-cudnn,$d,$N,$c]:-}

@@ -13,6 +13,7 @@
 #include EMU_SRC
 
 static int g_fail = 0;
+static int g_sms = 2;  // blocks of a persistent launch (EMU_SMS)
 
 /* ---- layout check ---- */
 template <int D, int ROWS>
@@ -92,6 +93,7 @@ static void run(int B, int H, int N, int causal, float qmul, unsigned seed) {
     }
     emu_bar_name = [](uint32_t a) {
         if (a == SL::full_q()) return std::string("the full barrier of Q");
+        if (a == SL::empty_q()) return std::string("the empty barrier of Q");
         for (int s = 0; s < STAGES; ++s) {
             if (a == SL::full_k(s)) return emu_fmt("the full barrier of K slot %d", s);
             if (a == SL::full_v(s)) return emu_fmt("the full barrier of V slot %d", s);
@@ -102,11 +104,13 @@ static void run(int B, int H, int N, int causal, float qmul, unsigned seed) {
     };
     const long errors0 = emu_errors.load();
     const int Tr = (N + FA_BR - 1) / FA_BR, NT = STEP >= 3 ? 384 : 256, regs = STEP >= 3 ? 168 : 0;
+    /* step 6 is persistent: few "SMs", so that every block takes several query tiles in turn */
+    const int work = Tr * B * H, grid = STEP >= 6 ? std::min(work, g_sms) : work;
     const float sl2 = scale * 1.4426950408889634f;
     T *Qp = Q.data(), *Kp = K.data(), *Vp = V.data(), *Op = O.data();
     float *Lp = L.data();
-    emu_launch((unsigned)(Tr * B * H), NT, SL::ALLOC, regs, [&] {
-        fa3_forward_kernel<T, D, BC, STAGES, STEP>(mq, mk, mv, Qp, Kp, Vp, Op, Lp, N, sl2, causal);
+    emu_launch((unsigned)grid, NT, SL::ALLOC, regs, [&] {
+        fa3_forward_kernel<T, D, BC, STAGES, STEP>(mq, mk, mv, Qp, Kp, Vp, Op, Lp, N, B * H, sl2, causal);
     });
     /* float64 reference */
     double err_o = 0, err_l = 0;
@@ -141,8 +145,9 @@ static void run(int B, int H, int N, int causal, float qmul, unsigned seed) {
     const double tol = std::is_same<T, __half>::value ? 4e-3 : 3e-2;
     const bool ok = nan == 0 && err_o < tol && err_l < 1e-2 * (qmul > 1 ? 10 : 1) && guards &&
                     emu_errors.load() == errors0;
-    printf("step %d %-4s d=%-3d Bc=%-3d S=%d B=%d H=%d N=%-4d %-6s %s err_O=%.2e err_L=%.2e nan=%ld%s %s\n", STEP,
-           std::is_same<T, __half>::value ? "fp16" : "bf16", D, BC, STAGES, B, H, N, causal ? "causal" : "", qmul > 1 ? "x30" : "   ",
+    printf("step %d %-4s d=%-3d Bc=%-3d S=%d B=%d H=%d N=%-4d %-6s %s blocks=%-2d err_O=%.2e err_L=%.2e nan=%ld%s %s\n",
+           STEP, std::is_same<T, __half>::value ? "fp16" : "bf16", D, BC, STAGES, B, H, N, causal ? "causal" : "",
+           qmul > 1 ? "x30" : "   ", grid,
            err_o, err_l, nan, guards ? "" : " WRITES OUTSIDE O/L", ok ? "ok" : "FAIL");
     fflush(stdout);
     g_fail += !ok;
@@ -170,6 +175,7 @@ int main(int argc, char **argv) {
     emu_tma_late = getenv("EMU_TMA") && !strcmp(getenv("EMU_TMA"), "late");
     if (getenv("EMU_HANG_S")) emu_hang_s = atoi(getenv("EMU_HANG_S"));
     const int only = getenv("EMU_STEP") ? atoi(getenv("EMU_STEP")) : 0;
+    if (getenv("EMU_SMS")) g_sms = std::max(1, atoi(getenv("EMU_SMS")));
     printf("emu9: kernel %s; wgmma operands read %s, TMA copies land %s\n", EMU_NAME,
            emu_wgmma_late ? "at the wait_group that retires them" : "at issue",
            emu_tma_late ? "when a thread waits on their barrier" : "at issue");
@@ -181,15 +187,19 @@ int main(int argc, char **argv) {
     if (!only || only == 2) step_cases<2>(quick);
     if (!only || only == 3) step_cases<3>(quick);
     if (!only || only == 4) step_cases<4>(quick);
-    if (!only || only == 5) {
-        step_cases<5>(quick);
-        /* the other tile shapes of the default step */
-        run<__half, 128, 176, 2, 5>(1, 1, 300, 0, 1.f, 11);
-        run<__half, 64, 192, 2, 5>(1, 1, 300, 1, 1.f, 12);
-        run<__nv_bfloat16, 128, 64, 1, 5>(1, 1, 300, 1, 30.f, 13);
+    if (!only || only == 5) step_cases<5>(quick);
+    if (!only || only == 6) {
+        step_cases<6>(quick);
+        run<__half, 128, 128, 2, 6>(2, 3, 200, 1, 1.f, 16);  // 12 work items on 2 blocks, causal
+        run<__nv_bfloat16, 64, 128, 3, 6>(3, 2, 77, 0, 30.f, 17);
+        /* other tile shapes */
+        run<__half, 128, 176, 2, 6>(1, 2, 300, 0, 1.f, 11);
+        run<__half, 64, 192, 2, 6>(1, 2, 300, 1, 1.f, 12);
+        run<__nv_bfloat16, 128, 64, 1, 6>(1, 2, 300, 1, 30.f, 13);
         if (!quick) {
             run<__half, 128, 176, 2, 5>(1, 1, 400, 1, 1.f, 14);
             run<__half, 64, 192, 2, 5>(1, 1, 500, 0, 30.f, 15);
+            run<__half, 128, 128, 2, 6>(4, 3, 129, 0, 1.f, 18);
         }
     }
     printf("emulator errors: %ld\n", emu_errors.load());
