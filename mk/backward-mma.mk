@@ -1,0 +1,69 @@
+# mk/backward-mma.mk: lesson 11 (the backward pass on tensor cores). In `make test`:
+#   make check-11   starter and solution of 11 compile for sm_75 (empty kernels), sm_80 and
+#                   sm_90 without warnings, and the solution's kernels spill nothing on sm_90
+#                   (ptxas -v; 24 bytes allowed on sm_80, see SPILL_BUDGET_11_SM80; the starter's
+#                   unfinished kernels are not held to that); SKIPs without nvcc
+#   make emu-11     the three backward kernels on the CPU warp emulator (tests/warp_emu,
+#                   emu11.cpp + emu_bwd.h): dQ, dK, dV graded against float64 with the
+#                   FlashAttention rule (2 x the plain same-precision backward's error + atol)
+#                   for N = 1, 77, 130, causal and not, x30 logits, fp16 and bf16, d = 64 and
+#                   128, four tile configurations; bank conflicts of ldmatrix and st.shared,
+#                   cp.async and shared-store hazards, writes outside any buffer; run twice
+#                   (cp.async landing at issue, and at the wait that retires it).
+#                   EMU11_SRC=lessons/11-backward-tensor-cores/backward.cu runs your kernel;
+#                   EMU_QUICK=0: more shapes and configurations (several minutes).
+# Not in `make test` (GPU):
+#   make sweep-11   builds solution 11 once per tile configuration and times each on a few
+#                   grid shapes, with PyTorch's SDPA backward (flash, cuDNN) timed beside them
+#                   (lessons/11-backward-tensor-cores/sweep.sh; SWEEP11_ARGS="--quick" etc.)
+#   make sweep11-variant SWEEP11_DEFS="-DFB64_BR=..." SWEEP11_OUT=build/sweep11/x
+#                   one build of solution 11 with another configuration, ptxas -v beside it
+.PHONY: check-11 emu-11 sweep-11 sweep11-variant
+
+# The d = 128 kernel uses all 255 registers. On sm_80 the pair of scalar atomicAdd that
+# replaces sm_90's 8-byte red.global.add.v2.f32 costs it 20 bytes of spill (nvcc 13.0); the
+# course's GPUs are sm_90, where it spills nothing. More than that is a regression.
+SPILL_BUDGET_11_SM80 := 24
+check-11:
+	@if ! command -v $(NVCC) >/dev/null 2>&1; then echo "check-11: SKIP (no nvcc)"; exit 0; fi; \
+	if [ -z "$(call src_of,solutions,11)" ]; then echo "check-11: SKIP (no solutions/11-*/)"; exit 0; fi; \
+	for f in $(call src_of,lessons,11) $(call src_of,solutions,11); do \
+	  for a in 75 80 90; do \
+	    out=$$($(NVCC) -O3 -std=c++17 -Xcompiler -Wall -gencode arch=compute_$$a,code=sm_$$a -Ireference \
+	           -Xptxas -v -c $$f -o /dev/null 2>&1) || { echo "$$out"; echo "check-11: $$f does not build for sm_$$a"; exit 1; }; \
+	    if echo "$$out" | grep -qiE 'warning'; then echo "check-11: $$f sm_$$a warns:"; echo "$$out" | grep -iA3 warning; exit 1; fi; \
+	    worst=$$(echo "$$out" | sed -nE 's/.* ([0-9]+) bytes spill stores.*/\1/p' | sort -n | tail -n1); \
+	    budget=$$([ $$a = 80 ] && echo $(SPILL_BUDGET_11_SM80) || echo 0); \
+	    if [ "$${f#solutions/}" != "$$f" ] && [ "$${worst:-0}" -gt $$budget ]; then \
+	      echo "check-11: $$f sm_$$a spills $$worst bytes (budget $$budget):"; echo "$$out" | grep -E 'spill|registers'; exit 1; fi; \
+	  done; \
+	done; echo "check-11: starter and solution build for sm_75, sm_80 and sm_90 without warnings; the solution spills nothing on sm_90 (at most $(SPILL_BUDGET_11_SM80) bytes on sm_80)"
+
+EMU11_SRC ?= $(call src_of,solutions,11)
+# Own build directory per invocation (see EMU_BUILD in advanced.mk); the float64 and
+# same-precision CPU references are compiled in as C.
+EMU11_BUILD = if [ ! -f $(EMU_CUDA_INC)/cuda_fp16.h ]; then echo "$@: SKIP (no CUDA headers)"; exit 0; fi; \
+	mkdir -p build/emu && emu=$$(mktemp -d "$(CURDIR)/build/emu/$@.XXXXXX") && trap 'rm -rf "$$emu"' EXIT && \
+	bash tests/warp_emu/strip.sh $(EMU11_SRC) > "$$emu/kernel.cu" && \
+	$(CC) -O2 -std=c11 -Ireference -c reference/cpu_reference.c -o "$$emu/ref.o" && \
+	$(CC) -O2 -std=c11 -Ireference -c reference/cpu_reference_bwd.c -o "$$emu/ref_bwd.o" && \
+	$(EMU_CXX) -std=c++20 -O1 -w -I$(EMU_CUDA_INC) -Ireference -Itests/warp_emu \
+	  -DEMU_SRC="\"$$emu/kernel.cu\"" -DEMU_NAME='"$(EMU11_SRC)"' -x c++ tests/warp_emu/emu11.cpp \
+	  -x none "$$emu/ref.o" "$$emu/ref_bwd.o" -o "$$emu/emu11" -lpthread -lm
+
+emu-11:
+	@$(EMU11_BUILD) && "$$emu/emu11" $(EMU_ARG) && EMU_CPASYNC=late "$$emu/emu11" $(EMU_ARG)
+
+test:: check-11 emu-11
+
+SWEEP11_SRC ?= $(call src_of,solutions,11)
+SWEEP11_DEFS ?=
+SWEEP11_OUT ?= build/sweep11/solution11
+sweep11-variant: $(HARNESS_C_OBJ) $(HARNESS_BWD_CU_OBJ)
+	@mkdir -p $(dir $(SWEEP11_OUT))
+	$(NVCC) $(NVCC_FLAGS) $(ARCH_FLAGS) $(SWEEP11_DEFS) -Xptxas -v -Ireference $(SWEEP11_SRC) \
+	  $(HARNESS_BWD_CU_OBJ) $(HARNESS_C_OBJ) -o $(SWEEP11_OUT) -lgomp 2> $(SWEEP11_OUT).ptxas \
+	  || { cat $(SWEEP11_OUT).ptxas; exit 1; }
+
+sweep-11:
+	@bash lessons/11-backward-tensor-cores/sweep.sh $(SWEEP11_ARGS)

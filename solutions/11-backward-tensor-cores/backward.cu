@@ -1,0 +1,835 @@
+/* 11-backward-tensor-cores: FlashAttention-2's backward pass on tensor cores.
+ *
+ * Source: Dao, "FlashAttention-2" (2023), Algorithm 2 (backward pass) and the
+ * loop order of its CUDA kernels: a block owns one K_j, V_j tile, keeps dK_j
+ * and dV_j in registers, and walks the query tiles Q_i; P is recomputed from
+ * the logsumexp L the forward pass wrote; dQ_i is accumulated across blocks
+ * with fp32 atomics. Lesson 10 does the same in fp32 on CUDA cores.
+ *
+ * Three kernels, launched by attention_backward on one stream:
+ *   1. preprocess: D_i = rowsum(dO_i o O_i) (Algorithm 2, before its loops),
+ *      L_i in base 2, and the fp32 dQ accumulator zeroed;
+ *   2. the main kernel: per (K_j, V_j) tile and query tile Q_i, the body of
+ *      Algorithm 2's inner loop, five mma products computed with the keys as
+ *      rows:
+ *        S^T  = K_j Q_i^T      dP^T = V_j dO_i^T
+ *        P^T  = exp(S^T - L)   dS^T = P^T o (dP^T - D)
+ *        dV_j += P^T dO_i      dK_j += dS^T Q_i      dQ_i += dS K_j
+ *      so that P^T and dS^T come out of the mma in the register layout of
+ *      the A operand of dV and dK (used as is, or stored for the other warps
+ *      that share the keys: PSMEM in "config");
+ *   3. convert: dQ = scale * dQ accumulator, rounded to the element type.
+ *
+ * Layouts: Q, K, V, O, dO, dQ, dK, dV are [B, H, N, d] row-major
+ * (reference/attention.h); L is [B, H, N] fp32, natural-log logsumexp of the
+ * scaled scores. Preconditions: dtype fp16 or bf16, d in {64, 128}, scale > 0,
+ * an sm_80+ GPU (sm_90 uses 8-byte vector atomics).
+ */
+#include <cuda_runtime.h>
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <math.h>
+#include "attention.h"
+
+const lesson_info LESSON = {
+    11, "11-backward-tensor-cores", "backward pass on tensor cores: P recomputed from L, five mma products, dQ by atomics",
+    DTYPE_BIT(DTYPE_FP16) | DTYPE_BIT(DTYPE_BF16), 1, {64, 128, 0}, LESSON_ATOMIC_ACCUMULATION, 0};
+
+// [region config]
+/* Tile configuration per head dimension (BwdTiles below says what each
+ * means for the warps): Br (query rows per step), Bc (keys per block), warps
+ * per block, stages (1: one Q_i/dO_i buffer, refilled while dQ is computed;
+ * 2: double buffer, refilled a whole step ahead), KVREG (1: each warp keeps
+ * its rows of K_j and V_j as A fragments in registers for the whole loop; 0:
+ * re-read from shared memory at every step) and PSMEM (0: P^T and dS^T go
+ * from the registers of S^T straight into dV and dK, a warp owns whole rows
+ * of keys; 1: pairs of warps split the queries and the columns of dK, dV,
+ * and P^T goes through shared memory). To try another, define all six of a
+ * head dimension, e.g. -DFB64_BR=64 -DFB64_BC=128 -DFB64_WARPS=8
+ * -DFB64_STAGES=2 -DFB64_KVREG=1 -DFB64_PSMEM=0 (`make sweep-11` times a
+ * list of them). */
+#ifndef FB64_BR
+#define FB64_BR 128
+#define FB64_BC 128
+#define FB64_WARPS 8
+#define FB64_STAGES 2
+#define FB64_KVREG 0
+#define FB64_PSMEM 1
+#endif
+#ifndef FB128_BR
+#define FB128_BR 64
+#define FB128_BC 128
+#define FB128_WARPS 8
+#define FB128_STAGES 2
+#define FB128_KVREG 0
+#define FB128_PSMEM 1
+#endif
+#define FB_CFG_D64 FB64_BR, FB64_BC, FB64_WARPS, FB64_STAGES, FB64_KVREG, FB64_PSMEM
+#define FB_CFG_D128 FB128_BR, FB128_BC, FB128_WARPS, FB128_STAGES, FB128_KVREG, FB128_PSMEM
+// [end config]
+
+/* cp.async, bf16 mma.m16n8k16: sm_80. The portable build's sm_75 code gets
+ * empty kernels, which the host never launches (ATTN_UNSUPPORTED). */
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+#define FA_SM80 0
+#else
+#define FA_SM80 1
+#endif
+
+// [region ptx]
+/* ldmatrix .x4: lanes 8i..8i+7 give the addresses of the 8 rows of matrix i;
+ * lane gets (row lane/4, cols 2*(lane%4), +1) of matrix i in r[i]. */
+__device__ __forceinline__ void ldmatrix_x4(uint32_t r[4], uint32_t addr) {
+#if FA_SM80
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
+#endif
+}
+/* .trans: lane gets (rows 2*(lane%4), +1; col lane/4) of matrix i. */
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t r[4], uint32_t addr) {
+#if FA_SM80
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
+#endif
+}
+/* d += A (16x16, row) * B (16x8, col), fp32 accumulate. */
+template <typename T>
+__device__ __forceinline__ void mma_16816(float d[4], const uint32_t a[4], uint32_t b0, uint32_t b1);
+template <>
+__device__ __forceinline__ void mma_16816<__half>(float d[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
+#if FA_SM80
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+                 "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#endif
+}
+template <>
+__device__ __forceinline__ void mma_16816<__nv_bfloat16>(float d[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
+#if FA_SM80
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+                 "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#endif
+}
+__device__ __forceinline__ float ex2(float x) {
+    float y = 0.f;
+#if FA_SM80
+    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+#endif
+    return y;
+}
+__device__ __forceinline__ uint32_t smem_u32(const void *p) {
+    return (uint32_t)__cvta_generic_to_shared(p);
+}
+/* One 32-bit store to shared memory at a shared-space address (as ldmatrix
+ * takes them). Written as PTX so that the CPU emulator sees every store into
+ * the dS^T tile and can check it against the barriers. */
+__device__ __forceinline__ void sts32(uint32_t addr, uint32_t v) {
+#if FA_SM80
+    asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(addr), "r"(v) : "memory");
+#endif
+}
+/* Loads from shared memory at shared-space addresses, as PTX for the same
+ * reason: 8 bytes (two floats) and 16 bytes. */
+__device__ __forceinline__ float2 lds_f32x2(uint32_t addr) {
+    float2 v = make_float2(0.f, 0.f);
+#if FA_SM80
+    asm volatile("ld.shared.v2.f32 {%0, %1}, [%2];\n" : "=f"(v.x), "=f"(v.y) : "r"(addr));
+#endif
+    return v;
+}
+__device__ __forceinline__ uint4 lds_u128(uint32_t addr) {
+    uint4 v = make_uint4(0, 0, 0, 0);
+#if FA_SM80
+    asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(addr));
+#endif
+    return v;
+}
+/* p[0] += a, p[1] += b in global memory, atomically, without reading the
+ * result back (a reduction: the thread does not wait for it). p is 8-byte
+ * aligned. sm_90 has one 8-byte vector reduction for the pair; sm_80 takes two. */
+__device__ __forceinline__ void red_add_f32x2(float *p, float a, float b) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("red.global.add.v2.f32 [%0], {%1, %2};\n" ::"l"(__cvta_generic_to_global(p)), "f"(a), "f"(b)
+                 : "memory");
+#elif FA_SM80
+    atomicAdd(p, a);
+    atomicAdd(p + 1, b);
+#endif
+}
+// [end ptx]
+
+// [region cp-async]
+/* One 16-byte global -> shared copy that does not go through registers
+ * (.cg: cached in L2 only). With valid == false nothing is read and the 16
+ * shared bytes are zero-filled (lesson 08). */
+__device__ __forceinline__ void cp_async_16(uint32_t dst, const void *src, bool valid) {
+#if FA_SM80
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0));
+#endif
+}
+__device__ __forceinline__ void cp_async_commit() {
+#if FA_SM80
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
+#endif
+}
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+#if FA_SM80
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+#endif
+}
+// [end cp-async]
+
+/* Two fp32 -> one register of two 16-bit values, `lo` in the low half (the
+ * lower column index, as in every mma fragment register). */
+template <typename T> __device__ __forceinline__ uint32_t pack2(float lo, float hi);
+template <> __device__ __forceinline__ uint32_t pack2<__half>(float lo, float hi) {
+    __half2 h = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<uint32_t *>(&h);
+}
+template <> __device__ __forceinline__ uint32_t pack2<__nv_bfloat16>(float lo, float hi) {
+    __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<uint32_t *>(&h);
+}
+/* The inverse: one register of two 16-bit values -> two floats. */
+template <typename T> __device__ __forceinline__ float2 unpack2(uint32_t v);
+template <> __device__ __forceinline__ float2 unpack2<__half>(uint32_t v) {
+    return __half22float2(*reinterpret_cast<__half2 *>(&v));
+}
+template <> __device__ __forceinline__ float2 unpack2<__nv_bfloat16>(uint32_t v) {
+    return __bfloat1622float2(*reinterpret_cast<__nv_bfloat162 *>(&v));
+}
+
+/* Byte offset of 16-byte chunk `chunk` of row `row` in a swizzled tile of
+ * W-element rows (lesson 07; W >= 64): chunk ^ (row % 8) makes every 8x8
+ * ldmatrix matrix, and every 8 consecutive 16-byte copies of a row,
+ * conflict-free. */
+template <int W>
+__device__ __forceinline__ uint32_t swz(int row, int chunk) {
+    static_assert(W >= 64, "the swizzle needs at least 8 chunks per row");
+    return (uint32_t)(row * (W * 2) + ((chunk ^ (row & 7)) << 4));
+}
+
+// [region load-async]
+/* Lesson 08's tile copy: rows [row0, row0 + ROWS) of a [N, D] matrix into a
+ * swizzled shared tile, rows >= N zero-filled, with a constant trip count and
+ * the bounds test only in a tile that crosses the end. */
+template <typename T, int D, int ROWS, int NT>
+__device__ __forceinline__ void load_tile_async(uint32_t tile, const T *g, int row0, int N, int tid) {
+    constexpr int CH = D / 8, STEP = NT / CH;
+    static_assert(NT % CH == 0 && ROWS % STEP == 0 && STEP % 8 == 0,
+                  "tile copy must split evenly over the threads, in steps of 8 rows");
+    const int r0 = tid / CH, ch = tid % CH;
+    const T *src = g + (size_t)(row0 + r0) * D + ch * 8;
+    const uint32_t dst = tile + swz<D>(r0, ch);
+    if (row0 + ROWS <= N) {
+#pragma unroll
+        for (int i = 0; i < ROWS / STEP; ++i) cp_async_16(dst + i * STEP * D * 2, src + i * STEP * D, true);
+    } else {
+#pragma unroll
+        for (int i = 0; i < ROWS / STEP; ++i) {
+            const bool valid = row0 + r0 + i * STEP < N;
+            cp_async_16(dst + i * STEP * D * 2, valid ? src + i * STEP * D : g, valid);
+        }
+    }
+}
+// [end load-async]
+
+// [region tiles]
+/* Work split and shared-memory map of the main kernel, for the host, the
+ * kernel and the CPU emulator alike.
+ * Warps: S^T and dP^T (Bc keys x Br queries) are split into WK x WQ warp
+ * tiles of MK * 16 keys x QW queries; dK_j, dV_j (Bc keys x d) into WK x WQ
+ * tiles of MK * 16 keys x DW columns, the same keys. PSMEM = 0: WQ = 1, a warp
+ * owns whole rows of keys and P^T, dS^T go from its S^T registers straight
+ * into dV, dK. PSMEM = 1: WQ = 2, square-ish warp tiles (fewer shared-memory
+ * reads per mma), and P^T, dS^T go through shared memory (FlashAttention-2's
+ * split). dQ_i (Br x d) is split into WM x WN tiles of RQ rows x CQ columns.
+ * Shared memory, bytes:
+ *   K_j, V_j     Bc x d each, swizzled, for the whole block
+ *   Q_i, dO_i    STAGES slots of Br x d each, swizzled
+ *   dS^T         Bc x Br, keys as rows, swizzled; read by every warp for dQ_i
+ *   P^T          Bc x Br, the same (PSMEM only)
+ *   L2_i, D_i    STAGES slots of 2 x Br floats */
+template <int D, int BR, int BC, int WARPS, int STAGES, int PSMEM>
+struct BwdTiles {
+    static constexpr int NT = WARPS * 32;
+    static constexpr int WQ = PSMEM ? 2 : 1, WK = WARPS / WQ;
+    static constexpr int MK = BC / (16 * WK);  // 16-key m-tiles per warp
+    static constexpr int QW = BR / WQ, DW = D / WQ;
+    static constexpr uint32_t KV_BYTES = BC * D * 2, Q_BYTES = BR * D * 2, DS_BYTES = BC * BR * 2,
+                              LD_BYTES = 2 * BR * 4;
+    static constexpr uint32_t K_OFF = 0, V_OFF = KV_BYTES, Q_OFF = 2 * KV_BYTES, DO_OFF = Q_OFF + STAGES * Q_BYTES,
+                              DS_OFF = DO_OFF + STAGES * Q_BYTES, P_OFF = DS_OFF + DS_BYTES,
+                              LD_OFF = P_OFF + (PSMEM ? DS_BYTES : 0), SMEM = LD_OFF + STAGES * LD_BYTES;
+    /* 32 rows per warp where the columns still split into >= 16, else 16 */
+    static constexpr bool R32 = BR % 32 == 0 && WARPS % (BR / 32) == 0 && D % (16 * (WARPS / (BR / 32))) == 0;
+    static constexpr int RQ = R32 ? 32 : 16, WM = BR / RQ, WN = WARPS / WM, CQ = D / WN;
+    static_assert(MK == 1 || MK == 2, "a warp owns 16 or 32 keys: Bc = 16 or 32 x warps / WQ");
+    static_assert(BR == 64 || BR == 128, "Br is 64 or 128 (the dS^T tile's swizzle needs rows of >= 64)");
+    static_assert(QW % 16 == 0 && DW % 16 == 0, "warp tiles are whole 16-wide mma operands");
+    static_assert(WARPS % WM == 0 && CQ % 16 == 0 && WM * RQ == BR, "dQ tile must split over the warps");
+    static_assert(STAGES == 1 || STAGES == 2, "1 or 2 Q_i/dO_i buffers");
+};
+/* Launch geometry of the three kernels and the workspace size, for the host
+ * code and the CPU emulator alike. */
+struct BwdGeometry {
+    int Npad;               // workspace rows per (b, h): whole query tiles
+    long long rows;         // B * H * Npad
+    long long pre_blocks;   // preprocess: 256 threads, 256 / (d / 8) rows per block
+    long long main_blocks;  // Tc * B * H
+    long long chunks;       // convert: 8-element chunks of dQ, B * H * N * d / 8
+    long long conv_blocks;  // convert: 256 threads each, grid-stride over the chunks
+    size_t ws_floats;       // dQacc, L2, D: rows * (d + 2)
+};
+static inline BwdGeometry bwd_geometry(int B, int H, int N, int d, int BR, int BC) {
+    BwdGeometry g;
+    const long long BH = (long long)B * H, rpb = 256 / (d / 8);
+    g.Npad = (N + BR - 1) / BR * BR;
+    g.rows = BH * g.Npad;
+    g.pre_blocks = (g.rows + rpb - 1) / rpb;
+    g.main_blocks = (long long)((N + BC - 1) / BC) * BH;
+    g.chunks = BH * N * (d / 8);
+    g.conv_blocks = (g.chunks + 255) / 256 < 65536 ? (g.chunks + 255) / 256 : 65536;
+    g.ws_floats = (size_t)g.rows * (d + 2);
+    return g;
+}
+// [end tiles]
+
+// [region preprocess]
+/* D_i = rowsum(dO_i o O_i) (Algorithm 2), which equals sum_j P_ij dP_ij:
+ * with it, dS = P o (dP - D) needs no second pass over the keys. Also L2_i =
+ * L_i log2(e), the logsumexp in the base of ex2, and the fp32 dQ accumulator
+ * zeroed. One thread per 8 elements of a row, D / 8 threads per row, 256
+ * threads per block. Padded rows i in [N, Npad) get D = 0 and L2 = +inf, so
+ * the main kernel recomputes P = 2^(s - inf) = 0 there.
+ * O, dO: [BH, N, D] of T; L: [BH, N]; L2, Dv: [BH, Npad]; dQacc: [BH, Npad, D]
+ * fp32. rows = BH * Npad, a multiple of 256 / (D / 8). */
+template <typename T, int D>
+__global__ void __launch_bounds__(256)
+fa2_bwd_preprocess_kernel(const T *__restrict__ O, const T *__restrict__ dO, const float *__restrict__ L,
+                          float *__restrict__ L2, float *__restrict__ Dv, float *__restrict__ dQacc, int N, int Npad,
+                          long long rows) {
+    constexpr int CH = D / 8, RPB = 256 / CH;
+    const int tid = threadIdx.x, ch = tid % CH;
+    const long long row = (long long)blockIdx.x * RPB + tid / CH;  // bh * Npad + i
+    const bool in = row < rows;
+    const long long bh = row / Npad;
+    const int i = (int)(row - bh * Npad);
+    float dot = 0.f;
+    if (in && i < N) {
+        const size_t off = ((size_t)bh * N + i) * D + ch * 8;
+        const uint4 o = *reinterpret_cast<const uint4 *>(O + off), g = *reinterpret_cast<const uint4 *>(dO + off);
+        const uint32_t ow[4] = {o.x, o.y, o.z, o.w}, gw[4] = {g.x, g.y, g.z, g.w};
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {
+            const float2 a = unpack2<T>(ow[k]), b = unpack2<T>(gw[k]);
+            dot = fmaf(a.x, b.x, fmaf(a.y, b.y, dot));
+        }
+    }
+#pragma unroll
+    for (int m = 1; m < CH; m <<= 1) dot += __shfl_xor_sync(0xffffffffu, dot, m);  // the row's CH lanes
+    if (!in) return;
+    if (ch == 0) {
+        Dv[row] = i < N ? dot : 0.f;
+        L2[row] = i < N ? L[(size_t)bh * N + i] * 1.4426950408889634f : INFINITY;
+    }
+    float4 *acc = reinterpret_cast<float4 *>(dQacc + (size_t)row * D + ch * 8);
+    acc[0] = make_float4(0.f, 0.f, 0.f, 0.f);
+    acc[1] = make_float4(0.f, 0.f, 0.f, 0.f);
+}
+// [end preprocess]
+
+/* Fragment layouts (lesson 07), g = lane / 4, t = lane % 4:
+ *   A 16x16: a[0] (g, 2t..2t+1)  a[1] (g+8, 2t..)  a[2] (g, 2t+8..)  a[3] (g+8, 2t+8..)
+ *   B 16x8 : b0 (rows 2t, 2t+1; col g)   b1 (rows 2t+8, 2t+9; col g)
+ *   C 16x8 : c[0], c[1] (g, 2t..2t+1)    c[2], c[3] (g+8, 2t..2t+1)
+ * In the main kernel the rows of S^T, dP^T, P^T, dS^T, dK_j, dV_j are keys. */
+
+/* The main kernel: one block per (K_j, V_j) tile of one (b, h); it walks the
+ * query tiles Q_i that see any of its keys, accumulates dK_j and dV_j in
+ * registers, and adds its share of every dQ_i into the fp32 accumulator.
+ * grid = Tc * B * H blocks in one dimension (see "schedule"), block = 32 *
+ * WARPS threads; warp w owns keys k0 + (w / WQ) * MK * 16 .. + MK * 16 - 1
+ * (BwdTiles). Dynamic shared memory: BwdTiles::SMEM bytes.
+ * L2, Dv: [BH, Npad] from the preprocess kernel; dQacc: [BH, Npad, D] fp32,
+ * zeroed; dK, dV: [BH, N, D] of T, every row < N written once.
+ * scale_log2 = scale * log2(e) (exponentials as ex2); scale multiplies dK here
+ * and dQ in the convert kernel (dS is the gradient of the scaled scores). */
+template <typename T, int D, int BR, int BC, int WARPS, int STAGES, bool KVREG, int PSMEM>
+__global__ void __launch_bounds__(WARPS * 32)
+fa2_bwd_kernel(const T *__restrict__ Q, const T *__restrict__ K, const T *__restrict__ V, const T *__restrict__ dO,
+               const float *__restrict__ L2, const float *__restrict__ Dv, float *__restrict__ dQacc,
+               T *__restrict__ dK, T *__restrict__ dV, int N, int Npad, float scale_log2, float scale, int causal) {
+    using C = BwdTiles<D, BR, BC, WARPS, STAGES, PSMEM>;
+#if FA_SM80
+    constexpr int NT = C::NT, MK = C::MK, WQ = C::WQ, QW = C::QW, DW = C::DW, CH = D / 8;
+    extern __shared__ __align__(128) unsigned char fa_smem[];
+    const uint32_t base = smem_u32(fa_smem);
+    const uint32_t aK = base + C::K_OFF, aV = base + C::V_OFF, aS = base + C::DS_OFF, aP = base + C::P_OFF;
+
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    const int g = lane >> 2, t = lane & 3;
+    // [region schedule]
+    /* Non-causal: every block has the same work; the Tc key tiles of one head
+     * are neighbours, so the blocks running together read the same Q, dO from
+     * L2. Causal: key tile j sees only the query tiles from its diagonal on,
+     * so tile 0 has the most work: tile 0 of every head goes first, then tile
+     * 1, ... (longest first, lesson 08). Every block starts at the query tile
+     * of its diagonal, i_first, and (non-causal) wraps around to i_first - 1:
+     * the blocks of one head then add into different dQ_i at any moment,
+     * instead of all into dQ_0 at once. */
+    const int Tc = (N + BC - 1) / BC, Tr = (N + BR - 1) / BR, BH = (int)gridDim.x / Tc, bid = (int)blockIdx.x;
+    const int kv_tile = causal ? bid / BH : bid % Tc;
+    const int bh = causal ? bid % BH : bid / Tc;  // b * H + h
+    const int k0 = kv_tile * BC;
+    const int i_first = k0 / BR;  // the query tile that holds query k0
+    const int n_steps = causal ? Tr - i_first : Tr;
+    // [end schedule]
+    const size_t head = (size_t)bh * N;
+    Q += head * D; K += head * D; V += head * D; dO += head * D; dK += head * D; dV += head * D;
+    L2 += (size_t)bh * Npad; Dv += (size_t)bh * Npad; dQacc += (size_t)bh * Npad * D;
+
+    /* The copies of step `it`: Q_i, dO_i, and L2_i, D_i (whole 16-byte chunks:
+     * the workspace rows are padded to whole tiles). */
+    auto load_step = [&](int it) {
+        int qt = i_first + it;
+        if (qt >= Tr) qt -= Tr;
+        const int q0 = qt * BR, slot = it % STAGES;
+        load_tile_async<T, D, BR, NT>(base + C::Q_OFF + slot * C::Q_BYTES, Q, q0, N, tid);
+        load_tile_async<T, D, BR, NT>(base + C::DO_OFF + slot * C::Q_BYTES, dO, q0, N, tid);
+        if (tid < BR / 2) {  // BR / 4 chunks of L2, then BR / 4 of D
+            const float *src = tid < BR / 4 ? L2 + q0 + 4 * tid : Dv + q0 + 4 * (tid - BR / 4);
+            cp_async_16(base + C::LD_OFF + slot * C::LD_BYTES + 16 * tid, src, true);
+        }
+    };
+
+    // [region prologue]
+    /* Two groups: K_j, V_j, then the first step's tiles. */
+    load_tile_async<T, D, BC, NT>(aK, K, k0, N, tid);
+    load_tile_async<T, D, BC, NT>(aV, V, k0, N, tid);
+    cp_async_commit();
+    load_step(0);
+    cp_async_commit();
+
+    /* ldmatrix row/chunk of this lane (lesson 07), per operand role:
+     *   A (16 rows x 16 cols, rows in smem rows): K_j, V_j in S^T, dP^T;
+     *     P^T, dS^T in dV, dK (PSMEM)
+     *   B (n in smem rows, k along them): Q_i, dO_i in S^T, dP^T
+     *   B trans (k in smem rows): dO_i, Q_i in dV, dK; K_j in dQ
+     *   A trans (k in smem rows): dS^T in dQ (the same lanes as B) */
+    const int a_row = (lane & 7) + (((lane >> 3) & 1) << 3), a_chunk = lane >> 4;
+    const int b_row = (lane & 7) + ((lane >> 4) << 3), b_chunk = (lane >> 3) & 1;
+    const int t_row = a_row, t_chunk = a_chunk;
+    const int key_row0 = (warp / WQ) * MK * 16;  // this warp's first key in the tile
+    const int q_off = (warp % WQ) * QW;          // its first query of the tile in S^T
+    const int d_off = (warp % WQ) * DW;          // its first column of dK_j, dV_j
+
+    float dk[MK][DW / 8][4], dv[MK][DW / 8][4];
+#pragma unroll
+    for (int mk = 0; mk < MK; ++mk)
+#pragma unroll
+        for (int nb = 0; nb < DW / 8; ++nb)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) dk[mk][nb][e] = dv[mk][nb][e] = 0.f;
+    /* KVREG: this warp's rows of K_j and V_j as A fragments, loaded once
+     * (K_j, V_j have landed, the first Q_i, dO_i may still fly). */
+    uint32_t kf[KVREG ? MK : 1][KVREG ? D / 16 : 1][4], vf[KVREG ? MK : 1][KVREG ? D / 16 : 1][4];
+    if constexpr (KVREG) {
+        cp_async_wait<1>();
+        __syncthreads();
+#pragma unroll
+        for (int mk = 0; mk < MK; ++mk)
+#pragma unroll
+            for (int kk = 0; kk < D / 16; ++kk) {
+                ldmatrix_x4(kf[mk][kk], aK + swz<D>(key_row0 + mk * 16 + a_row, 2 * kk + a_chunk));
+                ldmatrix_x4(vf[mk][kk], aV + swz<D>(key_row0 + mk * 16 + a_row, 2 * kk + a_chunk));
+            }
+    }
+    // [end prologue]
+
+    for (int it = 0; it < n_steps; ++it) {
+        int qt = i_first + it;
+        if (qt >= Tr) qt -= Tr;
+        const int q0 = qt * BR, slot = it % STAGES;
+        const uint32_t aQ = base + C::Q_OFF + slot * C::Q_BYTES, aDO = base + C::DO_OFF + slot * C::Q_BYTES;
+        const uint32_t aL2 = base + C::LD_OFF + slot * C::LD_BYTES, aD = aL2 + BR * 4;
+
+        // [region pipeline]
+        /* This step's copies have landed (the only group in flight); after the
+         * barrier every thread's copies are visible, and every warp has
+         * finished the previous step: its reads of dS^T (and P^T), and of the
+         * other Q_i/dO_i slot, which can now take the next step's tiles. */
+        cp_async_wait<0>();
+        __syncthreads();
+        if constexpr (STAGES == 2) {
+            if (it + 1 < n_steps) load_step(it + 1);
+            cp_async_commit();
+        }
+        // [end pipeline]
+
+        // [region s]
+        /* S^T = K_j Q_i^T, this warp's keys x its QW queries: A = K_j rows,
+         * B = Q_i rows (the columns n of B, not transposed). */
+        float s[MK][QW / 8][4];
+#pragma unroll
+        for (int mk = 0; mk < MK; ++mk)
+#pragma unroll
+            for (int nb = 0; nb < QW / 8; ++nb) s[mk][nb][0] = s[mk][nb][1] = s[mk][nb][2] = s[mk][nb][3] = 0.f;
+#pragma unroll
+        for (int kk = 0; kk < D / 16; ++kk) {
+            uint32_t ka[MK][4];
+#pragma unroll
+            for (int mk = 0; mk < MK; ++mk) {
+                if constexpr (KVREG) {
+#pragma unroll
+                    for (int x = 0; x < 4; ++x) ka[mk][x] = kf[mk][kk][x];
+                } else {
+                    ldmatrix_x4(ka[mk], aK + swz<D>(key_row0 + mk * 16 + a_row, 2 * kk + a_chunk));
+                }
+            }
+#pragma unroll
+            for (int np = 0; np < QW / 16; ++np) {
+                uint32_t b[4];
+                ldmatrix_x4(b, aQ + swz<D>(q_off + np * 16 + b_row, 2 * kk + b_chunk));
+#pragma unroll
+                for (int mk = 0; mk < MK; ++mk) {
+                    mma_16816<T>(s[mk][2 * np], ka[mk], b[0], b[1]);
+                    mma_16816<T>(s[mk][2 * np + 1], ka[mk], b[2], b[3]);
+                }
+            }
+        }
+        // [end s]
+
+        // [region dp]
+        /* dP^T = V_j dO_i^T: the same product with V_j and dO_i. S^T and dP^T
+         * are both alive until dS: with dK_j, dV_j that is the register peak
+         * of the kernel. */
+        float dp[MK][QW / 8][4];
+#pragma unroll
+        for (int mk = 0; mk < MK; ++mk)
+#pragma unroll
+            for (int nb = 0; nb < QW / 8; ++nb) dp[mk][nb][0] = dp[mk][nb][1] = dp[mk][nb][2] = dp[mk][nb][3] = 0.f;
+#pragma unroll
+        for (int kk = 0; kk < D / 16; ++kk) {
+            uint32_t va[MK][4];
+#pragma unroll
+            for (int mk = 0; mk < MK; ++mk) {
+                if constexpr (KVREG) {
+#pragma unroll
+                    for (int x = 0; x < 4; ++x) va[mk][x] = vf[mk][kk][x];
+                } else {
+                    ldmatrix_x4(va[mk], aV + swz<D>(key_row0 + mk * 16 + a_row, 2 * kk + a_chunk));
+                }
+            }
+#pragma unroll
+            for (int np = 0; np < QW / 16; ++np) {
+                uint32_t b[4];
+                ldmatrix_x4(b, aDO + swz<D>(q_off + np * 16 + b_row, 2 * kk + b_chunk));
+#pragma unroll
+                for (int mk = 0; mk < MK; ++mk) {
+                    mma_16816<T>(dp[mk][2 * np], va[mk], b[0], b[1]);
+                    mma_16816<T>(dp[mk][2 * np + 1], va[mk], b[2], b[3]);
+                }
+            }
+        }
+        // [end dp]
+
+        // [region p-ds]
+        /* P^T = exp(S^T scale - L), recomputed from the forward's logsumexp:
+         * L is exact, so P is the normalised softmax at once and never
+         * overflows (every exponent is <= 0), whatever the size of the
+         * logits. dS^T = P^T o (dP^T - D). A thread's columns are queries
+         * nb * 8 + 2t, +1: their L2 and D are one float pair each per n-block.
+         * Masked elements (causal: key > query; keys >= N, whose zero rows of
+         * K would give P = exp(-L) > 0) get S = -inf, so P = 0 and dS = 0:
+         * one mask serves all four products that use P or dS. Only tiles that
+         * cross the diagonal or the end of the keys pay for the test. Both
+         * are packed to 16 bits at once: the C layout of S^T with keys as rows
+         * is the A layout of dV += P^T dO_i, as P's is for P V in the forward. */
+        const bool need_mask = k0 + BC > N || (causal && q0 < k0 + BC - 1);
+        uint32_t pp[MK][QW / 8][2], dsp[MK][QW / 8][2];
+#pragma unroll
+        for (int nb = 0; nb < QW / 8; ++nb) {
+            const float2 l2 = lds_f32x2(aL2 + 4 * (q_off + nb * 8 + 2 * t));
+            const float2 dd = lds_f32x2(aD + 4 * (q_off + nb * 8 + 2 * t));
+#pragma unroll
+            for (int mk = 0; mk < MK; ++mk) {
+                float p[4], ds[4];
+#pragma unroll
+                for (int e = 0; e < 4; ++e) {
+                    float x = s[mk][nb][e];
+                    if (need_mask) {
+                        const int key = k0 + key_row0 + mk * 16 + g + (e >> 1) * 8;
+                        const int query = q0 + q_off + nb * 8 + 2 * t + (e & 1);
+                        if (key >= N || (causal && key > query)) x = -INFINITY;
+                    }
+                    p[e] = ex2(fmaf(x, scale_log2, -((e & 1) ? l2.y : l2.x)));
+                    ds[e] = p[e] * (dp[mk][nb][e] - ((e & 1) ? dd.y : dd.x));
+                }
+                pp[mk][nb][0] = pack2<T>(p[0], p[1]);
+                pp[mk][nb][1] = pack2<T>(p[2], p[3]);
+                dsp[mk][nb][0] = pack2<T>(ds[0], ds[1]);
+                dsp[mk][nb][1] = pack2<T>(ds[2], ds[3]);
+            }
+        }
+        // [end p-ds]
+
+        // [region ds-store]
+        /* dS^T into shared memory for dQ_i = dS K_j, which needs every warp's
+         * keys (and P^T too when the dV, dK tiles are shared, PSMEM): row =
+         * key, 16-byte chunk = 8 queries, 4 bytes per lane. The 32 lanes of a
+         * store hit 8 rows (g) x 4 words (t) of 8 different chunks after the
+         * swizzle: 32 different banks. */
+#pragma unroll
+        for (int mk = 0; mk < MK; ++mk)
+#pragma unroll
+            for (int nb = 0; nb < QW / 8; ++nb)
+#pragma unroll
+                for (int r = 0; r < 2; ++r) {
+                    const uint32_t off = swz<BR>(key_row0 + mk * 16 + g + 8 * r, q_off / 8 + nb) + 4 * t;
+                    sts32(aS + off, dsp[mk][nb][r]);
+                    if constexpr (PSMEM) sts32(aP + off, pp[mk][nb][r]);
+                }
+        // [end ds-store]
+
+        // [region dv-dk]
+        /* dV_j += P^T dO_i and dK_j += dS^T Q_i: k runs over the Br queries,
+         * 16 at a time; B = dO_i and Q_i read transposed (their rows are now
+         * k), each fragment feeding the MK key m-tiles. A = P^T, dS^T: with
+         * PSMEM = 0 the packed registers of this warp (it has all Br queries
+         * of its keys), with PSMEM = 1 read from shared memory after the
+         * barrier (half of them come from the other warp of its keys). */
+        auto dv_dk = [&](auto a_of) {
+#pragma unroll
+            for (int kk = 0; kk < BR / 16; ++kk) {
+                uint32_t pa[MK][4], sa[MK][4];
+                a_of(kk, pa, sa);
+#pragma unroll
+                for (int dpair = 0; dpair < DW / 16; ++dpair) {
+                    uint32_t bo[4], bq[4];
+                    ldmatrix_x4_trans(bo, aDO + swz<D>(kk * 16 + t_row, d_off / 8 + 2 * dpair + t_chunk));
+                    ldmatrix_x4_trans(bq, aQ + swz<D>(kk * 16 + t_row, d_off / 8 + 2 * dpair + t_chunk));
+#pragma unroll
+                    for (int mk = 0; mk < MK; ++mk) {
+                        mma_16816<T>(dv[mk][2 * dpair], pa[mk], bo[0], bo[1]);
+                        mma_16816<T>(dv[mk][2 * dpair + 1], pa[mk], bo[2], bo[3]);
+                        mma_16816<T>(dk[mk][2 * dpair], sa[mk], bq[0], bq[1]);
+                        mma_16816<T>(dk[mk][2 * dpair + 1], sa[mk], bq[2], bq[3]);
+                    }
+                }
+            }
+        };
+        if constexpr (!PSMEM) {
+            dv_dk([&](int kk, uint32_t (&pa)[MK][4], uint32_t (&sa)[MK][4]) {
+#pragma unroll
+                for (int mk = 0; mk < MK; ++mk) {
+                    pa[mk][0] = pp[mk][2 * kk][0]; pa[mk][1] = pp[mk][2 * kk][1];
+                    pa[mk][2] = pp[mk][2 * kk + 1][0]; pa[mk][3] = pp[mk][2 * kk + 1][1];
+                    sa[mk][0] = dsp[mk][2 * kk][0]; sa[mk][1] = dsp[mk][2 * kk][1];
+                    sa[mk][2] = dsp[mk][2 * kk + 1][0]; sa[mk][3] = dsp[mk][2 * kk + 1][1];
+                }
+            });
+        }
+        /* dS^T (and P^T) complete. PSMEM = 0: every warp is also done with
+         * Q_i, dO_i, L2_i, D_i, so with one buffer the next step's copies
+         * start now and fly during dQ. */
+        __syncthreads();
+        if constexpr (PSMEM) {
+            dv_dk([&](int kk, uint32_t (&pa)[MK][4], uint32_t (&sa)[MK][4]) {
+#pragma unroll
+                for (int mk = 0; mk < MK; ++mk) {
+                    ldmatrix_x4(pa[mk], aP + swz<BR>(key_row0 + mk * 16 + a_row, 2 * kk + a_chunk));
+                    ldmatrix_x4(sa[mk], aS + swz<BR>(key_row0 + mk * 16 + a_row, 2 * kk + a_chunk));
+                }
+            });
+            if constexpr (STAGES == 1) __syncthreads();  // before the refill: Q_i, dO_i were just read
+        }
+        if constexpr (STAGES == 1) {
+            if (it + 1 < n_steps) load_step(it + 1);
+            cp_async_commit();
+        }
+        // [end dv-dk]
+
+        // [region dq]
+        /* dQ_i += dS K_j: this warp's RQ x CQ tile of dQ_i, k over the Bc keys.
+         * A = dS (queries x keys) is dS^T read transposed; B = K_j read
+         * transposed (keys are k). The partial sum goes to the fp32
+         * accumulator with atomic adds: the other key tiles' blocks add to the
+         * same dQ_i in an order that changes from run to run. */
+        {
+            const int wm = warp / C::WN, wn = warp % C::WN;
+            constexpr int MQ = C::RQ / 16, NQ = C::CQ / 8;
+            float dq[MQ][NQ][4];
+#pragma unroll
+            for (int mq = 0; mq < MQ; ++mq)
+#pragma unroll
+                for (int nb = 0; nb < NQ; ++nb) dq[mq][nb][0] = dq[mq][nb][1] = dq[mq][nb][2] = dq[mq][nb][3] = 0.f;
+            /* unrolled 4 slices at a time, not all: with every slice's loads
+             * hoisted ahead of the mma, d = 128 would spill */
+#pragma unroll 4
+            for (int kk = 0; kk < BC / 16; ++kk) {
+                uint32_t a[MQ][4];
+#pragma unroll
+                for (int mq = 0; mq < MQ; ++mq)
+                    ldmatrix_x4_trans(a[mq], aS + swz<BR>(kk * 16 + b_row, (wm * C::RQ + mq * 16) / 8 + b_chunk));
+#pragma unroll
+                for (int dpair = 0; dpair < NQ / 2; ++dpair) {
+                    uint32_t b[4];
+                    ldmatrix_x4_trans(b, aK + swz<D>(kk * 16 + t_row, wn * C::CQ / 8 + 2 * dpair + t_chunk));
+#pragma unroll
+                    for (int mq = 0; mq < MQ; ++mq) {
+                        mma_16816<T>(dq[mq][2 * dpair], a[mq], b[0], b[1]);
+                        mma_16816<T>(dq[mq][2 * dpair + 1], a[mq], b[2], b[3]);
+                    }
+                }
+            }
+            /* Rows past N land in the padded rows of the accumulator, which
+             * nobody reads: no bounds test. */
+#pragma unroll
+            for (int mq = 0; mq < MQ; ++mq)
+#pragma unroll
+                for (int nb = 0; nb < NQ; ++nb) {
+                    float *dst = dQacc + (size_t)(q0 + wm * C::RQ + mq * 16 + g) * D + wn * C::CQ + nb * 8 + 2 * t;
+                    red_add_f32x2(dst, dq[mq][nb][0], dq[mq][nb][1]);
+                    red_add_f32x2(dst + 8 * D, dq[mq][nb][2], dq[mq][nb][3]);
+                }
+        }
+        // [end dq]
+    }
+
+    // [region epilogue]
+    /* dK_j = scale dS^T Q summed over i (the scores were scaled), dV_j as is;
+     * both go through the K_j and V_j tiles (after a barrier: every warp read
+     * all of K_j in its last dQ) and leave as 16-byte stores, rows >= N
+     * skipped. */
+    __syncthreads();
+#pragma unroll
+    for (int mk = 0; mk < MK; ++mk)
+#pragma unroll
+        for (int nb = 0; nb < DW / 8; ++nb)
+#pragma unroll
+            for (int r = 0; r < 2; ++r) {
+                const uint32_t off = swz<D>(key_row0 + mk * 16 + g + 8 * r, d_off / 8 + nb) + 4 * t;
+                sts32(aK + off, pack2<T>(dk[mk][nb][2 * r] * scale, dk[mk][nb][2 * r + 1] * scale));
+                sts32(aV + off, pack2<T>(dv[mk][nb][2 * r], dv[mk][nb][2 * r + 1]));
+            }
+    __syncthreads();
+    /* thread tid stores chunk tid % CH of rows tid / CH, + NT / CH, ... */
+#pragma unroll
+    for (int i = 0; i < BC * CH / NT; ++i) {
+        const int r = tid / CH + i * (NT / CH), ch = tid % CH;
+        if (k0 + r < N) {
+            *reinterpret_cast<uint4 *>(dK + (size_t)(k0 + r) * D + ch * 8) = lds_u128(aK + swz<D>(r, ch));
+            *reinterpret_cast<uint4 *>(dV + (size_t)(k0 + r) * D + ch * 8) = lds_u128(aV + swz<D>(r, ch));
+        }
+    }
+    // [end epilogue]
+#endif
+}
+
+// [region convert]
+/* dQ = scale * dQacc, rounded to T: one thread per 8 elements (two 16-byte
+ * loads, one 16-byte store), a grid-stride loop over the BH * N real rows.
+ * dQacc: [BH, Npad, D] fp32; dQ: [BH, N, D] of T. */
+template <typename T, int D>
+__global__ void __launch_bounds__(256)
+fa2_bwd_convert_dq_kernel(const float *__restrict__ dQacc, T *__restrict__ dQ, int N, int Npad, float scale,
+                          long long chunks) {
+    constexpr int CH = D / 8;
+    for (long long c = (long long)blockIdx.x * 256 + threadIdx.x; c < chunks; c += (long long)gridDim.x * 256) {
+        const long long r = c / CH, bh = r / N;
+        const int ch = (int)(c - r * CH), i = (int)(r - bh * N);
+        const float4 *src = reinterpret_cast<const float4 *>(dQacc + ((size_t)bh * Npad + i) * D + ch * 8);
+        const float4 x = src[0], y = src[1];
+        uint4 out;
+        out.x = pack2<T>(x.x * scale, x.y * scale);
+        out.y = pack2<T>(x.z * scale, x.w * scale);
+        out.z = pack2<T>(y.x * scale, y.y * scale);
+        out.w = pack2<T>(y.z * scale, y.w * scale);
+        *reinterpret_cast<uint4 *>(dQ + (size_t)r * D + ch * 8) = out;
+    }
+}
+// [end convert]
+
+// [region host]
+/* The fp32 workspace, kept across calls and grown on demand (cudaMalloc and
+ * cudaFree synchronize: only the first call of a larger shape pays):
+ * dQacc [BH, Npad, d], then L2 and D [BH, Npad] each: BH * Npad * (d + 2) * 4
+ * bytes, e.g. 130 MiB for B * N = 16384, H * d = 2048, d = 128. */
+static float *g_ws = nullptr;
+static size_t g_ws_bytes = 0;
+static int ensure_workspace(size_t bytes) {
+    if (g_ws_bytes >= bytes) return ATTN_OK;
+    cudaFree(g_ws);
+    g_ws = nullptr;
+    g_ws_bytes = 0;
+    if (cudaMalloc(&g_ws, bytes) != cudaSuccess) {
+        cudaGetLastError();  // allocation errors are not sticky; clear the last-error slot
+        g_ws = nullptr;
+        fprintf(stderr, "out of memory: the backward pass needs %.1f MiB of fp32 workspace (dQ accumulator, D, L)\n",
+                bytes / 1048576.0);
+        return ATTN_OUT_OF_MEMORY;
+    }
+    g_ws_bytes = bytes;
+    return ATTN_OK;
+}
+
+template <typename T, int D, int BR, int BC, int WARPS, int STAGES, int KVREG, int PSMEM>
+static int launch(const attn_bwd_args *a) {
+    using C = BwdTiles<D, BR, BC, WARPS, STAGES, PSMEM>;
+    auto kernel = fa2_bwd_kernel<T, D, BR, BC, WARPS, STAGES, KVREG != 0, PSMEM>;
+    static int ready = 0;  // once per instantiation: allow > 48 KiB of shared memory
+    if (!ready) {
+        int dev = 0, optin = 0;
+        cudaGetDevice(&dev);
+        cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
+        if ((int)C::SMEM > optin) return ATTN_UNSUPPORTED;
+        if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::SMEM) != cudaSuccess)
+            return ATTN_UNSUPPORTED;
+        cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared);
+        ready = 1;
+    }
+    const BwdGeometry geo = bwd_geometry(a->B, a->H, a->N, D, BR, BC);
+    if (geo.main_blocks > 0x7fffffffLL || geo.pre_blocks > 0x7fffffffLL) return ATTN_UNSUPPORTED;
+    const int st = ensure_workspace(geo.ws_floats * sizeof(float));
+    if (st != ATTN_OK) return st;
+    float *dQacc = g_ws, *L2 = g_ws + (size_t)geo.rows * D, *Dv = L2 + geo.rows;
+    cudaStream_t stream = (cudaStream_t)a->stream;
+
+    fa2_bwd_preprocess_kernel<T, D><<<(unsigned)geo.pre_blocks, 256, 0, stream>>>(
+        (const T *)a->O, (const T *)a->dO, a->L, L2, Dv, dQacc, a->N, geo.Npad, geo.rows);
+    kernel<<<(unsigned)geo.main_blocks, WARPS * 32, C::SMEM, stream>>>(
+        (const T *)a->Q, (const T *)a->K, (const T *)a->V, (const T *)a->dO, L2, Dv, dQacc, (T *)a->dK, (T *)a->dV,
+        a->N, geo.Npad, a->scale * 1.4426950408889634f, a->scale, a->causal);
+    fa2_bwd_convert_dq_kernel<T, D><<<(unsigned)geo.conv_blocks, 256, 0, stream>>>(dQacc, (T *)a->dQ, a->N, geo.Npad,
+                                                                                    a->scale, geo.chunks);
+    return ATTN_OK;
+}
+
+/* Entry point (reference/attention.h): fp16/bf16, d = 64 or 128, scale > 0,
+ * sm_80 or newer; anything else is ATTN_UNSUPPORTED. Launches the three
+ * kernels on a->stream and returns without synchronizing. */
+int attention_backward(const attn_bwd_args *a) {
+    static int major = -1;
+    if (major < 0) {
+        int dev = 0;
+        if (cudaGetDevice(&dev) != cudaSuccess ||
+            cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess)
+            major = 0;
+    }
+    if (major < 8 || !(a->scale > 0.f)) return ATTN_UNSUPPORTED;
+    if (a->N < 1 || a->B < 1 || a->H < 1) return ATTN_OK;  // nothing to compute
+    const int fp16 = a->dtype == DTYPE_FP16, bf16 = a->dtype == DTYPE_BF16;
+    if (a->d == 64 && fp16) return launch<__half, 64, FB_CFG_D64>(a);
+    if (a->d == 64 && bf16) return launch<__nv_bfloat16, 64, FB_CFG_D64>(a);
+    if (a->d == 128 && fp16) return launch<__half, 128, FB_CFG_D128>(a);
+    if (a->d == 128 && bf16) return launch<__nv_bfloat16, 128, FB_CFG_D128>(a);
+    return ATTN_UNSUPPORTED;
+}
+// [end host]
