@@ -10,7 +10,15 @@ it times, on Q, K, V of layout [B, H, N, d] (torch.randn, scale 1/sqrt(d)):
     torch-efficient    ... under sdpa_kernel(EFFICIENT_ATTENTION)
     torch-math-matmul  plain (Q*scale) @ K^T, causal mask, softmax, @ V: S and P in HBM
 and appends rows to the CSV in bench.sh's format (speedup over the harness's `standard` row of
-the same dtype and shape, when there is one).
+the same pass, dtype and shape, when there is one).
+
+With --pass backward the same methods are timed backward only: the forward runs once, outside the
+timing (Q, K, V require gradients; dO = torch.randn), and each timed launch is
+torch.autograd.grad(out, (q, k, v), dO, retain_graph=True), the backward kernels the backend chose
+at the forward. FLOPs = 2.5 x 4 B H N^2 d (halved when causal), the harness's backward convention;
+memory is the allocator's peak over the forward and one backward (the saved tensors, dO and the
+gradients included; torch-math-matmul keeps S and P for its backward, the flash backends only O
+and the logsumexp).
 
 Timing, the same method as the harness (reference/runner_device.cu, time_launches): W untimed
 warm-up launches, then R launches, each timed alone with CUDA events on the current stream,
@@ -21,7 +29,7 @@ Memory: the caching allocator's peak over one launch (torch.cuda.max_memory_allo
 from before Q, K, V were allocated, so it includes the inputs, the output and any workspace
 (the harness measures the cudaMemGetInfo drop instead; both count the same buffers). A causal
 mask for torch-math-matmul is built once per shape, outside the count, like a cached mask.
-Status per row: ok, oom (torch.cuda.OutOfMemoryError), unsupported (no kernel for this backend,
+Every row ends with its pass (forward | backward). Status per row: ok, oom (torch.cuda.OutOfMemoryError), unsupported (no kernel for this backend,
 dtype or shape), skipped (one launch predicted above --cap-ms), error.
 """
 import argparse
@@ -33,7 +41,7 @@ import warnings
 
 METHODS = ["torch-flash", "torch-cudnn", "torch-efficient", "torch-math-matmul"]
 HEADER = ("gpu,date,commit,method,dtype,B,H,N,d,causal,status,ms,tflops,mem_bytes,"
-          "speedup_vs_standard,reps,sweep,gpu_mem_bytes,timing").split(",")
+          "speedup_vs_standard,reps,sweep,gpu_mem_bytes,timing,pass").split(",")
 
 
 def parse_args():
@@ -50,16 +58,19 @@ def parse_args():
                    help="skip a series once one launch is predicted to take longer")
     p.add_argument("--rep-ms", type=float, default=1500.0, help="time budget of the timed launches")
     p.add_argument("--quick", action="store_true", help="fp16 only")
+    p.add_argument("--pass", dest="pass_", choices=["forward", "backward"], default="forward",
+                   help="time the forward pass, or the backward pass alone")
     return p.parse_args()
 
 
-def standard_times(path):
-    """(dtype, B, H, N, d, causal) -> ms of the harness's standard attention rows."""
+def standard_times(path, pass_):
+    """(dtype, B, H, N, d, causal) -> ms of the harness's standard attention rows of this pass."""
     out = {}
     try:
         with open(path, newline="") as f:
             for r in csv.DictReader(f):
-                if r.get("method") == "standard" and r.get("status") == "ok" and r.get("ms"):
+                if r.get("method") == "standard" and r.get("status") == "ok" and r.get("ms") and \
+                        (r.get("pass") or "forward") == pass_:
                     key = (r["dtype"], int(r["B"]), int(r["H"]), int(r["N"]), int(r["d"]), int(r["causal"]))
                     out[key] = float(r["ms"])
     except FileNotFoundError:
@@ -96,7 +107,8 @@ def main():
     methods = [m for m in a.methods.split(",") if m]
     backends = {"torch-flash": SDPBackend.FLASH_ATTENTION, "torch-cudnn": SDPBackend.CUDNN_ATTENTION,
                 "torch-efficient": SDPBackend.EFFICIENT_ATTENTION}
-    std = standard_times(a.csv)
+    std = standard_times(a.csv, a.pass_)
+    backward = a.pass_ == "backward"
     shapes = []
     with open(a.shapes) as f:
         for line in f:
@@ -163,14 +175,15 @@ def main():
                 if causal and "torch-math-matmul" in methods:
                     mask = torch.ones(N, N, dtype=torch.bool, device=dev).triu_(1)
                 base = torch.cuda.memory_allocated()
-                q, k, v = (torch.randn(B, H, N, d, dtype=dt, device=dev) for _ in range(3))
+                q, k, v = (torch.randn(B, H, N, d, dtype=dt, device=dev, requires_grad=backward) for _ in range(3))
+                dout = torch.randn(B, H, N, d, dtype=dt, device=dev) if backward else None
             except torch.cuda.OutOfMemoryError:
                 q = k = v = mask = None
                 torch.cuda.empty_cache()
                 print(f"   inputs of B={B} H={H} N={N} d={d} {tname} do not fit; shape skipped")
                 continue
             scale = 1.0 / math.sqrt(d)
-            flops = 4.0 * B * H * N * N * d * (0.5 if causal else 1.0)
+            flops = (2.5 if backward else 1.0) * 4.0 * B * H * N * N * d * (0.5 if causal else 1.0)
             for m in methods:
                 series = (m, tname, d, causal, sweep)
                 if series in dead:
@@ -185,12 +198,19 @@ def main():
                 else:
                     fn = make_fn(m, q, k, v, causal, scale, mask)
                     why = []
+                    fwd_out = None
                     try:
                         torch.cuda.empty_cache()
                         torch.cuda.reset_peak_memory_stats()
                         with warnings.catch_warnings(record=True) as why:
                             warnings.simplefilter("always")  # a backend says here why it declines
                             out = fn()
+                            if backward:  # the forward once, outside the timing; time the backward alone
+                                fwd_out = out
+
+                                def fn():
+                                    return torch.autograd.grad(fwd_out, (q, k, v), dout, retain_graph=True)
+                                out = fn()
                         torch.cuda.synchronize()
                         mem = torch.cuda.max_memory_allocated() - base
                         del out
@@ -215,11 +235,11 @@ def main():
                             dead.add(series)
                         mem = ""
                     finally:
-                        fn = None
+                        fn = fwd_out = None
                         torch.cuda.synchronize()
                         torch.cuda.empty_cache()
                 w.writerow([gpu, a.date, a.commit, m, tname, B, H, N, d, causal, status, ms, tf, mem, sp,
-                            reps, sweep, gpu_mem, timing])
+                            reps, sweep, gpu_mem, timing, a.pass_])
                 out_f.flush()
                 mib = f"{mem / 1048576:.0f}" if mem != "" else ""
                 if status == "ok":
@@ -228,7 +248,7 @@ def main():
                 else:
                     print(f"{m:<28} {tname:<4} {B:>5} {H:>3} {N:>6} {d:>4} {causal:>3} {status:>10} "
                           f"{'':>8} {mib:>10}   {note}", flush=True)
-            q = k = v = mask = None
+            q = k = v = mask = dout = None
     out_f.close()
     return 0
 

@@ -6,6 +6,7 @@
 #   out      the SVG to write
 #   heading  the chart title (GPU and shape family)
 #   capmib   (memory) the GPU's memory in MiB, drawn as a line; 0 for none
+#   ylab     (time) the y-axis label; "" for the forward's
 # Series whose file name starts with "0-" (standard attention) are dashed and
 # "2-" (PyTorch peers) dotted; the flash lessons are solid.
 
@@ -35,7 +36,7 @@ if (kind eq "time") {
     set logscale x 2
     set logscale y
     set xlabel "sequence length N  (B = max(1, 16384/N), H*d = 2048)"
-    set ylabel "time per forward pass (ms, median)"
+    set ylabel (ylab ne "" ? ylab : "time per forward pass (ms, median)")
     set format x "%.0f"
     plot for [i = 1:nf] word(files, i) using 1:2 with linespoints \
          lc colour(i) dt style(word(files, i)) lw 2 pt 7 ps 0.7 title columnheader(2)

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # bench/selftest.sh: CPU-only checks of the benchmark scripts (part of `make test`).
 #   1. without a GPU, bench.sh refuses with a message and a non-zero status;
-#   2. bench.sh's grid logic (skips, OOM, the N beyond standard's reach, speedups) run
-#      against fake binaries in a scratch copy under /tmp, which print made-up CSV rows;
+#   2. bench.sh's grid logic (skips, OOM, the N beyond standard's reach, speedups), forward and
+#      backward, run against fake binaries in a scratch copy under /tmp, which print made-up CSV
+#      rows (a forward naive and tensor-core solution, a backward solution, both standards);
 #   3. plot.sh draws every chart from that CSV (skipped when gnuplot is missing);
 #   4. peers.py at least compiles.
 # The fake numbers never leave /tmp.
@@ -20,14 +21,16 @@ rc=$?
 grep -q "needs an NVIDIA GPU" <<<"$out" || fail "bench.sh without a GPU did not say what it needs: $out"
 
 # 2. a scratch repo with fake binaries
-mkdir -p "$TMP/repo/solutions/02-naive" "$TMP/repo/solutions/07-tensor-cores" "$TMP/repo/docs/results"
+mkdir -p "$TMP/repo/solutions/02-naive" "$TMP/repo/solutions/07-tensor-cores" "$TMP/repo/solutions/10-backward" \
+    "$TMP/repo/docs/results"
 cp -r bench "$TMP/repo/"
 touch "$TMP/repo/solutions/02-naive/naive.cu" "$TMP/repo/solutions/07-tensor-cores/tc.cu"
+echo "int attention_backward(const attn_bwd_args *a);" >"$TMP/repo/solutions/10-backward/bwd.cu"
 cat >"$TMP/nvidia-smi" <<'EOF'
 #!/usr/bin/env bash
 echo "FAKE GPU 80GB, 81559"
 EOF
-# fake harness: KIND=standard|naive|tc; made-up rates; standard's S and P against 80 GB
+# fake harness: KIND=standard|naive|tc|stdbwd|bwd; made-up rates; standard's S and P against 80 GB
 cat >"$TMP/fake" <<'EOF'
 #!/usr/bin/env bash
 kind=$1; shift
@@ -37,13 +40,15 @@ while [ $# -gt 0 ]; do case $1 in
   --causal) c=1;; --reps|--warmup|--timeout) shift;; esac; shift; done
 if [ $kind = naive ] && [ $c = 1 ]; then echo "x: lesson 02 does not support --causal" >&2; exit 2; fi
 if [ $kind = naive ] && [ $dt != fp32 ]; then echo "x: --dtype $dt is not supported by lesson 02" >&2; exit 2; fi
+if [ $kind = bwd ] && [ $dt != fp32 ]; then echo "x: --dtype $dt is not supported by lesson 10" >&2; exit 2; fi
 es=$([ $dt = fp32 ] && echo 4 || echo 2)
 awk -v k=$kind -v B=$B -v H=$H -v N=$N -v d=$d -v c=$c -v es=$es -v dt=$dt 'BEGIN {
-  f = 4*B*H*N*N*d*(c ? 0.5 : 1); io = 4*B*H*N*d*es + 4*B*H*N
-  if (k == "standard") { ws = B*H*N*N*(4+es); if (io + ws > 80e9) {
+  bw = k == "stdbwd" || k == "bwd"
+  f = (bw ? 2.5 : 1) * 4*B*H*N*N*d*(c ? 0.5 : 1); io = (bw ? 8 : 4)*B*H*N*d*es + 4*B*H*N
+  if (k == "standard" || k == "stdbwd") { ws = B*H*N*N*(4+es); if (io + ws > 80e9) {
       printf "out of memory: standard attention needs %.0f MiB for S and P (... = %.0f bytes)\n", ws/1048576, ws > "/dev/stderr"; exit 7 }
-    t = 4*B*H*N*N*d / ((es == 4 ? 30 : 200) * 1e9) + B*H*N*N*(8+es) / 3e9; mem = io + ws }
-  else { t = f / ((k == "naive" ? 0.9 : 300) * 1e9); mem = io }
+    t = (bw ? 2.5 : 1) * 4*B*H*N*N*d / ((es == 4 ? 30 : 200) * 1e9) + B*H*N*N*(8+es) / 3e9; mem = io + ws }
+  else { t = f / ((k == "naive" ? 0.9 : k == "bwd" ? 20 : 300) * 1e9); mem = io }
   print "lesson,status,cases_passed,cases_total,dtype,B,H,N,d,causal,ms,tflops,peak_pct,mem_bytes"
   printf "%s,pass,0,0,%s,%d,%d,%d,%d,%d,%.4f,%.2f,1.0,%.0f\n", k, dt, B, H, N, d, c, t, f/(t*1e-3)/1e12, mem }'
 EOF
@@ -51,7 +56,9 @@ chmod +x "$TMP/nvidia-smi" "$TMP/fake"
 printf '#!/usr/bin/env bash\nexec %s standard "$@"\n' "$TMP/fake" >"$TMP/repo/standard"
 printf '#!/usr/bin/env bash\nexec %s naive "$@"\n' "$TMP/fake" >"$TMP/repo/solution2"
 printf '#!/usr/bin/env bash\nexec %s tc "$@"\n' "$TMP/fake" >"$TMP/repo/solution7"
-chmod +x "$TMP/repo/standard" "$TMP/repo/solution2" "$TMP/repo/solution7"
+printf '#!/usr/bin/env bash\nexec %s stdbwd "$@"\n' "$TMP/fake" >"$TMP/repo/standard_backward"
+printf '#!/usr/bin/env bash\nexec %s bwd "$@"\n' "$TMP/fake" >"$TMP/repo/solution10"
+chmod +x "$TMP/repo/standard" "$TMP/repo/solution2" "$TMP/repo/solution7" "$TMP/repo/standard_backward" "$TMP/repo/solution10"
 CSV="$TMP/repo/docs/results/bench-fake.csv"
 # in three parts, as on a machine with a per-command time limit
 BENCH_NVIDIA_SMI="$TMP/nvidia-smi" bash "$TMP/repo/bench/bench.sh" --no-build --no-peers --no-plots \
@@ -62,23 +69,32 @@ for c in 0 1; do
         { cat "$TMP/bench.log"; fail "bench.sh --append failed"; }
 done
 [ "$(grep -c '^gpu,' "$CSV")" = 1 ] || fail "--append wrote a second header"
+if grep -E "bench\.sh: line [0-9]+:|command not found|No such file" "$TMP/bench.log"; then fail "bash errors in bench.sh's output (above)"; fi
 check() { awk -F, "NR > 1 && ($1) {n++} END {exit !n}" "$CSV" || { cat "$TMP/bench.log"; fail "$2"; }; }
 check '$9 == 64' "no d = 64 rows"
 check '$9 == 128 && $10 == 0' "no d = 128 non-causal rows after --append"
 check '$9 == 128 && $10 == 1' "no d = 128 causal rows after --append"
-check '$4 == "standard" && $11 == "oom" && $14 > 0' "no OOM row with the bytes standard needed"
-check '$4 == "07-tensor-cores" && $11 == "ok" && $8 > 16384' "the flash solution did not run beyond standard's N"
-check '$4 == "07-tensor-cores" && $15 > 0' "no speedup over standard"
+for p in forward backward; do
+    check '$20 == "'$p'" && $4 == "standard" && $11 == "oom" && $14 > 0' "no $p OOM row with the bytes standard needed"
+    check '$20 == "'$p'" && $17 == "memory" && $6 == 1 && $8 == 512' "no $p memory sweep rows"
+done
+check '$20 == "forward" && $4 == "07-tensor-cores" && $11 == "ok" && $8 > 16384' "the flash solution did not run beyond standard's N"
+check '$20 == "forward" && $4 == "07-tensor-cores" && $15 > 0' "no speedup over standard"
 check '$4 == "02-naive" && $11 == "skipped"' "the slow solution was not skipped at large N"
 check '$4 == "02-naive" && $10 == 1 && $11 == "unsupported"' "causal on a non-causal solution not recorded as unsupported"
-check '$17 == "memory" && $6 == 1 && $8 == 512' "no memory sweep rows"
+check '$20 == "backward" && $4 == "10-backward" && $5 == "fp32" && $11 == "ok" && $8 > 16384' "the backward solution did not run beyond the standard backward's N"
+check '$20 == "backward" && $4 == "10-backward" && $15 > 0' "no backward speedup over the standard backward"
+none() { awk -F, "NR > 1 && ($1) {n++} END {exit n > 0}" "$CSV" || { cat "$TMP/bench.log"; fail "$2"; }; }
+none '$4 == "10-backward" && $20 != "backward"' "a backward solution was timed in the forward pass"
+none '$4 == "07-tensor-cores" && $20 != "forward"' "a forward solution was timed in the backward pass"
 n=$(awk -F, 'NR == 1 {print NF}' "$CSV")
 awk -F, -v n="$n" 'NF != n {exit 1}' "$CSV" || fail "rows with a different number of fields than the header"
 
 # 3. charts
 if command -v gnuplot >/dev/null; then
     bash bench/plot.sh "$CSV" "$TMP/out" >"$TMP/plot.log" 2>&1 || { cat "$TMP/plot.log"; fail "plot.sh failed"; }
-    for s in time-d64 time-d128 time-d64-causal time-d128-causal memory ladder; do
+    for s in time-d64 time-d128 time-d64-causal time-d128-causal memory ladder backward-time-d64 \
+        backward-time-d128 backward-time-d64-causal backward-time-d128-causal backward-memory; do
         f="$TMP/out/bench-fake-$s.svg"
         [ -s "$f" ] && grep -q "<svg" "$f" || { cat "$TMP/plot.log"; fail "$f was not drawn"; }
     done

@@ -1,8 +1,12 @@
-# mk/bench.mk: standard attention baseline and `make bench` (issue 6).
+# mk/bench.mk: standard attention baseline and `make bench` (issues 6 and 12).
 #   make standard       ./standard: unfused cuBLAS attention, same harness/CLI as a lesson
+#                       (the backward's ./standard_backward is in mk/backward.mk)
 #   make bench          (GPU) standard vs every flash solution (+ PyTorch peers when torch is
-#                       importable) over the course grid; CSV + SVG charts in docs/results/
-#   make bench-quick    (GPU) a few shapes in well under a minute, for a demo; CSV in build/
+#                       importable) over the course grid, forward and backward (the backward
+#                       solutions, 10 and 11, against ./standard_backward and SDPA's backward);
+#                       CSV + SVG charts in docs/results/ (BENCH_ARGS="--pass backward": one pass)
+#   make bench-quick    (GPU) a few shapes in about a minute, for a demo, forward and backward;
+#                       CSV in build/
 #   make bench-plots    redraw the charts from the committed docs/results/bench-*.csv
 #   make bench-selftest (CPU) plots a synthetic CSV in /tmp, checks the no-GPU message; in `make test`
 # BENCH_ARGS passes options to bench/bench.sh, e.g. make bench BENCH_ARGS="--d 64 --no-plots"
