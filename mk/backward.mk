@@ -67,7 +67,8 @@ test:: check-10 emu-10 test-backward-unit
 # ---- the backward runner itself on the CPU (tests/hostsim; no GPU) ----
 #   make hostsim-10            reference/runner_backward.cu compiled with g++ over a fake CUDA runtime,
 #                              lesson 10's kernels through the fp32 emulator: a few small shapes must
-#                              pass (in `make test`); HOSTSIM_SRC=lessons/10-backward-fp32/backward_fp32.cu
+#                              pass, and the plain same-precision backward (tests/hostsim/lowp_lesson.cpp)
+#                              in fp16 and bf16 (in `make test`); HOSTSIM_SRC=lessons/10-backward-fp32/backward_fp32.cu
 #                              grades your file instead
 #   make hostsim-mutants-10    every tests/mutants/10/*.mut through it: each must fail with its diagnosis
 #                              (a few minutes; HOSTSIM_MUTANTS="d-missing dk-dv-swapped" picks some)
@@ -84,7 +85,7 @@ build/hostsim/fake_device.o: tests/hostsim/fake_device.cpp $(HARNESS_H)
 hostsim-10:
 	@if [ ! -f $(dir $(NVCC))../include/cuda_runtime_api.h ]; then echo "hostsim-10: SKIP (no CUDA headers)"; exit 0; fi; \
 	if [ -z "$(call src_of,solutions,10)" ]; then echo "hostsim-10: SKIP (no solutions/10-*/)"; exit 0; fi; \
-	$(MAKE) --no-print-directory -s $(HOSTSIM_OBJ) && HOSTSIM_OBJ='$(HOSTSIM_OBJ)' CXX_BWD='$(CXX_BWD)' python3 tests/hostsim/run.py solution $(HOSTSIM_SRC)
+	$(MAKE) --no-print-directory -s $(HOSTSIM_OBJ) && HOSTSIM_OBJ='$(HOSTSIM_OBJ)' CXX_BWD='$(CXX_BWD)' CUDA_INC='$(dir $(NVCC))../include' python3 tests/hostsim/run.py solution $(HOSTSIM_SRC)
 hostsim-mutants-10:
 	@$(MAKE) --no-print-directory -s $(HOSTSIM_OBJ) && HOSTSIM_OBJ='$(HOSTSIM_OBJ)' CXX_BWD='$(CXX_BWD)' python3 tests/hostsim/run.py mutants $(HOSTSIM_MUTANTS)
 

@@ -79,7 +79,27 @@ def main():
                 print(out)
         print("hostsim: %d of %d shapes of %s pass through the backward runner on the CPU" %
               (len(SHAPES) - bad, len(SHAPES), os.path.relpath(src, ROOT)))
-        return 1 if bad else 0
+        # the runner's 16-bit paths, with the plain same-precision backward as the "lesson"
+        lowp = os.path.join(BUILD, "lowp")
+        rc, log = sh([CXX, "-O2", "-std=c++17", "-fopenmp", "-w", "-I" + os.environ.get("CUDA_INC", "/usr/local/cuda/include"),
+                      "-Ireference", "tests/hostsim/lowp_lesson.cpp"] + os.environ.get("HOSTSIM_OBJ", "").split() +
+                     ["-o", lowp, "-lm"])
+        if rc:
+            print(log)
+            return 1
+        lowp_shapes = ["--dtype fp16 -b 2 -H 3 -n 77 -d 64", "--dtype bf16 -b 1 -H 2 -n 130 -d 128 --causal",
+                       "--dtype fp16 -b 1 -H 2 -n 90 -d 128 --causal", "--dtype bf16 -b 1 -H 1 -n 1 -d 64 --causal"]
+        lbad = 0
+        for shape, rc, out in grade(lowp, lowp_shapes):
+            ok = rc == 0 and "1 of 1 cases passed" in out
+            lbad += not ok
+            line = next((l for l in out.splitlines() if l.strip().startswith(("pass", "FAIL"))), out[-300:])
+            print("%s  %-44s %s" % ("ok  " if ok else "FAIL", shape, line.strip()[:140]))
+            if not ok:
+                print(out)
+        print("hostsim: %d of %d shapes of the plain 16-bit backward pass the 16-bit rule" %
+              (len(lowp_shapes) - lbad, len(lowp_shapes)))
+        return 1 if bad or lbad else 0
     names = sys.argv[2:]
     import glob
     files = sorted(glob.glob(os.path.join(ROOT, "tests", "mutants", "10", "*.mut")))
