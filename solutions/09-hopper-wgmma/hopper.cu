@@ -77,7 +77,7 @@ const lesson_info LESSON = {
 
 constexpr int FA_BR = 128;          // query rows per block: two consumer warpgroups of 64
 constexpr int FA_REG_PRODUCER = 24; // setmaxnreg: registers per thread of the producer warpgroup
-constexpr int FA_REG_CONSUMER = 240;// ... and of each consumer warpgroup (24 + 2 x 240 = 504 <= 3 x 168)
+constexpr int FA_REG_CONSUMER = 240;// ... and of each consumer warpgroup (24 + 2 x 240 = 3 x 168)
 enum { FA_BAR_TURN = 1, FA_BAR_EPILOGUE = 3 };  // named barriers: 1, 2 turns; 3, 4 epilogue (0 is __syncthreads)
 
 // [region ptx-basic]
@@ -134,7 +134,9 @@ __device__ __forceinline__ void mbar_init(uint32_t bar, int count) {
     asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
 }
 /* Makes the initialised barriers visible to the async proxy (TMA) and to other threads. */
-__device__ __forceinline__ void mbar_fence_init() { asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory"); }
+__device__ __forceinline__ void mbar_fence_init() {
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+}
 __device__ __forceinline__ void mbar_arrive(uint32_t bar) {
     asm volatile("{\n.reg .b64 state;\nmbarrier.arrive.shared::cta.b64 state, [%0];\n}\n" ::"r"(bar) : "memory");
 }
@@ -170,9 +172,8 @@ __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
 __device__ __forceinline__ void tma_load_3d(uint32_t dst, const CUtensorMap *map, int c0, int c1, int c2,
                                             uint32_t bar) {
     asm volatile(
-        "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], [%5];\n" ::"r"(
-            dst),
-        "l"((uint64_t)map), "r"(c0), "r"(c1), "r"(c2), "r"(bar)
+        "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes"
+        " [%0], [%1, {%2, %3, %4}], [%5];\n" ::"r"(dst), "l"((uint64_t)map), "r"(c0), "r"(c1), "r"(c2), "r"(bar)
         : "memory");
 }
 // [end ptx-tma]
@@ -285,7 +286,8 @@ __device__ __host__ __forceinline__ uint64_t make_desc(uint32_t addr, uint32_t l
  * 16 kk .. 16 kk + 15): box kk / 4, 32 bytes per k-slice inside the box. */
 template <int ROWS>
 __device__ __host__ __forceinline__ uint64_t desc_kmajor(uint32_t tile, int row0, int kk) {
-    return make_desc(tile + (uint32_t)(kk / 4) * ROWS * 128 + (uint32_t)row0 * 128 + (uint32_t)(kk % 4) * 32, 16, 1024);
+    const uint32_t box = (uint32_t)(kk / 4) * ROWS * 128;  // 64-column box of this k-slice
+    return make_desc(tile + box + (uint32_t)row0 * 128 + (uint32_t)(kk % 4) * 32, 16, 1024);
 }
 /* MN-major operand (V_j): keys 16 ks .. 16 ks + 15 of a tile of `ROWS` keys, all d columns. */
 template <int ROWS>
@@ -554,210 +556,211 @@ fa3_forward_kernel(const __grid_constant__ CUtensorMap tmQ, const __grid_constan
     };
     int gi = 0, qn = 0;  // K/V tiles and query tiles consumed so far (the ring's position)
     for (int wi = blockIdx.x; wi < n_work; wi += gridDim.x, ++qn) {
-    const Work wk = work_of<BC>(wi, N, BH, causal);
-    const int q0 = wk.q0, bh = wk.bh, n_tiles = wk.n_tiles;
-    const int row = q0 + wg_row0 + 16 * wq + g;  // query row of accumulator elements e < 2 (+8: e >= 2)
-    const size_t head = (size_t)bh * N;
+        const Work wk = work_of<BC>(wi, N, BH, causal);
+        const int q0 = wk.q0, bh = wk.bh, n_tiles = wk.n_tiles;
+        const int row = q0 + wg_row0 + 16 * wq + g;  // query row of accumulator elements e < 2 (+8: e >= 2)
+        const size_t head = (size_t)bh * N;
 
-    if constexpr (STEP == 2) {
-        if (tid == 0) {  // the first STAGES steps' copies; later ones are issued inside the loop
-            mbar_arrive_expect_tx(base + SL::full_q(), FA_BR * D * 2);
-            for (int b = 0; b < D / 64; ++b) tma_load_3d(sQ + b * FA_BR * 128, &tmQ, 64 * b, q0, bh, base + SL::full_q());
-            for (int it = 0; it < STAGES && it < n_tiles; ++it)
-                load_kv<D, BC, STAGES>(&tmK, &tmV, base, it, n_tiles - 1 - it, bh);
-        }
-        __syncwarp();
-    }
-
-    Consumer<T, D, BC> w;
-#pragma unroll
-    for (int i = 0; i < D / 2; ++i) w.o[i] = 0.f;
-#pragma unroll
-    for (int i = 0; i < BC / 2; ++i) w.s[i] = 0.f;
-    w.m[0] = w.m[1] = -INFINITY;
-    w.l[0] = w.l[1] = 0.f;
-    /* A tile needs the mask when it crosses the end of the sequence or, causal, holds a key
-     * after this warpgroup's first row. */
-    auto needs_mask = [&](int k0) { return k0 + BC > N || (causal && k0 + BC - 1 > q0 + wg_row0); };
-    /* Step 6: once this warpgroup's last S = Q_i K_j^T is done, Q_i's buffer may take the next
-     * query tile (the other consumer, and then the producer, may be ahead). */
-    auto release_q = [&]() {
-        if constexpr (PERSISTENT) release(base + SL::empty_q());
-    };
-
-    if constexpr (STEP == 1) {
-        load_tile_sync<T, D, FA_BR, 256>(sQ, Q + head * D, q0, N, tid);
-    } else {
-        mbar_wait(base + SL::full_q(), qn & 1);
-    }
-
-    if constexpr (STEP <= 4) {
-        // [region loop-simple]
-        /* Steps 1-4: S_j, softmax, P_j V_j, one tile after the other. From step 4 on, the
-         * two consumer warpgroups take turns to issue S_j (named barriers 1 and 2): while
-         * one computes its softmax, the other's GEMM has the tensor cores. */
-        if (STEP >= 4 && c == 1) named_arrive(FA_BAR_TURN + 0, 256);  // consumer 0 goes first
-        for (int it = 0; it < n_tiles; ++it) {
-            const int slot = STEP == 1 ? 0 : it % STAGES, ph = (it / STAGES) & 1;
-            const int k0 = (n_tiles - 1 - it) * BC;
-            const uint32_t sK = base + SL::K + slot * SL::TILE, sV = base + SL::V + slot * SL::TILE;
-            if constexpr (STEP == 1) {
-                __syncthreads();  // every warp is done with the previous K_j, V_j
-                load_tile_sync<T, D, BC, 256>(sK, K + head * D, k0, N, tid);
-                load_tile_sync<T, D, BC, 256>(sV, V + head * D, k0, N, tid);
-                fence_proxy_async();  // generic-proxy stores -> wgmma reads
-                __syncthreads();
-            } else {
-                mbar_wait(base + SL::full_k(slot), ph);
+        if constexpr (STEP == 2) {
+            if (tid == 0) {  // the first STAGES steps' copies; later ones are issued inside the loop
+                mbar_arrive_expect_tx(base + SL::full_q(), FA_BR * D * 2);
+                for (int b = 0; b < D / 64; ++b)
+                    tma_load_3d(sQ + b * FA_BR * 128, &tmQ, 64 * b, q0, bh, base + SL::full_q());
+                for (int it = 0; it < STAGES && it < n_tiles; ++it)
+                    load_kv<D, BC, STAGES>(&tmK, &tmV, base, it, n_tiles - 1 - it, bh);
             }
-            if (STEP >= 4) named_sync(FA_BAR_TURN + c, 256);
-            wgmma_fence();
-            fence_acc(w.s);
-            w.issue_s(sQ, wg_row0, sK);
-            if (STEP >= 4 && !(c == 1 && it == n_tiles - 1)) named_arrive(FA_BAR_TURN + 1 - c, 256);
-            wgmma_wait<0>();
-            fence_acc(w.s);
-            release(base + SL::empty_k(slot));
-            if (needs_mask(k0)) w.mask(k0, row, t, N, causal);
-            float alpha[2], rowsum[2];
-            w.softmax(scale_log2, alpha, rowsum);
-            w.rescale(alpha, rowsum);
-            w.pack_p();
-            if constexpr (STEP >= 2) mbar_wait(base + SL::full_v(slot), ph);
-            wgmma_fence();
-            fence_acc(w.o);
-            w.issue_pv(sV);
-            wgmma_wait<0>();
-            fence_acc(w.o);
-            release(base + SL::empty_v(slot));
-            if constexpr (STEP == 2) {
-                if (tid == 0 && it + STAGES < n_tiles)
-                    load_kv<D, BC, STAGES>(&tmK, &tmV, base, it + STAGES, n_tiles - 1 - it - STAGES, bh);
-                __syncwarp();
-            }
+            __syncwarp();
         }
-        // [end loop-simple]
-    } else {
-        // [region loop-overlap]
-        /* Steps 5-6 (FlashAttention-3, Algorithm 2): the softmax of S_j runs while the tensor
-         * cores compute S_{j+1} and then P_j V_j. A warpgroup issues in one turn
-         *     S_{it} = Q K_{it}^T      and      O += P_{it-1} V_{it-1}
-         * then waits only for the first (wait<1>), computes the softmax of S_{it} while
-         * P_{it-1} V_{it-1} runs, and waits for it (wait<0>) only before it rescales O and
-         * overwrites P. Turns: S_0 alone, n_tiles - 1 pairs, P V of the last tile alone.
-         * Ring positions count from gi, the K/V tiles of earlier query tiles (step 6). */
-        const int turns = n_tiles + 1;
-        int turn = 0;
-        auto begin_turn = [&]() { named_sync(FA_BAR_TURN + c, 256); };
-        auto end_turn = [&]() {
-            if (!(c == 1 && turn == turns - 1)) named_arrive(FA_BAR_TURN + 1 - c, 256);
-            ++turn;
+
+        Consumer<T, D, BC> w;
+#pragma unroll
+        for (int i = 0; i < D / 2; ++i) w.o[i] = 0.f;
+#pragma unroll
+        for (int i = 0; i < BC / 2; ++i) w.s[i] = 0.f;
+        w.m[0] = w.m[1] = -INFINITY;
+        w.l[0] = w.l[1] = 0.f;
+        /* A tile needs the mask when it crosses the end of the sequence or, causal, holds a key
+         * after this warpgroup's first row. */
+        auto needs_mask = [&](int k0) { return k0 + BC > N || (causal && k0 + BC - 1 > q0 + wg_row0); };
+        /* Step 6: once this warpgroup's last S = Q_i K_j^T is done, Q_i's buffer may take the next
+         * query tile (the other consumer, and then the producer, may be ahead). */
+        auto release_q = [&]() {
+            if constexpr (PERSISTENT) release(base + SL::empty_q());
         };
-        if (c == 1) named_arrive(FA_BAR_TURN + 0, 256);  // consumer 0 goes first
 
-        float alpha[2], rowsum[2];
-        {  // S_0
-            const int k0 = (n_tiles - 1) * BC, slot = gi % STAGES, ph = (gi / STAGES) & 1;
-            mbar_wait(base + SL::full_k(slot), ph);
-            begin_turn();
-            wgmma_fence();
-            fence_acc(w.s);
-            w.issue_s(sQ, wg_row0, base + SL::K + slot * SL::TILE);
-            end_turn();
-            wgmma_wait<0>();
-            fence_acc(w.s);
-            release(base + SL::empty_k(slot));
-            if (n_tiles == 1) release_q();
-            if (needs_mask(k0)) w.mask(k0, row, t, N, causal);
-            w.softmax(scale_log2, alpha, rowsum);
-            w.rescale(alpha, rowsum);  // O is 0: only sets l
-            w.pack_p();
+        if constexpr (STEP == 1) {
+            load_tile_sync<T, D, FA_BR, 256>(sQ, Q + head * D, q0, N, tid);
+        } else {
+            mbar_wait(base + SL::full_q(), qn & 1);
         }
-        for (int it = 1; it < n_tiles; ++it) {
-            const int slot = (gi + it) % STAGES, ph = ((gi + it) / STAGES) & 1;
-            const int pslot = (gi + it - 1) % STAGES, pph = ((gi + it - 1) / STAGES) & 1;
-            const int k0 = (n_tiles - 1 - it) * BC;
-            mbar_wait(base + SL::full_k(slot), ph);
-            mbar_wait(base + SL::full_v(pslot), pph);
-            begin_turn();
-            wgmma_fence();
-            fence_acc(w.s);
-            fence_acc(w.o);
-            w.issue_s(sQ, wg_row0, base + SL::K + slot * SL::TILE);
-            w.issue_pv(base + SL::V + pslot * SL::TILE);
-            end_turn();
-            wgmma_wait<1>();  // S_it is done; P_{it-1} V_{it-1} may still run
-            fence_acc(w.s);
-            release(base + SL::empty_k(slot));
-            if (it == n_tiles - 1) release_q();
-            if (needs_mask(k0)) w.mask(k0, row, t, N, causal);
-            w.softmax(scale_log2, alpha, rowsum);
-            wgmma_wait<0>();  // P_{it-1} V_{it-1} is done: O and P may change
-            fence_acc(w.o);
-            release(base + SL::empty_v(pslot));
-            w.rescale(alpha, rowsum);
-            w.pack_p();
-        }
-        {  // P V of the last tile
-            const int pslot = (gi + n_tiles - 1) % STAGES, pph = ((gi + n_tiles - 1) / STAGES) & 1;
-            mbar_wait(base + SL::full_v(pslot), pph);
-            begin_turn();
-            wgmma_fence();
-            fence_acc(w.o);
-            w.issue_pv(base + SL::V + pslot * SL::TILE);
-            end_turn();
-            wgmma_wait<0>();
-            fence_acc(w.o);
-            release(base + SL::empty_v(pslot));
-        }
-        // [end loop-overlap]
-    }
-    gi += n_tiles;
 
-    // [region epilogue]
-    /* Finish l (the 4 threads of a row add their shares), normalise, write L, and O through
-     * this warpgroup's rows of the Q tile (no wgmma reads it any more once all four warps of
-     * the warpgroup are past the named barrier) with 16-byte stores of rows < N. Step 6 has
-     * handed the Q tile to the next query tile already: it stores O from registers. */
-    if constexpr (!PERSISTENT) {
-        fence_proxy_async();  // the Q tile was last touched by the async proxy (TMA, wgmma)
-        named_sync(FA_BAR_EPILOGUE + c, 128);
-    }
+        if constexpr (STEP <= 4) {
+            // [region loop-simple]
+            /* Steps 1-4: S_j, softmax, P_j V_j, one tile after the other. From step 4 on, the
+             * two consumer warpgroups take turns to issue S_j (named barriers 1 and 2): while
+             * one computes its softmax, the other's GEMM has the tensor cores. */
+            if (STEP >= 4 && c == 1) named_arrive(FA_BAR_TURN + 0, 256);  // consumer 0 goes first
+            for (int it = 0; it < n_tiles; ++it) {
+                const int slot = STEP == 1 ? 0 : it % STAGES, ph = (it / STAGES) & 1;
+                const int k0 = (n_tiles - 1 - it) * BC;
+                const uint32_t sK = base + SL::K + slot * SL::TILE, sV = base + SL::V + slot * SL::TILE;
+                if constexpr (STEP == 1) {
+                    __syncthreads();  // every warp is done with the previous K_j, V_j
+                    load_tile_sync<T, D, BC, 256>(sK, K + head * D, k0, N, tid);
+                    load_tile_sync<T, D, BC, 256>(sV, V + head * D, k0, N, tid);
+                    fence_proxy_async();  // generic-proxy stores -> wgmma reads
+                    __syncthreads();
+                } else {
+                    mbar_wait(base + SL::full_k(slot), ph);
+                }
+                if (STEP >= 4) named_sync(FA_BAR_TURN + c, 256);
+                wgmma_fence();
+                fence_acc(w.s);
+                w.issue_s(sQ, wg_row0, sK);
+                if (STEP >= 4 && !(c == 1 && it == n_tiles - 1)) named_arrive(FA_BAR_TURN + 1 - c, 256);
+                wgmma_wait<0>();
+                fence_acc(w.s);
+                release(base + SL::empty_k(slot));
+                if (needs_mask(k0)) w.mask(k0, row, t, N, causal);
+                float alpha[2], rowsum[2];
+                w.softmax(scale_log2, alpha, rowsum);
+                w.rescale(alpha, rowsum);
+                w.pack_p();
+                if constexpr (STEP >= 2) mbar_wait(base + SL::full_v(slot), ph);
+                wgmma_fence();
+                fence_acc(w.o);
+                w.issue_pv(sV);
+                wgmma_wait<0>();
+                fence_acc(w.o);
+                release(base + SL::empty_v(slot));
+                if constexpr (STEP == 2) {
+                    if (tid == 0 && it + STAGES < n_tiles)
+                        load_kv<D, BC, STAGES>(&tmK, &tmV, base, it + STAGES, n_tiles - 1 - it - STAGES, bh);
+                    __syncwarp();
+                }
+            }
+            // [end loop-simple]
+        } else {
+            // [region loop-overlap]
+            /* Steps 5-6 (FlashAttention-3, Algorithm 2): the softmax of S_j runs while the tensor
+             * cores compute S_{j+1} and then P_j V_j. A warpgroup issues in one turn
+             *     S_{it} = Q K_{it}^T      and      O += P_{it-1} V_{it-1}
+             * then waits only for the first (wait<1>), computes the softmax of S_{it} while
+             * P_{it-1} V_{it-1} runs, and waits for it (wait<0>) only before it rescales O and
+             * overwrites P. Turns: S_0 alone, n_tiles - 1 pairs, P V of the last tile alone.
+             * Ring positions count from gi, the K/V tiles of earlier query tiles (step 6). */
+            const int turns = n_tiles + 1;
+            int turn = 0;
+            auto begin_turn = [&]() { named_sync(FA_BAR_TURN + c, 256); };
+            auto end_turn = [&]() {
+                if (!(c == 1 && turn == turns - 1)) named_arrive(FA_BAR_TURN + 1 - c, 256);
+                ++turn;
+            };
+            if (c == 1) named_arrive(FA_BAR_TURN + 0, 256);  // consumer 0 goes first
+
+            float alpha[2], rowsum[2];
+            {  // S_0
+                const int k0 = (n_tiles - 1) * BC, slot = gi % STAGES, ph = (gi / STAGES) & 1;
+                mbar_wait(base + SL::full_k(slot), ph);
+                begin_turn();
+                wgmma_fence();
+                fence_acc(w.s);
+                w.issue_s(sQ, wg_row0, base + SL::K + slot * SL::TILE);
+                end_turn();
+                wgmma_wait<0>();
+                fence_acc(w.s);
+                release(base + SL::empty_k(slot));
+                if (n_tiles == 1) release_q();
+                if (needs_mask(k0)) w.mask(k0, row, t, N, causal);
+                w.softmax(scale_log2, alpha, rowsum);
+                w.rescale(alpha, rowsum);  // O is 0: only sets l
+                w.pack_p();
+            }
+            for (int it = 1; it < n_tiles; ++it) {
+                const int slot = (gi + it) % STAGES, ph = ((gi + it) / STAGES) & 1;
+                const int pslot = (gi + it - 1) % STAGES, pph = ((gi + it - 1) / STAGES) & 1;
+                const int k0 = (n_tiles - 1 - it) * BC;
+                mbar_wait(base + SL::full_k(slot), ph);
+                mbar_wait(base + SL::full_v(pslot), pph);
+                begin_turn();
+                wgmma_fence();
+                fence_acc(w.s);
+                fence_acc(w.o);
+                w.issue_s(sQ, wg_row0, base + SL::K + slot * SL::TILE);
+                w.issue_pv(base + SL::V + pslot * SL::TILE);
+                end_turn();
+                wgmma_wait<1>();  // S_it is done; P_{it-1} V_{it-1} may still run
+                fence_acc(w.s);
+                release(base + SL::empty_k(slot));
+                if (it == n_tiles - 1) release_q();
+                if (needs_mask(k0)) w.mask(k0, row, t, N, causal);
+                w.softmax(scale_log2, alpha, rowsum);
+                wgmma_wait<0>();  // P_{it-1} V_{it-1} is done: O and P may change
+                fence_acc(w.o);
+                release(base + SL::empty_v(pslot));
+                w.rescale(alpha, rowsum);
+                w.pack_p();
+            }
+            {  // P V of the last tile
+                const int pslot = (gi + n_tiles - 1) % STAGES, pph = ((gi + n_tiles - 1) / STAGES) & 1;
+                mbar_wait(base + SL::full_v(pslot), pph);
+                begin_turn();
+                wgmma_fence();
+                fence_acc(w.o);
+                w.issue_pv(base + SL::V + pslot * SL::TILE);
+                end_turn();
+                wgmma_wait<0>();
+                fence_acc(w.o);
+                release(base + SL::empty_v(pslot));
+            }
+            // [end loop-overlap]
+        }
+        gi += n_tiles;
+
+        // [region epilogue]
+        /* Finish l (the 4 threads of a row add their shares), normalise, write L, and O through
+         * this warpgroup's rows of the Q tile (no wgmma reads it any more once all four warps of
+         * the warpgroup are past the named barrier) with 16-byte stores of rows < N. Step 6 has
+         * handed the Q tile to the next query tile already: it stores O from registers. */
+        if constexpr (!PERSISTENT) {
+            fence_proxy_async();  // the Q tile was last touched by the async proxy (TMA, wgmma)
+            named_sync(FA_BAR_EPILOGUE + c, 128);
+        }
 #pragma unroll
-    for (int r = 0; r < 2; ++r) {
-        float lr = w.l[r];
-        lr += __shfl_xor_sync(0xffffffffu, lr, 1);
-        lr += __shfl_xor_sync(0xffffffffu, lr, 2);
-        const float inv = lr > 0.f ? 1.f / lr : 0.f;
-        const int srow = wg_row0 + 16 * wq + g + 8 * r;  // row in the tile
-        if constexpr (PERSISTENT) {
-            if (q0 + srow < N) {
+        for (int r = 0; r < 2; ++r) {
+            float lr = w.l[r];
+            lr += __shfl_xor_sync(0xffffffffu, lr, 1);
+            lr += __shfl_xor_sync(0xffffffffu, lr, 2);
+            const float inv = lr > 0.f ? 1.f / lr : 0.f;
+            const int srow = wg_row0 + 16 * wq + g + 8 * r;  // row in the tile
+            if constexpr (PERSISTENT) {
+                if (q0 + srow < N) {
+#pragma unroll
+                    for (int j = 0; j < D / 8; ++j)
+                        *reinterpret_cast<uint32_t *>(O + (head + q0 + srow) * D + 8 * j + 2 * t) =
+                            pack2<T>(w.o[4 * j + 2 * r] * inv, w.o[4 * j + 2 * r + 1] * inv);
+                }
+            } else {
 #pragma unroll
                 for (int j = 0; j < D / 8; ++j)
-                    *reinterpret_cast<uint32_t *>(O + (head + q0 + srow) * D + 8 * j + 2 * t) =
-                        pack2<T>(w.o[4 * j + 2 * r] * inv, w.o[4 * j + 2 * r + 1] * inv);
+                    st_shared_u32(sQ + tma_tile_offset(srow, 8 * j + 2 * t, FA_BR),
+                                  pack2<T>(w.o[4 * j + 2 * r] * inv, w.o[4 * j + 2 * r + 1] * inv));
             }
-        } else {
-#pragma unroll
-            for (int j = 0; j < D / 8; ++j)
-                st_shared_u32(sQ + tma_tile_offset(srow, 8 * j + 2 * t, FA_BR),
-                              pack2<T>(w.o[4 * j + 2 * r] * inv, w.o[4 * j + 2 * r + 1] * inv));
+            if (t == 0 && q0 + srow < N)
+                L[head + q0 + srow] = lr > 0.f ? (w.m[r] * scale_log2 + log2f(lr)) * 0.69314718055994531f : -INFINITY;
         }
-        if (t == 0 && q0 + srow < N)
-            L[head + q0 + srow] = lr > 0.f ? (w.m[r] * scale_log2 + log2f(lr)) * 0.69314718055994531f : -INFINITY;
-    }
-    if constexpr (!PERSISTENT) {
-        __syncwarp();
-        constexpr int CH = D / 8;  // 16-byte chunks per row; a warp stores its 16 rows
+        if constexpr (!PERSISTENT) {
+            __syncwarp();
+            constexpr int CH = D / 8;  // 16-byte chunks per row; a warp stores its 16 rows
 #pragma unroll
-        for (int i = 0; i < 16 * CH / 32; ++i) {
-            const int r = wg_row0 + 16 * wq + lane / CH + i * (32 / CH), ch = lane % CH;
-            if (q0 + r < N)
-                *reinterpret_cast<uint4 *>(O + (head + q0 + r) * D + ch * 8) =
-                    ld_shared_v4(sQ + tma_tile_offset(r, ch * 8, FA_BR));
+            for (int i = 0; i < 16 * CH / 32; ++i) {
+                const int r = wg_row0 + 16 * wq + lane / CH + i * (32 / CH), ch = lane % CH;
+                if (q0 + r < N)
+                    *reinterpret_cast<uint4 *>(O + (head + q0 + r) * D + ch * 8) =
+                        ld_shared_v4(sQ + tma_tile_offset(r, ch * 8, FA_BR));
+            }
         }
-    }
-    // [end epilogue]
+        // [end epilogue]
     }  // next work item (step 6)
 }
 
@@ -781,7 +784,7 @@ static EncodeTiledFn tensor_map_encoder(void) {
 #endif
         if (e != cudaSuccess || q != cudaDriverEntryPointSuccess || !p)
             fprintf(stderr, "%s:%d: cudaGetDriverEntryPointByVersion(cuTensorMapEncodeTiled) failed (%s, query %d)\n"
-                    "  hint: TMA tensor maps need a CUDA 12 driver or newer (nvidia-smi shows the driver's CUDA version)\n",
+                    "  hint: TMA tensor maps need a CUDA 12 driver or newer (nvidia-smi shows its CUDA version)\n",
                     __FILE__, __LINE__, cudaGetErrorString(e), (int)q);
         else
             fn = (EncodeTiledFn)p;
@@ -801,11 +804,13 @@ static int make_tensor_map(CUtensorMap *map, const void *base, const attn_args *
     }
     EncodeTiledFn encode = tensor_map_encoder();
     if (!encode) return -1;
-    CUresult r = encode(map, a->dtype == DTYPE_FP16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
-                        p.rank, (void *)base, p.dims, p.strides, p.box, p.elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                        CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    const CUtensorMapDataType type =
+        a->dtype == DTYPE_FP16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+    CUresult r = encode(map, type, p.rank, (void *)base, p.dims, p.strides, p.box, p.elem_strides,
+                        CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                        CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
     if (r != CUDA_SUCCESS) {
-        fprintf(stderr, "%s:%d: cuTensorMapEncodeTiled failed (CUresult %d) for dims {%llu, %llu, %llu}, box {%u, %u, 1}\n"
+        fprintf(stderr, "%s:%d: cuTensorMapEncodeTiled failed (CUresult %d), dims {%llu, %llu, %llu}, box {%u, %u, 1}\n"
                 "  hint: the address must be 16-byte aligned and the strides multiples of 16 bytes\n",
                 __FILE__, __LINE__, (int)r, (unsigned long long)p.dims[0], (unsigned long long)p.dims[1],
                 (unsigned long long)p.dims[2], p.box[0], p.box[1]);
