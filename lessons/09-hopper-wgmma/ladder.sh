@@ -93,11 +93,13 @@ if [ "$GRADE" = 1 ]; then
         ok=0 total=0 first=""
         for c in "${CASES[@]}"; do
             total=$((total + 1))
+            [ -x "$OUT/$name" ] || { first="not built"; break; }
             # shellcheck disable=SC2086
-            timeout 120 "$OUT/$name" --check-only --timeout 20 $c >> "$log" 2>&1
+            timeout 120 "$OUT/$name" --check-only --timeout 10 $c >> "$log" 2>&1
             rc=$?
             if [ $rc = 0 ]; then ok=$((ok + 1)); else
-                [ -n "$first" ] || first="exit $rc on '$c': $(grep -m1 -E 'diagnosis:|race suspected|future keys|TIMEOUT|CUDA error|returned|FAIL' "$log" | sed 's/^ *//' | cut -c1-150)"
+                [ -n "$first" ] || first="exit $rc on '$c': $(grep -m1 -E 'diagnosis:|race suspected|future keys|TIMEOUT|CUDA error|returned|FAIL|no NVIDIA|needs a' "$log" | sed 's/^ *//' | cut -c1-150)"
+                case $rc in 4 | 5 | 6 | 124 | 137) break ;; esac  # no GPU, a crash, a hang: the other cases would too
             fi
         done
         GR[$name]="$ok/$total"
@@ -121,7 +123,8 @@ for v in "${TIMED[@]}"; do
             B=$((16384 / N)); [ "$B" -lt 1 ] && B=1
             for c in $CLIST; do
                 [ -x "$OUT/$name" ] || { TF[$name,$d,$N,$c]="build?"; continue; }
-                row=$("$OUT/$name" --bench-only --csv -b "$B" -H "$H" -n "$N" -d "$d" --dtype "$DTYPE" \
+                [ -z "${GR[$name,why]:-}" ] || { TF[$name,$d,$N,$c]="(failed)"; continue; }  # not worth timing
+                row=$("$OUT/$name" --bench-only --csv --timeout 10 -b "$B" -H "$H" -n "$N" -d "$d" --dtype "$DTYPE" \
                       $([ "$c" = 1 ] && echo --causal) 2>/dev/null | tail -n1)
                 status=$(echo "$row" | cut -d, -f2) ms=$(echo "$row" | cut -d, -f11)
                 tf=$(echo "$row" | cut -d, -f12) pct=$(echo "$row" | cut -d, -f13)
