@@ -23,8 +23,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 sys.path.insert(0, os.path.join(ROOT, "tests", "mutants"))
 import run as mutants  # noqa: E402  (tests/mutants/run.py: the .mut format)
 
-SHAPES = ["-b 2 -H 3 -n 77 -d 64", "-b 1 -H 2 -n 77 -d 64 --causal", "-b 1 -H 1 -n 130 -d 128 --causal",
-          "-b 1 -H 2 -n 40 -d 128"]
+SHAPES = ["-b 2 -H 3 -n 77 -d 64", "-b 1 -H 2 -n 77 -d 64 --causal", "-b 1 -H 1 -n 130 -d 128 --causal"]
 BUILD = os.path.join(ROOT, "build", "hostsim")
 CXX = os.environ.get("CXX_BWD", "g++")
 
@@ -88,7 +87,7 @@ def main():
             print(log)
             return 1
         lowp_shapes = ["--dtype fp16 -b 2 -H 3 -n 77 -d 64", "--dtype bf16 -b 1 -H 2 -n 130 -d 128 --causal",
-                       "--dtype fp16 -b 1 -H 2 -n 90 -d 128 --causal", "--dtype bf16 -b 1 -H 1 -n 1 -d 64 --causal"]
+                       "--dtype fp16 -b 1 -H 1 -n 1 -d 64 --causal"]
         lbad = 0
         for shape, rc, out in grade(lowp, lowp_shapes):
             ok = rc == 0 and "1 of 1 cases passed" in out
