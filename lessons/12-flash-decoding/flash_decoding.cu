@@ -240,6 +240,15 @@ __device__ __forceinline__ void load_q_async(uint32_t tile, const FdArgs<T> &a, 
 }
 // [end load]
 
+/* Dynamic shared memory of a block: the Q tile, then the K/V slots, which after the loop hold
+ * the warps' partials (and one int): as large as the larger of the two uses. */
+template <int D, int BC, int WR, int MT, int STAGES>
+constexpr int fd_smem_bytes() {
+    constexpr int RB = WR * MT * 16, WK = 4 / WR;
+    constexpr int kv = STAGES * 2 * BC * D * 2, merge = (WK * RB * (D + 4) + 2 * WK * RB + 1) * 4;
+    return RB * D * 2 + (kv > merge ? kv : merge);
+}
+
 /* Fragment layouts (lesson 07), g = lane / 4, t = lane % 4:
  *   A 16x16: a[0] (g, 2t..2t+1)  a[1] (g+8, 2t..)  a[2] (g, 2t+8..)  a[3] (g+8, 2t+8..)
  *   B 16x8 : b0 (rows 2t, 2t+1; col g)   b1 (rows 2t+8, 2t+9; col g)
@@ -250,20 +259,20 @@ __device__ __forceinline__ void load_q_async(uint32_t tile, const FdArgs<T> &a, 
  * Warp w works on rows of m-tiles (w % WR) MT .. + MT - 1 (16 rows each) and on keys
  * (w / WR) KW .. + KW - 1 of every tile (KW = BC / WK, WK = 4 / WR warps per row set).
  * Dynamic shared memory: the Q tile [RB][D], then FD_STAGES K and FD_STAGES V slots
- * [BC][D], all swizzled; after the loop the K/V slots hold the warps' partials.
+ * [BC][D], all swizzled; after the loop the K/V slots hold the warps' partials
+ * (fd_smem_bytes).
  * Writes O and L directly when its sequence has one split, else its partial, and the last
  * block of the group to arrive merges all of them into O and L. */
 template <typename T, int D, int BC, int WR, int MT, int STAGES>
 __global__ void __launch_bounds__(FD_THREADS) fd_split_kernel(const FdArgs<T> a) {
-    constexpr int WK = 4 / WR, KW = BC / WK, RB = WR * MT * 16, DP = D + 4;
+    constexpr int WK = 4 / WR, KW = BC / WK;
     /* Keys per step of the online softmax: the warp's whole slice of the tile, except with
      * 2 m-tiles (32 rows a warp), where S for the slice beside O does not fit in 255
      * registers: 16 keys at d = 128, 64 at d = 64 (ptxas -v: no spills then). */
     constexpr int KS = MT == 2 ? (D == 128 ? 16 : (KW < 64 ? KW : 64)) : KW;
     static_assert(WR * WK == 4 && KW % KS == 0 && KS % 16 == 0 && STAGES >= 2, "bad configuration");
-    static_assert((WK * RB * DP + 2 * WK * RB + 1) * 4 <= STAGES * 2 * BC * D * 2, "partials must fit in the K/V slots");
 #if FD_SM80
-    constexpr int NT = FD_THREADS;
+    constexpr int NT = FD_THREADS, RB = WR * MT * 16, DP = D + 4;
     constexpr uint32_t TILE = BC * D * 2;
     extern __shared__ __align__(128) unsigned char fa_smem[];
     const uint32_t aQ = smem_u32(fa_smem), aK = aQ + RB * D * 2, aV = aK + STAGES * TILE;
@@ -661,8 +670,7 @@ static int fd_workspace(size_t opart, size_t lpart, size_t ncount, cudaStream_t 
 
 template <typename T, int D, int BC, int WR, int MT>
 static int fd_launch(const attn_args *a) {
-    constexpr int RB = WR * MT * 16;
-    constexpr int smem = RB * D * 2 + FD_STAGES * 2 * BC * D * 2;
+    constexpr int smem = fd_smem_bytes<D, BC, WR, MT, FD_STAGES>();
     auto kernel = fd_split_kernel<T, D, BC, WR, MT, FD_STAGES>;
     static long long slots = 0; /* blocks resident at once: SMs x blocks per SM */
     if (!slots) {

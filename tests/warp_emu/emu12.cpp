@@ -95,7 +95,7 @@ static int run(const char *tn, const Shape &sh, unsigned seed) {
     a.Opart = Op.data(); a.Lpart = Lp.data(); a.count = cnt.data();
     a.H = sh.H; a.H_kv = sh.H_kv; a.N = sh.N; a.N_kv = sh.N_kv; a.G = G; a.R = R; a.n_rc = p.n_rc;
     a.S = p.S; a.chunk = p.chunk; a.causal = sh.causal; a.scale_log2 = scale * 1.4426950408889634f;
-    constexpr int smem = WR * MT * 16 * D * 2 + FD_STAGES * 2 * BC * D * 2;
+    constexpr int smem = fd_smem_bytes<D, BC, WR, MT, FD_STAGES>();
     emu_launch(dim3((unsigned)p.blocks), FD_THREADS, smem, [&] { fd_split_kernel<T, D, BC, WR, MT, FD_STAGES>(a); });
 
     /* grade: the plain same-precision attention's error sets the bar (FlashAttention's rule) */
