@@ -12,6 +12,7 @@
 #                   (cp.async landing at issue, and at the wait that retires it).
 #                   EMU11_SRC=lessons/11-backward-tensor-cores/backward.cu runs your kernel;
 #                   EMU_QUICK=0: more shapes and configurations (several minutes).
+#   make hostsim-11 the real backward runner on the CPU over lesson 11's emulated kernels (below)
 # Not in `make test` (GPU):
 #   make sweep-11   builds solution 11 once per tile configuration and times each on a few
 #                   grid shapes, with PyTorch's SDPA backward (flash, cuDNN) timed beside them
@@ -67,3 +68,22 @@ sweep11-variant: $(HARNESS_C_OBJ) $(HARNESS_BWD_CU_OBJ)
 
 sweep-11:
 	@bash lessons/11-backward-tensor-cores/sweep.sh $(SWEEP11_ARGS)
+
+# ---- lesson 11 through the real backward runner, on the CPU (no GPU) ----
+#   make hostsim-11           reference/runner_backward.cu over tests/hostsim's fake CUDA runtime
+#                             (objects from mk/backward.mk), with lesson 11's source, host code
+#                             included, on the warp emulator: attention_backward, its workspace and
+#                             launches, and the runner's grading, re-run and causal tests, on a few
+#                             small shapes (tests/warp_emu/hostsim11.py). HOSTSIM11_SRC=your file.
+#   make hostsim-mutants-11   every tests/mutants/11/*.mut through it: each must fail with its
+#                             expect: diagnosis (several minutes; HOSTSIM_MUTANTS="d-missing ..." picks)
+.PHONY: hostsim-11 hostsim-mutants-11
+HOSTSIM11_ENV = HOSTSIM_OBJ='$(HOSTSIM_OBJ)' CXX_BWD='$(CXX_BWD)' NVCC='$(NVCC)'
+hostsim-11:
+	@if [ ! -f $(EMU_CUDA_INC)/cuda_runtime_api.h ]; then echo "hostsim-11: SKIP (no CUDA headers)"; exit 0; fi; \
+	if [ -z "$(call src_of,solutions,11)" ]; then echo "hostsim-11: SKIP (no solutions/11-*/)"; exit 0; fi; \
+	$(MAKE) --no-print-directory -s $(HOSTSIM_OBJ) && $(HOSTSIM11_ENV) python3 tests/warp_emu/hostsim11.py solution $(HOSTSIM11_SRC)
+hostsim-mutants-11:
+	@$(MAKE) --no-print-directory -s $(HOSTSIM_OBJ) && $(HOSTSIM11_ENV) python3 tests/warp_emu/hostsim11.py mutants $(HOSTSIM_MUTANTS)
+
+test:: hostsim-11

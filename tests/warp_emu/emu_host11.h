@@ -1,0 +1,41 @@
+/* emu_host11.h: the CUDA runtime calls lesson 11's host code makes that the host simulation's
+ * fake device (tests/hostsim/fake_device.cpp) does not define, for `make hostsim-11`: the
+ * lesson's own source, host code included, compiled by g++ over the warp emulator (emu.h,
+ * emu_bwd.h) and linked with reference/runner_backward.cu, so that the real grader grades
+ * kernels run on the CPU. Force-included after emu_bwd.h by tests/warp_emu/hostsim11.py.
+ * The device it describes: compute capability 9.0, 227 KiB of shared memory per block. */
+#pragma once
+#include "emu_bwd.h"
+
+extern "C" {
+cudaError_t CUDARTAPI cudaGetDevice(int *d) {
+    *d = 0;
+    return cudaSuccess;
+}
+cudaError_t CUDARTAPI cudaDeviceGetAttribute(int *v, enum cudaDeviceAttr attr, int) {
+    switch (attr) {
+    case cudaDevAttrComputeCapabilityMajor: *v = 9; break;
+    case cudaDevAttrComputeCapabilityMinor: *v = 0; break;
+    case cudaDevAttrMaxSharedMemoryPerBlockOptin: *v = 227 * 1024; break;
+    default: *v = 0; return cudaErrorInvalidValue;
+    }
+    return cudaSuccess;
+}
+}
+/* the runtime's template form, which g++ does not see (nvcc-only in cuda_runtime.h) */
+template <typename F>
+static cudaError_t cudaFuncSetAttribute(F *, enum cudaFuncAttribute, int) { return cudaSuccess; }
+
+/* At exit: what the emulator counted over every launch of the run. Any emulator error
+ * (hazard, out-of-bounds access) or bank conflict is printed as "EMU ERROR", which
+ * hostsim11.py treats as a failure. */
+static struct EmuHostReport {
+    ~EmuHostReport() {
+        fprintf(stderr, "emulator: %ld ldmatrix, %ld bank conflicts; %ld st.shared warp stores, %ld bank conflicts; "
+                        "%ld emulator errors\n",
+                emu_ldsm_count.load(), emu_ldsm_conflicts.load(), emu_sts_count.load(), emu_sts_conflicts.load(),
+                emu_errors.load());
+        if (emu_ldsm_conflicts.load() || emu_sts_conflicts.load() || emu_errors.load())
+            fprintf(stderr, "EMU ERROR: the emulator reported the problems above\n");
+    }
+} emu_host_report;
