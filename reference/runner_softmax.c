@@ -156,7 +156,7 @@ int main(int argc, char **argv) {
             if (r < 0) {
                 printf("NOT IMPLEMENTED: online_softmax says it is not written yet.\n"
                        "  Open lessons/01-online-softmax/online_softmax.c and work through TODO(1), TODO(2), ...\n");
-                if (o.csv) printf(CSV_HEADER "\n01-online-softmax,not-implemented,0,%d,fp32,1,1,0,0,0,,,,\n", ncases);
+                if (o.csv) printf(CSV_HEADER "\n01-online-softmax,not-implemented,0,%d,fp32,1,1,0,0,0,,,,,,,,\n", ncases);
                 return EXIT_NOT_IMPLEMENTED;
             }
             passed += r;
@@ -195,7 +195,7 @@ int main(int argc, char **argv) {
     }
     int ok = o.bench_only || passed == ncases;
     if (o.csv)
-        printf(CSV_HEADER "\n01-online-softmax,%s,%d,%d,fp32,1,1,%d,0,0,%.4f,,,\n", ok ? "pass" : "fail", passed,
+        printf(CSV_HEADER "\n01-online-softmax,%s,%d,%d,fp32,1,1,%d,0,0,%.4f,,,,,,,\n", ok ? "pass" : "fail", passed,
                o.bench_only ? 0 : ncases, n, ms_online);
     else if (!o.bench_only) printf("%s\n", ok ? "PASS" : "FAIL");
     return ok ? EXIT_PASS : EXIT_FAILED;
