@@ -275,6 +275,7 @@ struct BwdTiles {
     static_assert(QW % 16 == 0 && DW % 16 == 0, "warp tiles are whole 16-wide mma operands");
     static_assert(WARPS % WM == 0 && CQ % 16 == 0 && WM * RQ == BR, "dQ tile must split over the warps");
     static_assert(STAGES == 1 || STAGES == 2, "1 or 2 Q_i/dO_i buffers");
+    static_assert(BC * (D / 8) % NT == 0 && NT >= BR / 2, "epilogue and L/D copies split evenly over the threads");
 };
 /* Launch geometry of the three kernels and the workspace size, for the host
  * code and the CPU emulator alike. */
