@@ -32,11 +32,26 @@ double decode_value(const void *raw, size_t i, dtype_t t, int *poisoned);
 /* x rounded to the dtype and back: the value the device array will hold. */
 float round_value(float x, dtype_t t);
 
-/* Fills rows [row0, N) of each of the BH slices of X ([BH, N, d]) with N(0,1) * scale values
- * rounded to t. Each slice draws from its own stream (seed mixed with the slice index), so
- * the slices fill in parallel and the values do not depend on the thread count. */
-void random_slices(std::vector<float> &X, int BH, int N, int d, int row0, float scale, dtype_t t,
-                   uint64_t seed);
+/* Fills rows [row0[g], row1[g]) of each of the S slices of X ([S, N, d]) with N(0,1) * scale
+ * values rounded to t, g = slice / per_group (so row0 and row1 hold S / per_group entries: one
+ * range per sequence b of a [B, H_kv, N_kv, d] K/V array with per_group = H_kv, or one for all
+ * with per_group = S). Slice s draws from its own stream rng_mix(seed, s), from its first row
+ * on, so the slices fill in parallel, the values do not depend on the thread count, and
+ * re-drawing rows [r, N) gives the values a full draw from row r on would. */
+void random_slice_rows(std::vector<float> &X, int S, int N, int d, int per_group, const int *row0,
+                       const int *row1, float scale, dtype_t t, uint64_t seed);
+/* Rows [row0, row1) of every one of the BH slices of X ([BH, N, d]); random_slice_rows with
+ * one range for all. */
+static inline void random_slices(std::vector<float> &X, int BH, int N, int d, int row0, int row1, float scale,
+                                 dtype_t t, uint64_t seed) {
+    random_slice_rows(X, BH, N, d, BH, &row0, &row1, scale, t, seed);
+}
+
+/* Fills n elements of dtype t at device address x with a splitmix hash of (seed, index) made
+ * uniform with variance 1, times scale, rounded to t, on stream s (runner_fill.cu). For inputs
+ * that are only timed: the host never holds them, so a 32 GiB KV cache needs no 64 GiB of host
+ * floats. Errors exit through CUDA_CHECK. */
+void device_fill_random(void *x, size_t n, dtype_t t, uint64_t seed, float scale, cudaStream_t s);
 
 /* A device array of n elements of es bytes between two guards. */
 struct guarded_buf {

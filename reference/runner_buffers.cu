@@ -41,14 +41,15 @@ float round_value(float x, dtype_t t) {
     return x;
 }
 
-void random_slices(std::vector<float> &X, int BH, int N, int d, int row0, float scale, dtype_t t,
-                   uint64_t seed) {
+void random_slice_rows(std::vector<float> &X, int S, int N, int d, int per_group, const int *row0,
+                       const int *row1, float scale, dtype_t t, uint64_t seed) {
 #pragma omp parallel for schedule(static)
-    for (int bh = 0; bh < BH; ++bh) {
+    for (int sl = 0; sl < S; ++sl) {
+        const int g = sl / per_group;
         rng_t r;
-        rng_seed(&r, rng_mix(seed, (uint64_t)bh));
-        for (size_t i = (size_t)row0 * d; i < (size_t)N * d; ++i)
-            X[(size_t)bh * N * d + i] = round_value((float)(rng_normal(&r) * scale), t);
+        rng_seed(&r, rng_mix(seed, (uint64_t)sl));
+        for (size_t i = (size_t)row0[g] * d; i < (size_t)row1[g] * d; ++i)
+            X[(size_t)sl * N * d + i] = round_value((float)(rng_normal(&r) * scale), t);
     }
 }
 

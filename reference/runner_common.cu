@@ -4,11 +4,28 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
+#include <algorithm>
 #include "cuda_check.h"
 extern "C" {
 #include "rng.h"
 }
+
+const char *runner_prog = "lessonN";
+
+shape_case normalized(shape_case c) {
+    if (c.N_kv <= 0) c.N_kv = c.N;
+    if (c.H_kv <= 0) c.H_kv = c.H;
+    return c;
+}
+
+bool is_decode(const shape_case &c0) {
+    const shape_case c = normalized(c0);
+    return c.N_kv != c.N || c.H_kv != c.H || c.ragged;
+}
+
+bool decode_lesson() { return (LESSON.flags & LESSON_DECODE) != 0; }
 
 bool lesson_supports_d(int d) {
     for (int k = 0; k < 8 && LESSON.head_dims[k]; ++k)
@@ -29,45 +46,272 @@ std::string lesson_dtypes() {
     return s;
 }
 
-int check_lesson_options(const options &o, const char *prog, const char *causal_from) {
+/* The number of head dims the lesson declares, and the smallest (first) and largest (last). */
+static int head_dim_range(int *d0, int *d1) {
+    int nd = 0;
+    while (nd < 8 && LESSON.head_dims[nd]) ++nd;
+    *d0 = LESSON.head_dims[0];
+    *d1 = nd ? LESSON.head_dims[nd - 1] : *d0;
+    return nd;
+}
+
+int runner_options(int argc, char **argv, options &o, const char *causal_from, const char *help_note) {
+    char err[512] = "";
+    const char *prog = strrchr(argv[0], '/') ? strrchr(argv[0], '/') + 1 : argv[0];
+    runner_prog = prog;
+    const int pr = parse_options(argc, argv, &o, err, sizeof err);
+    if (pr == 1) {
+        print_usage(prog, 0);
+        if (help_note) printf("%s", help_note);
+        return 0;
+    }
+    if (pr == 2) { fprintf(stderr, "%s: %s\n", prog, err); return EXIT_USAGE; }
     if (o.causal && !LESSON.causal) {
         fprintf(stderr, "%s: lesson %02d does not support --causal (causal masking starts in %s)\n", prog,
                 LESSON.number, causal_from);
         return EXIT_USAGE;
     }
+    if ((o.given & GIVEN_DECODE) && !decode_lesson()) {
+        fprintf(stderr, "%s: lesson %02d does not take decode shapes (--kv-seq, --kv-heads, --ragged): its kernel "
+                "assumes N_kv = N keys and H_kv = H K/V heads; lesson 12 (flash decoding) takes them\n", prog,
+                LESSON.number);
+        return EXIT_USAGE;
+    }
+    if (resolve_shape(&o, decode_lesson(), err, sizeof err)) { fprintf(stderr, "%s: %s\n", prog, err); return EXIT_USAGE; }
     if (o.dtype >= 0 && !(LESSON.dtypes & DTYPE_BIT(o.dtype))) {
         fprintf(stderr, "%s: --dtype %s is not supported by lesson %02d: expected one of %s\n", prog,
                 dtype_name(o.dtype), LESSON.number, lesson_dtypes().c_str());
         return EXIT_USAGE;
     }
-    if (o.shape_given && !lesson_supports_d(o.d)) {
+    if ((o.shape_given || decode_lesson()) && !lesson_supports_d(o.d)) {
         fprintf(stderr, "%s: --dim %d is not supported by lesson %02d: expected one of %s\n", prog, o.d,
                 LESSON.number, lesson_head_dims().c_str());
         return EXIT_USAGE;
     }
-    return 0;
+    return -1;
+}
+
+size_t runner_gpu_init(gpu_env &g, const options &o) {
+    gpu_init(&g, o.csv && o.bench_only);
+    gpu_require_cc(&g, LESSON.number, LESSON.needs_cc);
+    size_t free_b = 0, total = 0;
+    CUDA_CHECK(cudaMemGetInfo(&free_b, &total));
+    return free_b;
+}
+
+shape_case bench_shape(const options &o) {
+    shape_case b = {"bench", o.B, o.H, o.N, o.shape_given ? o.d : (lesson_supports_d(BENCH_D) ? BENCH_D : LESSON.head_dims[0]),
+                    o.causal, 1.f, 0, 0, 0};
+    if (decode_lesson()) b = {"bench", o.B, o.H, o.N, o.d, o.causal, 1.f, o.N_kv, o.H_kv, o.ragged};
+    return normalized(b);
+}
+
+/* Fields: name, B, H, N, d, causal, qscale, N_kv, H_kv, ragged. */
+static std::vector<shape_case> decode_case_matrix() {
+    int d0, d1;
+    head_dim_range(&d0, &d1);
+    const int db = lesson_supports_d(DECODE_BENCH_D) ? DECODE_BENCH_D : d1;
+    std::vector<shape_case> m = {
+        {"kv=1", 2, 4, 1, d0, 0, 1.f, 1, 4, 0},           /* one key: O is V_0, L is the score */
+        {"kv=1", 1, 8, 1, d1, 1, 1.f, 1, 1, 0},           /* one K/V head for 8 query heads */
+        {"mha", 2, 6, 1, d1, 0, 1.f, 777, 6, 0},          /* G = 1 */
+        {"gqa4", 2, 8, 1, d1, 0, 1.f, 1000, 2, 0},        /* G = 4 */
+        {"gqa8", 3, 16, 1, d0, 0, 1.f, 4099, 2, 0},       /* G = 8 */
+        {"long", 1, 4, 1, d1, 0, 1.f, 70001, 1, 0},       /* one group, many splits */
+        {"nq=16", 2, 8, 16, d1, 1, 1.f, 3001, 2, 0},      /* 16 queries x 4 heads per group */
+        {"nq=16", 1, 16, 16, d0, 0, 1.f, 333, 2, 0},      /* 128 rows per group */
+        {"nq=5", 2, 4, 5, d0, 1, 1.f, 5, 4, 0},           /* causal with N_kv = N: j <= i */
+        {"ragged", 4, 8, 1, d1, 0, 1.f, 5000, 2, 1},
+        {"ragged", 5, 4, 16, d0, 1, 1.f, 2500, 1, 1},
+        {"ragged", 3, 2, 1, d0, 0, 1.f, 300, 2, 1},       /* lengths down to 1 */
+        {"x30", 2, 8, 1, d1, 0, 30.f, 9000, 2, 0},        /* split and combined: the combine needs the max */
+        {"x30", 2, 4, 4, d0, 1, 30.f, 2000, 4, 1},
+        {"N=77", 2, 3, 77, d0, 0, 1.f, 0, 0, 0},          /* ordinary shapes: N_kv = N, H_kv = H */
+        {"N=200", 1, 2, 200, d1, 1, 1.f, 0, 0, 0},
+        {"N=130", 1, 4, 130, d1, 1, 1.f, 130, 2, 0},      /* a prefill with GQA */
+        {"bench", DECODE_BENCH_B, DECODE_BENCH_H, DECODE_BENCH_N, db, 0, 1.f, DECODE_BENCH_NKV, DECODE_BENCH_HKV, 0},
+    };
+    for (shape_case &c : m) c = normalized(c);
+    return m;
+}
+
+std::vector<shape_case> case_matrix(bool causal_edges) {
+    if (decode_lesson()) return decode_case_matrix();
+    int d0, d1;
+    head_dim_range(&d0, &d1);
+    const int db = lesson_supports_d(BENCH_D) ? BENCH_D : d0;
+    std::vector<shape_case> m = {
+        {"tiny", 1, 1, 4, d0, 0, 1.f},      {"N=1", 1, 2, 1, d0, 0, 1.f},
+        {"N=77", 2, 3, 77, d0, 0, 1.f},     {"B*H", 3, 5, 200, d1, 0, 1.f},
+        {"N=1000", 1, 2, 1000, d1, 0, 1.f}, {"x30", 1, 2, 300, d0, 0, 30.f},
+        {"bench", BENCH_B, BENCH_H, BENCH_N, db, 0, 1.f},
+    };
+    if (d1 != d0) m.push_back({"x30", 1, 2, 300, d1, 0, 30.f});
+    if (LESSON.causal) {
+        m.push_back({"tiny", 1, 1, 4, d0, 1, 1.f});
+        if (causal_edges) m.push_back({"N=1", 1, 2, 1, d0, 1, 1.f});
+        m.push_back({"N=77", 2, 3, 77, d0, 1, 1.f});
+        if (causal_edges && d1 != d0) m.push_back({"N=77", 2, 3, 77, d1, 1, 1.f});
+        m.push_back({"N=1000", 1, 2, 1000, d1, 1, 1.f});
+        m.push_back({"x30", 1, 2, 300, d1, 1, 30.f});
+        m.push_back({"bench", BENCH_B, BENCH_H, BENCH_N, db, 1, 1.f});
+    }
+    for (shape_case &c : m) c = normalized(c);
+    return m;
+}
+
+static std::vector<shape_case> decode_fuzz_shapes(int K, uint64_t seed) {
+    rng_t r;
+    rng_seed(&r, seed ^ 0xdec0de);
+    int d0, d1;
+    const int nd = head_dim_range(&d0, &d1);
+    std::vector<shape_case> v;
+    for (int k = 0; k < K; ++k) {
+        shape_case c = {"fuzz", 1 + (int)(rng_next(&r) % 4), 0, 1, LESSON.head_dims[rng_next(&r) % nd],
+                        LESSON.causal ? (int)(rng_next(&r) % 2) : 0, rng_uniform(&r) < 0.15 ? 30.f : 1.f, 0, 0, 0};
+        c.H_kv = 1 + (int)(rng_next(&r) % 4);
+        c.H = c.H_kv * (1 << (rng_next(&r) % 4));
+        if (rng_uniform(&r) < 0.75) {
+            c.N = std::min(16, (int)exp(rng_uniform(&r) * log(17.0)));
+            c.N_kv = std::min(32768, (int)exp(rng_uniform(&r) * log(32769.0)));
+            if (c.causal && c.N_kv < c.N) c.N_kv = c.N;
+        } else {
+            c.N = c.N_kv = std::min(512, (int)exp(rng_uniform(&r) * log(513.0)));
+        }
+        c.ragged = rng_uniform(&r) < 0.4;
+        v.push_back(normalized(c));
+    }
+    return v;
 }
 
 std::vector<shape_case> fuzz_shapes(int K, uint64_t seed) {
+    if (decode_lesson()) return decode_fuzz_shapes(K, seed);
     rng_t r;
     rng_seed(&r, seed ^ 0xf122);
-    int nd = 0;
-    while (nd < 8 && LESSON.head_dims[nd]) ++nd;
+    int d0, d1;
+    const int nd = head_dim_range(&d0, &d1);
     std::vector<shape_case> v;
     for (int k = 0; k < K; ++k) {
         shape_case c = {"fuzz", 1 + (int)(rng_next(&r) % 4), 1 + (int)(rng_next(&r) % 6),
                         (int)exp(rng_uniform(&r) * log(4096.0)) + (int)(rng_next(&r) % 2),
                         LESSON.head_dims[rng_next(&r) % nd], LESSON.causal ? (int)(rng_next(&r) % 2) : 0,
-                        rng_uniform(&r) < 0.15 ? 30.f : 1.f};
+                        rng_uniform(&r) < 0.15 ? 30.f : 1.f, 0, 0, 0};
         if (c.N > 4096) c.N = 4096;
-        v.push_back(c);
+        v.push_back(normalized(c));
     }
     return v;
 }
 
-uint64_t case_seed(uint64_t run_seed, const shape_case &c, int t) {
-    return rng_mix(run_seed, ((uint64_t)c.B << 40) ^ ((uint64_t)c.H << 28) ^ ((uint64_t)c.N << 8) ^ c.d ^
-                                 ((uint64_t)c.causal << 62) ^ ((uint64_t)t << 60) ^ (c.qscale != 1.f));
+uint64_t case_seed(uint64_t run_seed, const shape_case &c0, int t) {
+    const shape_case c = normalized(c0);
+    uint64_t key = ((uint64_t)c.B << 40) ^ ((uint64_t)c.H << 28) ^ ((uint64_t)c.N << 8) ^ c.d ^
+                   ((uint64_t)c.causal << 62) ^ ((uint64_t)t << 60) ^ (c.qscale != 1.f);
+    if (is_decode(c)) key = rng_mix(key, ((uint64_t)c.N_kv << 24) ^ ((uint64_t)c.H_kv << 4) ^ (uint64_t)c.ragged);
+    return rng_mix(run_seed, key);
+}
+
+std::string shape_text(const shape_case &c0) {
+    const shape_case c = normalized(c0);
+    char buf[160];
+    snprintf(buf, sizeof buf, "B=%d H=%d N=%d d=%d", c.B, c.H, c.N, c.d);
+    std::string s = buf;
+    if (is_decode(c)) {
+        snprintf(buf, sizeof buf, " N_kv=%d H_kv=%d%s", c.N_kv, c.H_kv, c.ragged ? " ragged" : "");
+        s += buf;
+    }
+    return s;
+}
+
+int grade_cases(const options &o, const shape_case &bench, const std::vector<shape_case> &matrix,
+                grade_case_fn grade_case, const char *entry, const char *what_causal, const char *what_ragged,
+                int *passed, int *total) {
+    std::vector<shape_case> cases;
+    if (o.shape_given) {
+        shape_case custom = bench;
+        custom.name = "custom";
+        cases = {custom};
+    } else {
+        cases = o.fuzz ? fuzz_shapes(o.fuzz, o.seed) : matrix;
+    }
+    printf("Grading against float64 on the CPU (%zu cases x %s):\n", cases.size(),
+           o.dtype >= 0 ? dtype_name(o.dtype) : lesson_dtypes().c_str());
+    std::vector<case_outcome> outcomes;
+    *passed = *total = 0;
+    for (int t = 0; t < DTYPE_COUNT; ++t) {
+        if (!(LESSON.dtypes & DTYPE_BIT(t)) || (o.dtype >= 0 && o.dtype != t)) continue;
+        for (const shape_case &c : cases) {
+            const int rc = grade_case(c, (dtype_t)t, case_seed(o.seed, c, t), o);
+            if (rc == ATTN_NOT_IMPLEMENTED) {
+                printf("NOT IMPLEMENTED: lesson %02d's %s says it is not written yet.\n"
+                       "  Open lessons/%s/ and work through TODO(1), TODO(2), ... then run ./lesson%d again.\n",
+                       LESSON.number, entry, LESSON.name, LESSON.number);
+                if (o.csv) print_csv_row("not-implemented", 0, (int)cases.size(), t, bench, -1, 0, 0, 0, -1);
+                return EXIT_NOT_IMPLEMENTED;
+            }
+            ++*total;
+            *passed += rc == ATTN_OK;
+            outcomes.push_back(outcome_of(c, rc == ATTN_OK));
+        }
+    }
+    printf("%d of %d cases passed\n", *passed, *total);
+    print_failure_pattern(outcomes, what_causal, what_ragged);
+    return -1;
+}
+
+case_outcome outcome_of(const shape_case &c0, bool pass) {
+    const shape_case c = normalized(c0);
+    return {c.N, c.causal, pass, c.H_kv < c.H, c.ragged, is_decode(c), !c.ragged && c.N_kv % 16 == 0, c.N_kv};
+}
+
+/* Does every failing case have the property, and some case without it pass? */
+template <typename F>
+static bool only_with(const std::vector<case_outcome> &v, F has) {
+    int fail_without = 0, pass_without = 0;
+    for (const case_outcome &o : v)
+        if (!has(o)) { fail_without += !o.pass; pass_without += o.pass; }
+    return fail_without == 0 && pass_without > 0;
+}
+
+/* The shortest KV length of a failing case, when every case shorter than it passes, at least
+ * two of them, and it is longer than any K/V tile (256 keys); else 0. */
+static int long_only(const std::vector<case_outcome> &v) {
+    int x = 1 << 30, below = 0;
+    for (const case_outcome &o : v)
+        if (!o.pass && o.N_kv < x) x = o.N_kv;
+    if (x == 1 << 30 || x <= 256) return 0;
+    for (const case_outcome &o : v)
+        if (o.N_kv < x) below += o.pass;
+    return below >= 2 ? x : 0;
+}
+
+/* The decode lesson's patterns (print_failure_pattern), most specific first. */
+static void print_decode_pattern(const std::vector<case_outcome> &v, int fail, bool only_causal) {
+    if (only_with(v, [](const case_outcome &o) { return o.gqa != 0; }))
+        printf("diagnosis: only the grouped-query cases (H_kv < H) fail, every H_kv = H case passes: query head h "
+               "must read K/V head h / (H / H_kv): the G = H / H_kv query heads of a group are neighbours "
+               "(h = h_kv G .. h_kv G + G - 1), and K, V are [B, H_kv, N_kv, d] (batch stride H_kv N_kv d)\n");
+    else if (only_with(v, [](const case_outcome &o) { return o.ragged != 0; }))
+        printf("diagnosis: only the cases with per-sequence KV lengths (seqlens_kv, ragged) fail: sequence b has "
+               "seqlens_kv[b] keys (key rows past it hold NaN: never read them, not even to mask them), the "
+               "split bounds and the combine count follow that length, and causal query i sees keys "
+               "j <= seqlens_kv[b] - N + i\n");
+    else if (only_causal)
+        printf("diagnosis: only the causal cases fail, every non-causal one passes: check the causal mask, "
+               "aligned to the end of the cache: key j is visible to query i iff j <= N_kv - N + i "
+               "(seqlens_kv[b] in place of N_kv when given), which is j <= i when N_kv = N\n");
+    else if (long_only(v))
+        printf("diagnosis: only the cases with at least %d keys fail, every shorter one passes: what only long "
+               "sequences exercise is the split of the keys: check the split bounds (every key in exactly one "
+               "split), each split's partial O and logsumexp L_s, and their merge (L = log sum_s exp(L_s), "
+               "O = sum_s exp(L_s - L) O_s)\n", long_only(v));
+    else if (only_with(v, [](const case_outcome &o) { return o.decode != 0; }))
+        printf("diagnosis: only the decode shapes fail (N != N_kv, H_kv < H or ragged), the ordinary ones "
+               "(N = N_kv, H_kv = H) pass: K and V are [B, H_kv, N_kv, d], Q and O [B, H, N, d]; check every "
+               "place that uses N for the keys or H for the K/V heads\n");
+    else if (only_with(v, [](const case_outcome &o) { return !o.keys_aligned; }) && fail > 1)
+        printf("diagnosis: only the cases whose KV length is not a multiple of 16 fail: check the last, partial "
+               "K/V tile of a sequence and of each split: keys past the end need a score of -inf and must not "
+               "be read\n");
 }
 
 void print_failure_pattern(const std::vector<case_outcome> &v, const char *what_causal, const char *what_ragged) {
@@ -78,6 +322,10 @@ void print_failure_pattern(const std::vector<case_outcome> &v, const char *what_
         if (o.N % 16 == 0) { fail_aligned += !o.pass; pass_aligned += o.pass; }
     }
     if (fail == 0) return;
+    if (decode_lesson()) {
+        print_decode_pattern(v, fail, fail_nc == 0 && pass_nc > 0);
+        return;
+    }
     if (!what_causal)
         what_causal = "check the causal mask (key j is visible to query i iff j <= i, the diagonal included), which "
                       "K/V tiles are skipped above the diagonal, and which tiles get the element-wise mask";
@@ -91,48 +339,93 @@ void print_failure_pattern(const std::vector<case_outcome> &v, const char *what_
                what_ragged);
 }
 
-/* The columns CSV_HEADER has beyond the first 14 (columns are only ever added at the end), as
- * this runner fills them: N_kv and H_kv are N and H for an ordinary shape, ragged is 0, anything
- * else (a rate only the forward runner measures) stays empty. */
-static std::string extra_columns(const shape_case &c) {
+void print_rerun(const shape_case &c0, int dt, uint64_t run_seed) {
+    const shape_case c = normalized(c0);
+    if (!is_decode(c))
+        printf("          rerun: ./%s -b %d -H %d -n %d -d %d --dtype %s%s --seed %llu --check-only\n", runner_prog,
+               c.B, c.H, c.N, c.d, dtype_name(dt), c.causal ? " --causal" : "", (unsigned long long)run_seed);
+    else
+        printf("          rerun: ./%s -b %d -H %d -n %d -d %d --kv-seq %d --kv-heads %d%s --dtype %s%s --seed %llu "
+               "--check-only\n", runner_prog, c.B, c.H, c.N, c.d, c.N_kv, c.H_kv, c.ragged ? " --ragged" : "",
+               dtype_name(dt), c.causal ? " --causal" : "", (unsigned long long)run_seed);
+}
+
+void report_entry_rc(int rc, const char *entry) {
+    if (rc == ATTN_NOT_IMPLEMENTED) return;
+    if (rc == ATTN_OUT_OF_MEMORY) {
+        fprintf(stderr, "out of memory (the method's message is above)\n");
+        exit(EXIT_OOM);
+    }
+    if (rc != ATTN_OK) {
+        fprintf(stderr, "%s returned %d (%s)\n", entry, rc,
+                rc == ATTN_UNSUPPORTED ? "unsupported shape or dtype" : "unknown code");
+        exit(EXIT_FAILED);
+    }
+}
+
+void print_causal_ratio(const run_timing &causal, double noncausal_ms) {
+    printf("Causal: %.3f ms, %.2f TFLOP/s; non-causal time / causal time = %.2fx "
+           "(2x is the most skipping can give)\n", causal.ms, causal.tflops, noncausal_ms / causal.ms);
+}
+
+/* The columns CSV_HEADER has beyond the first 14 (columns are only ever added at the end), by
+ * name: N_kv, H_kv and ragged from the shape, kv_gbps when measured; a column this runner does
+ * not know stays empty. */
+static std::string extra_columns(const shape_case &c0, bool timed, double kv_gbps) {
+    const shape_case c = normalized(c0);
     std::string h = CSV_HEADER, out;
     size_t at = 0;
     for (int k = 0; k < 14 && at != std::string::npos; ++k) at = h.find(',', at + (k ? 1 : 0));
     while (at != std::string::npos) {
         const size_t next = h.find(',', at + 1);
         const std::string col = h.substr(at + 1, next == std::string::npos ? std::string::npos : next - at - 1);
-        out += "," + (col == "N_kv" ? std::to_string(c.N) : col == "H_kv" ? std::to_string(c.H)
-                      : col == "ragged" ? std::string("0") : std::string());
+        char gbps[32] = "";
+        if (col == "kv_gbps" && timed && kv_gbps >= 0) snprintf(gbps, sizeof gbps, "%.1f", kv_gbps);
+        out += "," + (col == "N_kv" ? std::to_string(c.N_kv) : col == "H_kv" ? std::to_string(c.H_kv)
+                      : col == "ragged" ? std::to_string(c.ragged) : std::string(gbps));
         at = next;
     }
     return out;
 }
 
 void print_csv_row(const char *status, int passed, int total, int dt, const shape_case &c, double ms,
-                   double tflops, double pct, size_t mem) {
+                   double tflops, double pct, size_t mem, double kv_gbps) {
     printf("%s\n", CSV_HEADER);
     if (ms >= 0)
         printf("%s,%s,%d,%d,%s,%d,%d,%d,%d,%d,%.4f,%.2f,%.1f,%zu%s\n", LESSON.name, status, passed, total,
-               dtype_name(dt), c.B, c.H, c.N, c.d, c.causal, ms, tflops, pct, mem, extra_columns(c).c_str());
+               dtype_name(dt), c.B, c.H, c.N, c.d, c.causal, ms, tflops, pct, mem,
+               extra_columns(c, true, kv_gbps).c_str());
     else
         printf("%s,%s,%d,%d,%s,%d,%d,%d,%d,%d,,,,%s\n", LESSON.name, status, passed, total, dtype_name(dt), c.B,
-               c.H, c.N, c.d, c.causal, extra_columns(c).c_str());
+               c.H, c.N, c.d, c.causal, extra_columns(c, false, -1).c_str());
 }
 
-void require_memory(const shape_case &c, int dt, size_t device_bytes, size_t host_bytes, const char *what) {
+void require_memory(const shape_case &c0, int dt, size_t device_bytes, size_t host_bytes, const char *what) {
+    const shape_case c = normalized(c0);
     size_t free_b = 0, total_b = 0;
     CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
     if (device_bytes > free_b) {
-        fprintf(stderr, "out of memory: B=%d H=%d N=%d d=%d %s needs %.2f GiB of device memory for %s; the GPU has "
-                "%.2f GiB free. Use a smaller --batch/--heads/--seq.\n", c.B, c.H, c.N, c.d, dtype_name(dt),
-                device_bytes / 1073741824.0, what, free_b / 1073741824.0);
+        char kv[64] = "";
+        if (is_decode(c)) snprintf(kv, sizeof kv, " N_kv=%d H_kv=%d", c.N_kv, c.H_kv);
+        fprintf(stderr, "out of memory: B=%d H=%d N=%d d=%d%s %s needs %.2f GiB of device memory for %s; the GPU has "
+                "%.2f GiB free. Use a smaller --batch/%s.\n", c.B, c.H, c.N, c.d, kv, dtype_name(dt),
+                device_bytes / 1073741824.0, what, free_b / 1073741824.0,
+                is_decode(c) ? "--kv-heads/--kv-seq" : "--heads/--seq");
         exit(EXIT_OOM);
     }
     const size_t host_total = (size_t)sysconf(_SC_PHYS_PAGES) * (size_t)sysconf(_SC_PAGESIZE);
     if (host_bytes > host_total) {
         fprintf(stderr, "out of memory: B=%d H=%d N=%d d=%d %s needs %.2f GiB of host memory to grade; this "
-                "machine has %.2f GiB. Use a smaller --batch/--heads/--seq.\n", c.B, c.H, c.N, c.d, dtype_name(dt),
-                host_bytes / 1073741824.0, host_total / 1073741824.0);
+                "machine has %.2f GiB. Use a smaller --batch/--heads/--seq%s.\n", c.B, c.H, c.N, c.d, dtype_name(dt),
+                host_bytes / 1073741824.0, host_total / 1073741824.0, decode_lesson() ? "/--kv-seq" : "");
         exit(EXIT_OOM);
     }
+}
+
+void guarded_alloc_or_exit(guarded_buf *b, size_t n, int es, uint32_t pattern, const shape_case &c, int dt,
+                           const char *what) {
+    if (guarded_alloc(b, n, es, pattern) == cudaSuccess) return;
+    fprintf(stderr, "out of memory: B=%d H=%d N=%d d=%d %s: %s needs %.1f MiB; use a smaller --batch/--heads/--seq%s\n",
+            c.B, c.H, c.N, c.d, dtype_name(dt), what, n * es / 1048576.0, decode_lesson() ? "/--kv-seq" : "");
+    exit(EXIT_OOM);
 }

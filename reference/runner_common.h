@@ -1,8 +1,9 @@
 /* runner_common.h: what the forward runner (runner_attention.cu) and the backward runner
  * (runner_backward.cu) share that is not about buffers (buffers.h) or the device (gpu_env.h):
- * the lesson's declared capabilities as text, the command-line checks against them, the
- * --fuzz shapes, the verdict pattern over cases, the CSV row, and the out-of-memory refusal
- * made before anything is allocated. C++ (the runners are .cu files). */
+ * the command line checked against what the lesson declares, the case matrices and the --fuzz
+ * shapes, the per-case seed, the grading loop over dtypes and cases with its verdict pattern,
+ * the rerun and not-implemented messages, the CSV row, and the out-of-memory refusals made
+ * before anything is allocated. C++ (the runners are .cu files). */
 #ifndef RUNNER_COMMON_H
 #define RUNNER_COMMON_H
 #include <stddef.h>
@@ -10,6 +11,8 @@
 #include <string>
 #include <vector>
 #include "attention.h"
+#include "buffers.h"
+#include "gpu_env.h"
 extern "C" {
 #include "cli.h"
 }
@@ -20,41 +23,123 @@ struct shape_case {
     const char *name;
     int B, H, N, d, causal;
     float qscale;
+    /* Decode shapes (LESSON_DECODE lessons; attention.h): K and V are [B, H_kv, N_kv, d].
+     * 0 in a case list means N_kv = N, H_kv = H (normalized() fills them in). */
+    int N_kv, H_kv;
+    int ragged; /* 1: per-sequence KV lengths drawn from the case seed (seqlens_kv) */
 };
+shape_case normalized(shape_case c);
+/* A shape only a decode lesson takes: N_kv != N, grouped heads (H_kv < H), or ragged lengths. */
+bool is_decode(const shape_case &c);
+/* The lesson declares LESSON_DECODE (lesson 12). */
+bool decode_lesson();
+
+/* The program name the rerun lines print ("lesson3"); set by runner_options. */
+extern const char *runner_prog;
 
 bool lesson_supports_d(int d);
 std::string lesson_head_dims(); /* "64, 128" */
 std::string lesson_dtypes();    /* "fp16, bf16" */
 
-/* The checks every runner makes on the parsed options against what LESSON declares:
- * --causal, --dtype, --dim. Prints "<prog>: ..." with the valid values and returns
- * EXIT_USAGE, or returns 0. `causal_from` names the lesson where causal masking starts, for
- * the message. */
-int check_lesson_options(const options &o, const char *prog, const char *causal_from);
+/* Parses the command line and checks it against what LESSON declares, in this order: --causal
+ * (`causal_from` names the lesson where causal masking starts), the decode options (refused,
+ * naming lesson 12, unless LESSON_DECODE), the shape (resolve_shape: a decode lesson's defaults,
+ * H_kv dividing H, causal N_kv >= N), --dtype, --dim (always checked for a decode lesson, whose
+ * default d is its own). --help prints the usage and then `help_note` (NULL: nothing).
+ * Returns -1 when the runner should go on, else the exit status (0 after --help, EXIT_USAGE
+ * after a message "<prog>: ..." naming the option and its valid values). */
+int runner_options(int argc, char **argv, options &o, const char *causal_from, const char *help_note);
 
-/* --fuzz K: K random valid shapes, B 1..4, H 1..6, N log-uniform in 1..4096 (ragged tiles and
- * tiny N come up often), a head dim the lesson declares, causal at random where supported,
- * x30 logits in about 15% of them. Deterministic in seed. */
+/* Finds the GPU (gpu_init: exits EXIT_NO_GPU without one), refuses a GPU the lesson's code does
+ * not run on (LESSON.needs_cc), and returns the free device memory before any case: the
+ * baseline of the memory a timed method holds. */
+size_t runner_gpu_init(gpu_env &g, const options &o);
+
+/* The timed shape: the command line's (the course's bench shape by default, a decode lesson's
+ * decode step), at d = 64 when the lesson has it and no -d was given. */
+shape_case bench_shape(const options &o);
+
+/* The fixed case matrix: tiny, N = 1, N not a multiple of any tile, several B*H, both ends of
+ * the supported head dims, x30 logits, the bench shape; causal versions where the lesson
+ * supports it (with `causal_edges`, also causal N = 1 and N = 77 at the largest d, which the
+ * backward's dependency tests need). A decode lesson gets its own matrix instead: KV length 1,
+ * group sizes 1, 4, 8, one and 16 new queries, ragged lengths, causal aligned to the end, x30,
+ * long caches split many ways, three ordinary shapes, the decode bench shape. */
+std::vector<shape_case> case_matrix(bool causal_edges);
+
+/* --fuzz K: K random valid shapes, deterministic in seed. B 1..4, H 1..6, N log-uniform in
+ * 1..4096 (ragged tiles and tiny N come up often), a head dim the lesson declares, causal at
+ * random where supported, x30 logits in about 15%. A decode lesson's: B 1..4, H_kv 1..4, group
+ * size 1, 2, 4 or 8, N_kv log-uniform in 1..32768; three in four are decode steps (N 1..16),
+ * the rest ordinary (N = N_kv up to 512); ragged lengths in 40%, causal in half. */
 std::vector<shape_case> fuzz_shapes(int K, uint64_t seed);
 
-/* The per-case seed, from the run's seed and everything that identifies the case. */
+/* The per-case seed, from the run's seed and everything that identifies the case, so that the
+ * rerun line (the same shape on the command line) draws the same inputs. A decode shape mixes
+ * in its decode part; every other case keeps the seed it always had. */
 uint64_t case_seed(uint64_t run_seed, const shape_case &c, int dtype);
+
+/* "B=2 H=8 N=1 d=128" and, for a decode shape, " N_kv=1000 H_kv=2 ragged". */
+std::string shape_text(const shape_case &c);
+
+/* Grades one case with fresh inputs from `seed`: ATTN_OK when it passes, ATTN_NOT_IMPLEMENTED,
+ * or -1 when it failed (the runner printed why). */
+typedef int (*grade_case_fn)(const shape_case &c, dtype_t dt, uint64_t seed, const options &o);
+
+/* The grading part of a runner: the cases (the command line's shape, --fuzz shapes, or
+ * `matrix`) times the dtypes asked for, one line per case, "N of M cases passed", then what
+ * the failing cases have in common (print_failure_pattern with what_causal, what_ragged).
+ * `entry` names the lesson's entry point for the not-implemented message. Returns -1 with
+ * *passed, *total filled, or EXIT_NOT_IMPLEMENTED (after the message, and the CSV row with
+ * --csv). */
+int grade_cases(const options &o, const shape_case &bench, const std::vector<shape_case> &matrix,
+                grade_case_fn grade_case, const char *entry, const char *what_causal, const char *what_ragged,
+                int *passed, int *total);
 
 /* What the failing cases have in common, when that points at a cause: only the causal ones
  * ("diagnosis: only the causal cases fail ..."), or only those whose N is not a multiple of
- * 16 (a ragged last tile). Prints nothing when no case failed or no pattern shows.
- * `what_causal` / `what_ragged` finish the sentence with where to look in this kind of
- * lesson; NULL gives the forward pass's wording. */
-struct case_outcome { int N, causal, pass; };
+ * 16 (a ragged last tile); for a decode lesson only the grouped-query ones, only the ragged
+ * ones, only the causal ones, only the long ones (the split of the keys), only the decode
+ * shapes, only those whose KV length is not a multiple of 16. Prints nothing when no case
+ * failed or no pattern shows. `what_causal` / `what_ragged` finish the first two sentences
+ * with where to look in this kind of lesson; NULL gives the forward pass's wording. */
+struct case_outcome {
+    int N, causal, pass;
+    int gqa, ragged, decode; /* H_kv < H; per-sequence lengths; N_kv != N or either of those */
+    int keys_aligned;        /* every sequence's KV length is a multiple of 16 */
+    int N_kv;
+};
+case_outcome outcome_of(const shape_case &c, bool pass);
 void print_failure_pattern(const std::vector<case_outcome> &v, const char *what_causal, const char *what_ragged);
 
-/* The --csv output: CSV_HEADER, then one row. ms < 0: the timing columns stay empty. */
+/* "          rerun: ./lessonN -b .. -H .. -n .. -d .. [--kv-seq .. --kv-heads .. --ragged] --dtype ..
+ * [--causal] --seed S --check-only": the line under a failing case. */
+void print_rerun(const shape_case &c, int dtype, uint64_t run_seed);
+
+/* What a runner does with an entry point's return code other than ATTN_OK: nothing for
+ * ATTN_NOT_IMPLEMENTED (the caller says it), exit EXIT_OOM for ATTN_OUT_OF_MEMORY, exit
+ * EXIT_FAILED for anything else, naming `entry` ("attention_forward"). */
+void report_entry_rc(int rc, const char *entry);
+
+/* The timing of a runner's timed shape. gbps: bytes of K and V read per second (decode lessons). */
+struct run_timing { double ms, tflops, pct, gbps; size_t mem, unwritten; };
+/* "Causal: 1.234 ms, ...; non-causal time / causal time = 1.8x (2x is the most skipping can give)" */
+void print_causal_ratio(const run_timing &causal, double noncausal_ms);
+
+/* The --csv output: CSV_HEADER, then one row. ms < 0: the timing columns stay empty;
+ * kv_gbps < 0: so does kv_gbps. The decode columns come from c (N, H, 0 for an ordinary shape). */
 void print_csv_row(const char *status, int passed, int total, int dtype, const shape_case &c, double ms,
-                   double tflops, double peak_pct, size_t mem_bytes);
+                   double tflops, double peak_pct, size_t mem_bytes, double kv_gbps);
 
 /* Exits EXIT_OOM with a message ("out of memory: B=.. H=.. N=.. d=.. fp16 needs 3.2 GiB of
  * device memory for <what>; the GPU has 1.1 GiB free ...") when `device_bytes` exceeds the
  * free device memory or `host_bytes` the machine's physical memory. Called before any
  * allocation, so that a shape far beyond the GPU is a clear refusal, not a bad_alloc. */
 void require_memory(const shape_case &c, int dtype, size_t device_bytes, size_t host_bytes, const char *what);
+
+/* guarded_alloc, or exit EXIT_OOM with "out of memory: B=.. H=.. N=.. d=.. fp16: <what> needs
+ * 12.0 MiB; use a smaller ..." when the allocation does not fit (memory taken since
+ * require_memory looked, or fragmentation). */
+void guarded_alloc_or_exit(guarded_buf *b, size_t n, int es, uint32_t pattern, const shape_case &c, int dtype,
+                           const char *what);
 #endif

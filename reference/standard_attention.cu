@@ -24,15 +24,10 @@
  * how many bytes it needed. Causal attention still computes the full N x N
  * GEMMs (the masked half is zeroed in P), as an unfused implementation does.
  */
-#include "attention.h"
-
-#include <cublas_v2.h>
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-#include <cuda_runtime.h>
-
 #include <math.h>
 #include <stdio.h>
+#include "attention.h"
+#include "standard_common.h"
 
 const lesson_info LESSON = {
     0,
@@ -42,52 +37,6 @@ const lesson_info LESSON = {
     1,
     {32, 64, 128, 0},
 };
-
-/* ---- error reporting ---- */
-
-static const char *cublas_status_name(cublasStatus_t s) {
-    switch (s) {
-    case CUBLAS_STATUS_SUCCESS: return "CUBLAS_STATUS_SUCCESS";
-    case CUBLAS_STATUS_NOT_INITIALIZED: return "CUBLAS_STATUS_NOT_INITIALIZED";
-    case CUBLAS_STATUS_ALLOC_FAILED: return "CUBLAS_STATUS_ALLOC_FAILED";
-    case CUBLAS_STATUS_INVALID_VALUE: return "CUBLAS_STATUS_INVALID_VALUE";
-    case CUBLAS_STATUS_ARCH_MISMATCH: return "CUBLAS_STATUS_ARCH_MISMATCH";
-    case CUBLAS_STATUS_MAPPING_ERROR: return "CUBLAS_STATUS_MAPPING_ERROR";
-    case CUBLAS_STATUS_EXECUTION_FAILED: return "CUBLAS_STATUS_EXECUTION_FAILED";
-    case CUBLAS_STATUS_INTERNAL_ERROR: return "CUBLAS_STATUS_INTERNAL_ERROR";
-    case CUBLAS_STATUS_NOT_SUPPORTED: return "CUBLAS_STATUS_NOT_SUPPORTED";
-    case CUBLAS_STATUS_LICENSE_ERROR: return "CUBLAS_STATUS_LICENSE_ERROR";
-    default: return "unknown cuBLAS status";
-    }
-}
-
-/* Why a cuBLAS call usually fails, in one line, for the message below. */
-static const char *cublas_status_hint(cublasStatus_t s) {
-    switch (s) {
-    case CUBLAS_STATUS_NOT_INITIALIZED: return "cublasCreate failed: is a GPU visible and the driver loaded?";
-    case CUBLAS_STATUS_ALLOC_FAILED: return "cuBLAS could not allocate its own workspace: the GPU is out of memory";
-    case CUBLAS_STATUS_INVALID_VALUE: return "a size, leading dimension or stride is wrong (check the column-major mapping)";
-    case CUBLAS_STATUS_ARCH_MISMATCH: return "this GPU lacks the feature (e.g. bf16 GEMM needs sm_80 or newer)";
-    case CUBLAS_STATUS_NOT_SUPPORTED: return "this type/compute-type combination is not supported by cublasGemmStridedBatchedEx";
-    case CUBLAS_STATUS_EXECUTION_FAILED: return "the GEMM kernel failed to launch or run; an earlier kernel may have faulted";
-    default: return "see the cuBLAS documentation for this status";
-    }
-}
-
-/* Checks one cuBLAS call; on failure prints file:line, the status and a hint,
- * and returns from attention_forward (OOM when cuBLAS ran out of memory).
- * The interface has no generic error code; ATTN_UNSUPPORTED is the closest,
- * and the message on stderr says what actually happened. */
-#define CUBLAS_TRY(call)                                                              \
-    do {                                                                              \
-        cublasStatus_t st_ = (call);                                                  \
-        if (st_ != CUBLAS_STATUS_SUCCESS) {                                           \
-            fprintf(stderr, "%s:%d: %s failed: %s (%s)\n", __FILE__, __LINE__, #call, \
-                    cublas_status_name(st_), cublas_status_hint(st_));                \
-            return st_ == CUBLAS_STATUS_ALLOC_FAILED ? ATTN_OUT_OF_MEMORY             \
-                                                     : ATTN_UNSUPPORTED;              \
-        }                                                                             \
-    } while (0)
 
 /* ---- step 2: row softmax ---- */
 
@@ -103,13 +52,6 @@ __device__ __forceinline__ ml_pair ml_combine(ml_pair a, ml_pair b) {
     if (b.m == -INFINITY) return a;
     float m = fmaxf(a.m, b.m);
     return {m, a.l * expf(a.m - m) + b.l * expf(b.m - m)};
-}
-
-template <typename T> __device__ __forceinline__ T from_float(float x);
-template <> __device__ __forceinline__ float from_float<float>(float x) { return x; }
-template <> __device__ __forceinline__ __half from_float<__half>(float x) { return __float2half_rn(x); }
-template <> __device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float x) {
-    return __float2bfloat16_rn(x);
 }
 
 /* One thread block per row of S (row index r = (b*H + h)*N + i, so the query
@@ -165,46 +107,7 @@ __global__ void softmax_rows(const float *__restrict__ S, TP *__restrict__ P, fl
 
     const float m = row.m, inv_l = 1.f / row.l;
     for (int j = threadIdx.x; j < N; j += blockDim.x)
-        p[j] = from_float<TP>(j < visible ? expf(s[j] - m) * inv_l : 0.f);
-}
-
-/* ---- workspace and cuBLAS handle, kept across calls ---- */
-
-/* S and P live for the whole process and only grow: the timed launches then
- * measure the attention, not cudaMalloc, and the harness's memory delta sees
- * the N^2 buffers the method really holds. */
-static void *g_S = nullptr, *g_P = nullptr;
-static size_t g_S_bytes = 0, g_P_bytes = 0;
-static cublasHandle_t g_handle = nullptr;
-
-/* Makes g_S/g_P at least the requested sizes. On failure frees both, clears
- * cudaMalloc's (non-sticky) error so the harness does not report a CUDA error,
- * prints the bytes needed and returns ATTN_OUT_OF_MEMORY. */
-static int ensure_workspace(const attn_args *a, size_t s_bytes, size_t p_bytes, size_t p_elem) {
-    if (g_S_bytes >= s_bytes && g_P_bytes >= p_bytes) return ATTN_OK;
-    /* cudaFree synchronizes the device: happens only when the shape grows,
-       never inside the harness's timed loop for a fixed shape. */
-    cudaFree(g_S);
-    cudaFree(g_P);
-    g_S = g_P = nullptr;
-    g_S_bytes = g_P_bytes = 0;
-    cudaError_t e1 = cudaMalloc(&g_S, s_bytes);
-    cudaError_t e2 = e1 == cudaSuccess ? cudaMalloc(&g_P, p_bytes) : e1;
-    if (e1 != cudaSuccess || e2 != cudaSuccess) {
-        cudaGetLastError(); /* allocation errors are not sticky; clear the last-error slot */
-        cudaFree(g_S);
-        cudaFree(g_P);
-        g_S = g_P = nullptr;
-        size_t total = s_bytes + p_bytes;
-        fprintf(stderr,
-                "out of memory: standard attention needs %.0f MiB for S and P "
-                "(B*H*N*N*(4+%zu) = %d*%d*%d*%d*%zu = %zu bytes)\n",
-                total / 1048576.0, p_elem, a->B, a->H, a->N, a->N, 4 + p_elem, total);
-        return ATTN_OUT_OF_MEMORY;
-    }
-    g_S_bytes = s_bytes;
-    g_P_bytes = p_bytes;
-    return ATTN_OK;
+        p[j] = from_f<TP>(j < visible ? expf(s[j] - m) * inv_l : 0.f);
 }
 
 /* ---- the forward pass ---- */
@@ -226,26 +129,15 @@ int attention_forward(const attn_args *a) {
 
     cudaDataType_t io_type;
     size_t p_elem; /* bytes per element of P (= of the inputs) */
-    switch (a->dtype) {
-    case DTYPE_FP32: io_type = CUDA_R_32F; p_elem = 4; break;
-    case DTYPE_FP16: io_type = CUDA_R_16F; p_elem = 2; break;
-    case DTYPE_BF16: io_type = CUDA_R_16BF; p_elem = 2; break;
-    default: return ATTN_UNSUPPORTED;
-    }
+    if (!cublas_type_of(a->dtype, &io_type, &p_elem)) return ATTN_UNSUPPORTED;
     const long long batch = (long long)B * H;
     const long long nn = (long long)N * N, nd = (long long)N * d;
     if (batch > 2147483647LL || batch * N > 2147483647LL) return ATTN_UNSUPPORTED; /* grid.x, batchCount */
 
-    /* The handle first: with S and P taking nearly all memory, cuBLAS's own
-       small allocations would fail instead of the N^2 one that should. */
-    if (!g_handle) {
-        CUBLAS_TRY(cublasCreate(&g_handle));
-        /* Default math: CUBLAS_COMPUTE_32F stays true fp32 (no TF32). */
-        CUBLAS_TRY(cublasSetMathMode(g_handle, CUBLAS_DEFAULT_MATH));
-    }
-    CUBLAS_TRY(cublasSetStream(g_handle, stream));
-
-    int rc = ensure_workspace(a, (size_t)batch * nn * 4, (size_t)batch * nn * p_elem, p_elem);
+    int rc = standard_handle(stream); /* the handle first (standard_common.h says why) */
+    if (rc == ATTN_OK)
+        rc = ensure_workspace("standard attention", "S and P", B, H, N, (size_t)batch * nn * 4,
+                              (size_t)batch * nn * p_elem, p_elem);
     if (rc != ATTN_OK) return rc;
 
     /* Step 1: S^T = scale * K Q^T (S stored fp32 for every dtype). */

@@ -21,44 +21,14 @@
  * attention still runs the full N x N GEMMs, as an unfused implementation does.
  * cuBLAS is column-major: a row-major [rows, cols] matrix is, to cuBLAS, its transpose; the
  * comment at each GEMM gives the mapping (the forward's standard_attention.cu explains it). */
-#include "attention.h"
-
-#include <cublas_v2.h>
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-#include <cuda_runtime.h>
-
 #include <math.h>
 #include <stdio.h>
+#include "attention.h"
+#include "standard_common.h"
 
 const lesson_info LESSON = {
     0, "standard-backward", "standard attention backward (cuBLAS, S and P in HBM)",
     DTYPE_BIT(DTYPE_FP32) | DTYPE_BIT(DTYPE_FP16) | DTYPE_BIT(DTYPE_BF16), 1, {32, 64, 128, 0}, 0, 0};
-
-/* On failure: file:line, the status, and ATTN_OUT_OF_MEMORY when cuBLAS ran out of memory,
- * else ATTN_UNSUPPORTED (the interface has no other error code; the message says what). */
-#define CUBLAS_TRY(call)                                                                                 \
-    do {                                                                                                 \
-        cublasStatus_t st_ = (call);                                                                     \
-        if (st_ != CUBLAS_STATUS_SUCCESS) {                                                              \
-            fprintf(stderr, "%s:%d: %s failed: cuBLAS status %d (%s)\n", __FILE__, __LINE__, #call, (int)st_, \
-                    st_ == CUBLAS_STATUS_ALLOC_FAILED      ? "out of memory for cuBLAS's workspace"        \
-                    : st_ == CUBLAS_STATUS_INVALID_VALUE   ? "a size, leading dimension or stride is wrong" \
-                    : st_ == CUBLAS_STATUS_ARCH_MISMATCH   ? "this GPU lacks the type (bf16 needs sm_80+)" \
-                    : st_ == CUBLAS_STATUS_NOT_SUPPORTED   ? "type combination not supported"              \
-                                                           : "see the cuBLAS documentation");            \
-            return st_ == CUBLAS_STATUS_ALLOC_FAILED ? ATTN_OUT_OF_MEMORY : ATTN_UNSUPPORTED;            \
-        }                                                                                                \
-    } while (0)
-
-template <typename T> __device__ __forceinline__ float to_f(T x);
-template <> __device__ __forceinline__ float to_f<float>(float x) { return x; }
-template <> __device__ __forceinline__ float to_f<__half>(__half x) { return __half2float(x); }
-template <> __device__ __forceinline__ float to_f<__nv_bfloat16>(__nv_bfloat16 x) { return __bfloat162float(x); }
-template <typename T> __device__ __forceinline__ T from_f(float x);
-template <> __device__ __forceinline__ float from_f<float>(float x) { return x; }
-template <> __device__ __forceinline__ __half from_f<__half>(float x) { return __float2half_rn(x); }
-template <> __device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
 
 /* Step 2. One block per row r = (b*H + h)*N + i of S ([B*H*N, N] fp32, scaled):
  * P_rj = exp(S_rj - L_r) for the visible keys (j <= i when causal), 0 for the others, so the
@@ -99,35 +69,6 @@ __global__ void ds_from_dp(const float *__restrict__ dP, T *__restrict__ PdS, co
     }
 }
 
-/* ---- workspace and cuBLAS handle, kept across calls (so timed launches do not allocate) ---- */
-static void *g_S = nullptr, *g_P = nullptr;
-static size_t g_S_bytes = 0, g_P_bytes = 0;
-static cublasHandle_t g_handle = nullptr;
-
-static int ensure_workspace(const attn_bwd_args *a, size_t s_bytes, size_t p_bytes, size_t p_elem) {
-    if (g_S_bytes >= s_bytes && g_P_bytes >= p_bytes) return ATTN_OK;
-    cudaFree(g_S);
-    cudaFree(g_P);
-    g_S = g_P = nullptr;
-    g_S_bytes = g_P_bytes = 0;
-    cudaError_t e1 = cudaMalloc(&g_S, s_bytes);
-    cudaError_t e2 = e1 == cudaSuccess ? cudaMalloc(&g_P, p_bytes) : e1;
-    if (e1 != cudaSuccess || e2 != cudaSuccess) {
-        cudaGetLastError(); /* allocation errors are not sticky; clear the last-error slot */
-        cudaFree(g_S);
-        cudaFree(g_P);
-        g_S = g_P = nullptr;
-        const size_t total = s_bytes + p_bytes;
-        fprintf(stderr, "out of memory: standard attention backward needs %.0f MiB for S/dP and P/dS "
-                "(B*H*N*N*(4+%zu) = %d*%d*%d*%d*%zu = %zu bytes)\n", total / 1048576.0, p_elem, a->B, a->H, a->N,
-                a->N, 4 + p_elem, total);
-        return ATTN_OUT_OF_MEMORY;
-    }
-    g_S_bytes = s_bytes;
-    g_P_bytes = p_bytes;
-    return ATTN_OK;
-}
-
 template <typename T>
 static void launch_elementwise(const attn_bwd_args *a, int step, unsigned rows, cudaStream_t st) {
     const int threads = a->N >= 2048 ? 512 : a->N >= 512 ? 256 : 128;
@@ -146,22 +87,13 @@ int attention_backward(const attn_bwd_args *a) {
     const cudaStream_t st = (cudaStream_t)a->stream;
     cudaDataType_t io;
     size_t p_elem;
-    switch (a->dtype) {
-    case DTYPE_FP32: io = CUDA_R_32F; p_elem = 4; break;
-    case DTYPE_FP16: io = CUDA_R_16F; p_elem = 2; break;
-    case DTYPE_BF16: io = CUDA_R_16BF; p_elem = 2; break;
-    default: return ATTN_UNSUPPORTED;
-    }
+    if (!cublas_type_of(a->dtype, &io, &p_elem)) return ATTN_UNSUPPORTED;
     const long long batch = (long long)a->B * a->H, nn = (long long)N * N, nd = (long long)N * d;
     if (batch > 2147483647LL || batch * N > 2147483647LL) return ATTN_UNSUPPORTED; /* grid.x, batchCount */
-    /* The handle first: with S and P taking nearly all memory, cuBLAS's own small allocations
-       would fail instead of the N^2 one that should. */
-    if (!g_handle) {
-        CUBLAS_TRY(cublasCreate(&g_handle));
-        CUBLAS_TRY(cublasSetMathMode(g_handle, CUBLAS_DEFAULT_MATH)); /* fp32 stays fp32, no TF32 */
-    }
-    CUBLAS_TRY(cublasSetStream(g_handle, st));
-    const int rc = ensure_workspace(a, (size_t)(batch * nn) * 4, (size_t)(batch * nn) * p_elem, p_elem);
+    int rc = standard_handle(st); /* the handle first (standard_common.h says why) */
+    if (rc == ATTN_OK)
+        rc = ensure_workspace("standard attention backward", "S/dP and P/dS", a->B, a->H, N, (size_t)(batch * nn) * 4,
+                              (size_t)(batch * nn) * p_elem, p_elem);
     if (rc != ATTN_OK) return rc;
     const float zero = 0.f, one = 1.f, scale = a->scale;
     const unsigned rows = (unsigned)(batch * N);

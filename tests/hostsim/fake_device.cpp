@@ -1,11 +1,14 @@
-/* tests/hostsim/fake_device.cpp: the GPU below the backward runner, faked on the CPU, so that
- * reference/runner_backward.cu runs for real on a machine without a GPU (`make hostsim-10`):
+/* tests/hostsim/fake_device.cpp: the GPU below the runners, faked on the CPU, so that
+ * reference/runner_backward.cu (`make hostsim-10`) and reference/runner_attention.cu
+ * (`make hostsim-forward`) run for real on a machine without a GPU:
  *   - the CUDA runtime calls the harness makes (cudaMalloc is malloc, cudaMemcpy is memcpy,
  *     streams are names; everything is synchronous);
  *   - runner_device.cu's functions (gpu_env.h): a fake H100 report, fill_pattern on host memory,
  *     wait_stream returns at once, time_launches runs the launch once and reports 1 ms;
+ *     runner_fill.cu's device_fill_random on the host;
  *   - forward_f64.h on the CPU (attention_row_f64 per row, rounded as the GPU kernel rounds).
- * The lesson's kernels run through the fp32 emulator (tests/fp32_emu), linked beside this. */
+ * The lesson's kernels run through an emulator (tests/fp32_emu, tests/warp_emu) linked beside
+ * this, or a stand-in lesson computes on the CPU (lowp_lesson.cpp, forward_lesson.cpp). */
 #include <cuda_runtime.h>
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
@@ -14,6 +17,7 @@
 #include <string.h>
 #include <vector>
 #include "attention.h"
+#include "buffers.h"
 #include "forward_f64.h"
 #include "gpu_env.h"
 extern "C" {
@@ -43,6 +47,14 @@ cudaError_t CUDARTAPI cudaMemGetInfo(size_t *free_b, size_t *total) {
 }
 cudaError_t CUDARTAPI cudaStreamCreate(cudaStream_t *s) { *s = (cudaStream_t)0x1; return cudaSuccess; }
 cudaError_t CUDARTAPI cudaStreamDestroy(cudaStream_t) { return cudaSuccess; }
+cudaError_t CUDARTAPI cudaMemcpyAsync(void *dst, const void *src, size_t n, enum cudaMemcpyKind, cudaStream_t) {
+    memcpy(dst, src, n);
+    return cudaSuccess;
+}
+cudaError_t CUDARTAPI cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t) {
+    memset(p, v, n);
+    return cudaSuccess;
+}
 cudaError_t CUDARTAPI cudaGetLastError(void) { return cudaSuccess; }
 cudaError_t CUDARTAPI cudaDeviceSynchronize(void) { return cudaSuccess; }
 const char *CUDARTAPI cudaGetErrorName(cudaError_t) { return "fake"; }
@@ -67,6 +79,18 @@ void fill_pattern(void *p, size_t n, int es, uint32_t pattern, cudaStream_t) {
 double time_launches(int (*fn)(void *), void *arg, cudaStream_t, int, int, double, const gpu_env *) {
     fn(arg);
     return 1.0;
+}
+
+/* buffers.h: the timed inputs a decode lesson gets, here drawn on the host (any values do). */
+void device_fill_random(void *x, size_t n, dtype_t t, uint64_t seed, float scale, cudaStream_t) {
+    uint64_t z = seed;
+    for (size_t i = 0; i < n; ++i) {
+        z = z * 6364136223846793005ull + 1442695040888963407ull;
+        const float v = ((float)(z >> 40) * (1.0f / 16777216.0f) * 2.0f - 1.0f) * 1.7320508f * scale;
+        if (t == DTYPE_FP32) ((float *)x)[i] = v;
+        else if (t == DTYPE_FP16) ((__half *)x)[i] = __float2half_rn(v);
+        else ((__nv_bfloat16 *)x)[i] = __float2bfloat16_rn(v);
+    }
 }
 
 static float to_float(const void *x, size_t i, dtype_t t) {

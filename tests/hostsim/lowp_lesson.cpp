@@ -4,10 +4,9 @@
  * grader's rule for every dtype, so `make hostsim-10` runs the runner's 16-bit paths (encodings,
  * the FlashAttention tolerance, the forward check's rounding, the dependency tests) end to end,
  * which lesson 10, fp32 only, does not reach. */
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
 #include <vector>
 #include "attention.h"
+#include "elements.h"
 extern "C" {
 #include "cpu_reference.h"
 }
@@ -15,17 +14,6 @@ extern "C" {
 extern "C" const lesson_info LESSON = {
     0, "hostsim-lowp", "plain same-precision backward on the CPU (host simulation)",
     DTYPE_BIT(DTYPE_FP16) | DTYPE_BIT(DTYPE_BF16) | DTYPE_BIT(DTYPE_FP32), 1, {64, 128, 0}, 0, 0};
-
-static float get(const void *x, size_t i, dtype_t t) {
-    if (t == DTYPE_FP32) return ((const float *)x)[i];
-    if (t == DTYPE_FP16) return __half2float(((const __half *)x)[i]);
-    return __bfloat162float(((const __nv_bfloat16 *)x)[i]);
-}
-static void put(void *x, size_t i, double v, dtype_t t) {
-    if (t == DTYPE_FP32) ((float *)x)[i] = (float)v;
-    else if (t == DTYPE_FP16) ((__half *)x)[i] = __float2half_rn((float)v);
-    else ((__nv_bfloat16 *)x)[i] = __float2bfloat16_rn((float)v);
-}
 
 extern "C" int attention_backward(const attn_bwd_args *a) {
     const size_t sl = (size_t)a->N * a->d;

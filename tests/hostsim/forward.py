@@ -1,0 +1,130 @@
+#!/usr/bin/env python3
+"""tests/hostsim/forward.py: the forward runner on the CPU (no GPU): `make hostsim-forward`.
+
+    python3 tests/hostsim/forward.py            build, run every check below; exit 0 when all hold
+    python3 tests/hostsim/forward.py --dump DIR also write each run's output to DIR/NN.txt (to diff
+                                                two versions of the runner)
+
+The binaries are reference/runner_attention.cu itself, compiled with g++ against tests/hostsim/
+fake_device.cpp (a CUDA runtime on host memory), linked with
+  - forward_lesson.cpp, a stand-in lesson computing the plain same-precision attention on the CPU,
+    built as an ordinary lesson (lessons 02-08's options and matrix) and as a decode lesson
+    (LESSON_DECODE: lesson 12's), with one bug planted per run by HOSTSIM_BUG;
+  - solutions 03 and 05, their kernels on the fp32 emulator (tests/fp32_emu).
+Each check names a command line, the exit status it must end with and text its output must hold:
+passes, refusals (exit 2 with the valid values), the CSV row, and the diagnosis of each planted
+bug. The objects come from make (HOSTSIM_FWD_OBJ, mk/hostsim-forward.mk).
+"""
+import glob
+import os
+import re
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BUILD = os.path.join(ROOT, "build", "hostsim")
+CXX = os.environ.get("CXX_BWD", "g++")
+CUDA_INC = os.environ.get("CUDA_INC", "/usr/local/cuda/include")
+OBJ = os.environ.get("HOSTSIM_FWD_OBJ", "").split()
+
+# (binary, HOSTSIM_BUG or "", arguments, exit status, regular expression the output must match)
+CHECKS = [
+    ("fwd", "", "-b 2 -H 3 -n 77 -d 64 --check-only", 0, r"3 of 3 cases passed"),
+    ("fwd", "", "-b 1 -H 2 -n 130 -d 128 --causal --dtype bf16 --csv",
+     0, r"hostsim-forward,pass,1,1,bf16,1,2,130,128,1,1\.0000,[0-9.]+,[0-9.]+,\d+,130,2,0,\n"),
+    ("fwd", "", "--kv-seq 100", 2, r"does not take decode shapes .* lesson 12 \(flash decoding\) takes them"),
+    ("fwd", "", "-d 96", 2, r"--dim 96 is not supported by lesson 05: expected one of 64, 128"),
+    ("fwd", "causal", "-b 1 -H 2 -n 77 -d 64 --causal --dtype fp32 --check-only",
+     1, r"future keys influence the output"),
+    ("fwd", "tail", "-b 1 -H 2 -n 77 -d 64 --dtype fp32 --check-only", 1, r"wrong only in rows 76\.\.76 \(the last rows\)"),
+    ("fwd", "L2", "-b 1 -H 2 -n 77 -d 64 --dtype fp16 --check-only", 1, r"O: passes[\s\S]*base 2"),
+    ("fwd", "race", "-b 1 -H 2 -n 33 -d 64 --dtype fp16 --check-only", 1, r"race suspected"),
+    ("fwd", "outside", "-b 1 -H 2 -n 33 -d 64 --dtype fp16 --check-only", 1, r"diagnosis: wrote outside O"),
+    ("fwd", "unwritten", "-b 2 -H 1 -n 33 -d 64 --dtype fp32", 1, r"not written"),
+    ("fwd", "notimpl", "--csv", 3, r"NOT IMPLEMENTED: lesson 05's attention_forward[\s\S]*hostsim-forward,not-implemented,0,"),
+    ("fwd", "tail", "--fuzz 3 --seed 2 --dtype fp32", 1, r"rerun: \./fwd -b \d+ -H \d+ -n \d+ -d \d+ --dtype fp32 --seed 2 --check-only"),
+    ("dec", "", "-b 2 -H 8 --kv-heads 2 -n 4 --kv-seq 300 -d 64 --causal --ragged --check-only", 0,
+     r"pass  custom fp32  B=2 H=8 N=4 d=64 N_kv=300 H_kv=2 ragged causal"),
+    ("dec", "", "-b 2 -H 8 --kv-heads 2 -n 1 --kv-seq 3000 -d 128 --ragged --dtype fp16 --csv",
+     0, r"hostsim-decode,pass,1,1,fp16,2,8,1,128,0,1\.0000,[0-9.]+,[0-9.]+,\d+,3000,2,1,[0-9.]+\n"),
+    ("dec", "", "-H 8 --kv-heads 3", 2, r"--kv-heads 3 does not divide --heads 8"),
+    ("dec", "", "-n 16 --kv-seq 8 --causal", 2, r"give --kv-seq >= 16"),
+    ("dec", "gqa", "-b 1 -H 8 --kv-heads 2 -n 1 --kv-seq 200 -d 64 --dtype fp16 --check-only", 1, r"FAIL  custom"),
+    ("dec", "ragged", "-b 3 -H 2 --kv-heads 1 -n 1 --kv-seq 300 -d 64 --ragged --dtype fp16 --check-only", 1,
+     r"diagnosis: overflow/NaN"),
+    ("dec", "causal", "-b 1 -H 4 --kv-heads 1 -n 8 --kv-seq 100 -d 64 --causal --dtype bf16 --check-only", 1,
+     r"changing the last \d+ keys of each sequence"),
+    ("dec", "gqa", "--fuzz 6 --seed 1 --dtype fp16", 1,
+     r"diagnosis: only the grouped-query cases \(H_kv < H\) fail"),
+    ("sol03", "", "-b 2 -H 3 -n 77 -d 64 --check-only", 0, r"1 of 1 cases passed"),
+    ("sol03", "", "--causal", 2, r"lesson 03 does not support --causal \(causal masking starts in lesson 05\)"),
+    ("sol05", "", "-b 1 -H 2 -n 130 -d 128 --causal --check-only", 0, r"1 of 1 cases passed"),
+]
+
+
+def sh(cmd, env=None):
+    p = subprocess.run(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True,
+                       errors="replace", env=env)
+    return p.returncode, p.stdout
+
+
+def build():
+    """The four binaries in build/hostsim/forward/; an error text or None."""
+    out = os.path.join(BUILD, "forward")
+    os.makedirs(out, exist_ok=True)
+    base = [CXX, "-O2", "-std=c++17", "-fopenmp", "-w", "-I" + CUDA_INC, "-Ireference"]
+    for name, decode in (("fwd", 0), ("dec", 1)):
+        rc, log = sh(base + ["-DSTANDIN_DECODE=%d" % decode, "tests/hostsim/forward_lesson.cpp"] + OBJ +
+                     ["-o", os.path.join(out, name), "-lm"])
+        if rc:
+            return log
+    for n in ("03", "05"):
+        src = sorted(glob.glob(os.path.join(ROOT, "solutions", n + "-*", "*.cu")))
+        if not src:
+            return "no solutions/%s-*/*.cu" % n
+        kcpp = os.path.join(out, "kernel%s.cpp" % n)
+        rc, log = sh(["python3", "tests/fp32_emu/prep.py", src[0], kcpp])
+        if rc:
+            return log
+        rc, log = sh([CXX, "-O2", "-std=c++20", "-fopenmp", "-w", "-Itests/fp32_emu", "-Ireference", "-x", "c++", kcpp,
+                      "-x", "none"] + OBJ + ["-o", os.path.join(out, "sol" + n), "-lpthread", "-lm"])
+        if rc:
+            return log
+    return None
+
+
+def main():
+    dump = sys.argv[2] if len(sys.argv) > 2 and sys.argv[1] == "--dump" else None
+    err = build()
+    if err:
+        print(err)
+        print("hostsim-forward: the build failed")
+        return 1
+    if dump:
+        os.makedirs(dump, exist_ok=True)
+    bad = 0
+    for k, (binary, bug, args, want_rc, want) in enumerate(CHECKS, 1):
+        env = dict(os.environ)
+        env.pop("HOSTSIM_BUG", None)
+        if bug:
+            env["HOSTSIM_BUG"] = bug
+        # run from the binaries' folder, so that the rerun lines say ./fwd
+        p = subprocess.run(["./" + binary] + args.split(), cwd=os.path.join(BUILD, "forward"), env=env,
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True, errors="replace")
+        ok = p.returncode == want_rc and re.search(want, p.stdout) is not None
+        bad += not ok
+        label = ("HOSTSIM_BUG=%s " % bug if bug else "") + binary + " " + args
+        print("%s  %-84s exit %d" % ("ok  " if ok else "FAIL", label[:84], p.returncode))
+        if not ok:
+            print("      expected exit %d and /%s/; the output was:" % (want_rc, want))
+            print("      " + p.stdout.replace("\n", "\n      "))
+        if dump:
+            with open(os.path.join(dump, "%02d.txt" % k), "w") as f:
+                f.write("%s\n%s\nexit %d\n" % (label, p.stdout, p.returncode))
+    print("hostsim-forward: %d of %d checks of the forward runner hold (stand-in lessons and solutions 03, 05 "
+          "over a fake CUDA runtime)" % (len(CHECKS) - bad, len(CHECKS)))
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
