@@ -21,18 +21,24 @@
  *   - a ring of STAGES K and V slots, each with a "full" mbarrier (TMA -> consumers) and an
  *     "empty" one (consumers -> producer), phases told apart by their parity;
  *   - a producer warpgroup that only issues copies (24 registers per thread) and two consumer
- *     warpgroups of 64 query rows each (240 registers), setmaxnreg moving the registers;
- *   - the two consumers take turns on the tensor cores (ping-pong, two named barriers), and
+ *     warpgroups of 64 query rows each (240 registers), setmaxnreg moving the registers; at
+ *     d = 64 optionally three (FA64_WG=3: B_r = 192, 32 and 160 registers, FlashAttention-3's
+ *     choice for that head dimension);
+ *   - the consumers take turns on the tensor cores (ping-pong, one named barrier each), and
  *     inside a consumer the softmax of S_j runs while S_{j+1} = Q_i K_{j+1}^T and P_j V_j
  *     are computed.
- * FA9_STEP (1..6) builds the intermediate kernels of the lesson's ladder from this one file:
+ * FA9_STEP (1..7) builds the intermediate kernels of the lesson's ladder from this one file:
  *   1 wgmma, tiles copied by all threads (global -> registers -> swizzled shared), barriers;
  *   2 + TMA and the mbarrier ring (thread 0 issues the copies between its own steps);
  *   3 + a producer warpgroup and setmaxnreg;
- *   4 + ping-pong between the two consumer warpgroups;
+ *   4 + ping-pong between the consumer warpgroups;
  *   5 + softmax of S_j overlapped with S_{j+1} and P_j V_j;
  *   6 + persistent blocks: one block per SM takes query tiles in turn, and its producer loads
- *       the next tile's Q_i and K/V while the consumers finish the previous one (the default).
+ *       the next tile's Q_i and K/V while the consumers finish the previous one;
+ *   7 + FlashAttention-3's tile scheduler: work items from a counter in global memory (the
+ *       longest causal tiles first, a block takes the next one when it is free), the turns of
+ *       the consumers run on from one work item to the next, and O leaves through shared
+ *       memory by a TMA store while the consumers start the next item.
  *
  * Layouts: Q, K, V, O are [B, H, N, d] row-major (reference/attention.h); L is [B, H, N] fp32,
  * the natural-log logsumexp of the scaled scores. Preconditions: fp16 or bf16, d in {64, 128},
@@ -54,31 +60,65 @@ const lesson_info LESSON = {
     DTYPE_BIT(DTYPE_FP16) | DTYPE_BIT(DTYPE_BF16), 1, {64, 128, 0}, 0, 90};
 
 // [region config]
-/* FA9_STEP: which kernel of the ladder (see above). Tiles: B_r = 128 query
- * rows per block (64 per consumer warpgroup), B_c keys per K/V tile, STAGES K/V slots each.
- * B_c is the N of the wgmma that computes S (64, 128, 176 or 192). To try another, define
+/* FA9_STEP: which kernel of the ladder (see above); the default is the fastest one measured
+ * so far (make ladder-09). Tiles: B_c keys per K/V tile, STAGES K/V slots each, and at d = 64
+ * FA64_WG consumer warpgroups of 64 query rows (B_r = 64 FA64_WG: 2 or 3; d = 128 has 2).
+ * B_c is the N of the wgmma that computes S (64, 96, 128, 176 or 192). To try another, define
  * both of a head dimension, e.g. -DFA128_BC=176 -DFA128_STAGES=2. */
 #ifndef FA9_STEP
-#define FA9_STEP 6
+#define FA9_STEP 7
 #endif
 #ifndef FA64_BC
 #define FA64_BC 128
 #define FA64_STAGES 3
 #endif
+#ifndef FA64_WG
+#define FA64_WG 3
+#endif
 #ifndef FA128_BC
 #define FA128_BC 128
 #define FA128_STAGES 2
 #endif
-/* Experiment: -DFA_CAUSAL_LPT=0 gives causal attention the non-causal block order. */
+/* Experiments, each a switch that make ladder-09 --variant can flip:
+ *   FA_CAUSAL_LPT=0   causal attention in the non-causal block order;
+ *   FA_L2_SECTIONS=0  the longest causal tiles of every head first (the default orders heads
+ *                     in sections whose K and V fit in L2 together, longest first within each);
+ *   FA7_DYNAMIC=0     step 7 takes work items by stride, as step 6, instead of from a counter;
+ *   FA7_O_TMA=0       step 7 stores O from registers, as step 6, instead of by TMA;
+ *   FA_EXP2_FMA=k     k > 0: every k-th 8-key block of S is exponentiated with a polynomial on
+ *                     the FMA units instead of ex2 on the special-function units. */
 #ifndef FA_CAUSAL_LPT
 #define FA_CAUSAL_LPT 1
 #endif
+#ifndef FA_L2_SECTIONS
+#define FA_L2_SECTIONS 1
+#endif
+#ifndef FA7_DYNAMIC
+#define FA7_DYNAMIC 1
+#endif
+#ifndef FA7_O_TMA
+#define FA7_O_TMA 1
+#endif
+#ifndef FA_EXP2_FMA
+#define FA_EXP2_FMA 0
+#endif
 // [end config]
 
-constexpr int FA_BR = 128;          // query rows per block: two consumer warpgroups of 64
-constexpr int FA_REG_PRODUCER = 24; // setmaxnreg: registers per thread of the producer warpgroup
-constexpr int FA_REG_CONSUMER = 240;// ... and of each consumer warpgroup (24 + 2 x 240 = 3 x 168)
-enum { FA_BAR_TURN = 1, FA_BAR_EPILOGUE = 3 };  // named barriers: 1, 2 turns; 3, 4 epilogue (0 is __syncthreads)
+/* Threads and registers of a block with NC consumer warpgroups of 64 query rows (B_r = 64 NC).
+ * Steps 3-7 add a producer warpgroup; __launch_bounds__(128 (NC + 1), 1) starts every thread
+ * at 65,536 / 128 (NC + 1) registers (168 for NC = 2, 128 for NC = 3), and setmaxnreg moves
+ * them: NC = 2, 24 + 2 x 240 = 3 x 168; NC = 3, 32 + 3 x 160 = 4 x 128. */
+template <int NC>
+struct Roles {
+    static_assert(NC == 2 || NC == 3, "2 or 3 consumer warpgroups");
+    static constexpr int BR = 64 * NC;
+    static constexpr int REG_PRODUCER = NC == 2 ? 24 : 32;
+    static constexpr int REG_CONSUMER = NC == 2 ? 240 : 160;
+};
+/* Named barriers (0 is __syncthreads): FA_BAR_TURN + c, the turn of consumer warpgroup c
+ * (c = 0 .. NC - 1); FA_BAR_TURN + NC + c, its epilogue. */
+enum { FA_BAR_TURN = 1 };
+constexpr unsigned FA_SMEM_MAX = 227 * 1024;  // the largest shared memory of a block on sm_90
 
 // [region ptx-basic]
 __device__ __forceinline__ uint32_t smem_u32(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
@@ -88,9 +128,14 @@ __device__ __forceinline__ float ex2(float x) {
     return y;
 }
 /* Plain shared-memory stores and loads at a shared address (the tiles of step 1, the
- * epilogue's O tile). */
+ * epilogue's O tile, step 7's next work item). */
 __device__ __forceinline__ void st_shared_u32(uint32_t addr, uint32_t v) {
     asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(addr), "r"(v) : "memory");
+}
+__device__ __forceinline__ uint32_t ld_shared_u32(uint32_t addr) {
+    uint32_t v;
+    asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(v) : "r"(addr) : "memory");
+    return v;
 }
 __device__ __forceinline__ void st_shared_v4(uint32_t addr, uint4 v) {
     asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w)
@@ -176,6 +221,22 @@ __device__ __forceinline__ void tma_load_3d(uint32_t dst, const CUtensorMap *map
         " [%0], [%1, {%2, %3, %4}], [%5];\n" ::"r"(dst), "l"((uint64_t)map), "r"(c0), "r"(c1), "r"(c2), "r"(bar)
         : "memory");
 }
+/* The copy the other way (step 7's O): the box at (c0, c1, c2) of `map` from shared address
+ * `src`, which holds it in the layout a load of that box would have written. Rows past the
+ * end of the tensor are not written. The issuing thread closes its stores into a group
+ * (bulk_commit) and, before `src` may be overwritten, waits until at most N of its groups
+ * still read shared memory (bulk_wait_read<N>; ".read": the global writes may still be on
+ * their way, which is all a kernel needs, even at its exit). */
+__device__ __forceinline__ void tma_store_3d(const CUtensorMap *map, int c0, int c1, int c2, uint32_t src) {
+    asm volatile("cp.async.bulk.tensor.3d.global.shared::cta.bulk_group [%0, {%1, %2, %3}], [%4];\n" ::"l"(
+                     (uint64_t)map),
+                 "r"(c0), "r"(c1), "r"(c2), "r"(src)
+                 : "memory");
+}
+__device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
+template <int N> __device__ __forceinline__ void bulk_wait_read() {
+    asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(N) : "memory");
+}
 // [end ptx-tma]
 
 // [region ptx-wgmma]
@@ -195,13 +256,15 @@ __device__ __forceinline__ void tma_load_3d(uint32_t dst, const CUtensorMap *map
 #define FA_R80 "%80, %81, %82, %83, %84, %85, %86, %87"
 #define FA_R88 "%88, %89, %90, %91, %92, %93, %94, %95"
 #define FA_REGS32 FA_R00 ", " FA_R16
-#define FA_REGS64 FA_REGS32 ", " FA_R32 ", " FA_R48
+#define FA_REGS48 FA_REGS32 ", " FA_R32
+#define FA_REGS64 FA_REGS48 ", " FA_R48
 #define FA_REGS88 FA_REGS64 ", " FA_R64 ", " FA_R80
 #define FA_REGS96 FA_REGS88 ", " FA_R88
 #define FA_D8(i) "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]), \
                  "+f"(d[i + 6]), "+f"(d[i + 7])
 #define FA_ACC32 FA_D8(0), FA_D8(8), FA_D8(16), FA_D8(24)
-#define FA_ACC64 FA_ACC32, FA_D8(32), FA_D8(40), FA_D8(48), FA_D8(56)
+#define FA_ACC48 FA_ACC32, FA_D8(32), FA_D8(40)
+#define FA_ACC64 FA_ACC48, FA_D8(48), FA_D8(56)
 #define FA_ACC88 FA_ACC64, FA_D8(64), FA_D8(72), FA_D8(80)
 #define FA_ACC96 FA_ACC88, FA_D8(88)
 
@@ -234,10 +297,12 @@ __device__ void wgmma_rs(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t des
                      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d));                    \
     }
 FA_WGMMA_SS(__half, "f16", 64, FA_ACC32, FA_REGS32, "32", "33", "34")
+FA_WGMMA_SS(__half, "f16", 96, FA_ACC48, FA_REGS48, "48", "49", "50")
 FA_WGMMA_SS(__half, "f16", 128, FA_ACC64, FA_REGS64, "64", "65", "66")
 FA_WGMMA_SS(__half, "f16", 176, FA_ACC88, FA_REGS88, "88", "89", "90")
 FA_WGMMA_SS(__half, "f16", 192, FA_ACC96, FA_REGS96, "96", "97", "98")
 FA_WGMMA_SS(__nv_bfloat16, "bf16", 64, FA_ACC32, FA_REGS32, "32", "33", "34")
+FA_WGMMA_SS(__nv_bfloat16, "bf16", 96, FA_ACC48, FA_REGS48, "48", "49", "50")
 FA_WGMMA_SS(__nv_bfloat16, "bf16", 128, FA_ACC64, FA_REGS64, "64", "65", "66")
 FA_WGMMA_SS(__nv_bfloat16, "bf16", 176, FA_ACC88, FA_REGS88, "88", "89", "90")
 FA_WGMMA_SS(__nv_bfloat16, "bf16", 192, FA_ACC96, FA_REGS96, "96", "97", "98")
@@ -307,15 +372,20 @@ template <> __device__ __forceinline__ uint32_t pack2<__nv_bfloat16>(float lo, f
     return *reinterpret_cast<uint32_t *>(&h);
 }
 
-/* Shared memory of one block, offsets from a 1024-byte aligned base: Q_i [128 x D], STAGES K
+/* Shared memory of one block, offsets from a 1024-byte aligned base: Q_i [B_r x D], STAGES K
  * slots and STAGES V slots [B_c x D], each stored as D / 64 boxes of [rows x 64] with the
- * 128-byte swizzle; then the mbarriers: full and empty Q (empty: step 6, whose Q_i buffer is
- * refilled for the next query tile), full K[s], full V[s], empty K[s], empty V[s]. */
-template <int D, int BC, int STAGES>
+ * 128-byte swizzle; with OSTAGE (step 7's TMA store) one [64 x D] O tile per consumer
+ * warpgroup, same layout; then the mbarriers: full and empty Q (empty: steps 6-7, whose Q_i
+ * buffer is refilled for the next query tile), full K[s], full V[s], empty K[s], empty V[s];
+ * then, in its own 16 bytes, the number of the block's next work item (step 7). */
+template <int D, int BC, int STAGES, int NC, bool OSTAGE>
 struct SmemLayout {
-    static constexpr uint32_t TILE = BC * D * 2;
-    static constexpr uint32_t Q = 0, K = FA_BR * D * 2, V = K + STAGES * TILE, BAR = V + STAGES * TILE;
-    static constexpr uint32_t BYTES = BAR + 8 * (2 + 4 * STAGES);
+    static constexpr int BR = 64 * NC;
+    static constexpr uint32_t TILE = BC * D * 2, OTILE = 64 * D * 2;
+    static constexpr uint32_t Q = 0, K = BR * D * 2, V = K + STAGES * TILE, O = V + STAGES * TILE;
+    static constexpr uint32_t BAR = O + (OSTAGE ? NC * OTILE : 0);
+    static constexpr uint32_t WORK = (BAR + 8 * (2 + 4 * STAGES) + 15) / 16 * 16;
+    static constexpr uint32_t BYTES = WORK + 16;
     static constexpr uint32_t ALLOC = BYTES + 1024;  // dynamic shared memory is only 16-byte aligned
     __host__ __device__ static constexpr uint32_t full_q() { return BAR; }
     __host__ __device__ static constexpr uint32_t empty_q() { return BAR + 8; }
@@ -324,23 +394,41 @@ struct SmemLayout {
     __host__ __device__ static constexpr uint32_t empty_k(int s) { return BAR + 8 * (2 + 2 * STAGES + s); }
     __host__ __device__ static constexpr uint32_t empty_v(int s) { return BAR + 8 * (2 + 3 * STAGES + s); }
 };
+/* What a kernel of the ladder uses: O goes by TMA store in step 7 (FA7_O_TMA) when its tiles
+ * fit next to the ring (not at d = 128 with B_c = 176 and 2 stages: that is 240 KiB). */
+template <int D, int BC, int STAGES, int NC, int STEP>
+struct Config {
+    static constexpr bool O_TMA = STEP >= 7 && FA7_O_TMA && SmemLayout<D, BC, STAGES, NC, true>::ALLOC <= FA_SMEM_MAX;
+    using SL = SmemLayout<D, BC, STAGES, NC, O_TMA>;
+};
 
 // [region schedule]
 /* Work item t = 0 .. T_r B H - 1 of the grid: which query tile of which head, in the order the
  * blocks should start them. As lesson 08: non-causal, the query tiles of one head are
- * neighbours (K, V stay in L2); causal, the longest query tiles of every head come first. */
+ * neighbours (K, V stay in L2). Causal, the longest query tiles come first, so that the short
+ * ones fill the end; but the longest tiles of *every* head first would stream the K and V of
+ * all heads through L2 at once (at B N = 16384, H d = 2048 that is 128 MiB, L2 holds 50), so
+ * the heads go in sections of HS (the host picks HS so that a section's K and V fit in L2),
+ * longest first within each section (FlashAttention-3's scheduler does the same). */
 struct Work {
     int q0, bh, n_tiles;  // first query row, b * H + h, K/V tiles to visit (from the last down to 0)
 };
-template <int BC>
-__device__ __forceinline__ Work work_of(int t, int N, int BH, int causal) {
-    const int Tr = (N + FA_BR - 1) / FA_BR;
-    const bool lpt = causal && FA_CAUSAL_LPT;
-    const int q_tile = lpt ? Tr - 1 - t / BH : t % Tr;
+template <int BR, int BC>
+__device__ __forceinline__ Work work_of(int t, int N, int BH, int causal, int HS) {
+    const int Tr = (N + BR - 1) / BR;
     Work w;
-    w.bh = lpt ? t % BH : t / Tr;
-    w.q0 = q_tile * FA_BR;
-    const int kv_end = causal ? min(N, w.q0 + FA_BR) : N;  // causal: skip the tiles above the diagonal
+    int q_tile;
+    if (causal && FA_CAUSAL_LPT) {
+        const int sec = t / (HS * Tr), r = t % (HS * Tr);  // section, and the item within it
+        const int h0 = sec * HS, nh = min(HS, BH - h0);    // its heads (the last section may be short)
+        q_tile = Tr - 1 - r / nh;
+        w.bh = h0 + r % nh;
+    } else {
+        q_tile = t % Tr;
+        w.bh = t / Tr;
+    }
+    w.q0 = q_tile * BR;
+    const int kv_end = causal ? min(N, w.q0 + BR) : N;  // causal: skip the tiles above the diagonal
     w.n_tiles = (kv_end + BC - 1) / BC;
     return w;
 }
@@ -366,10 +454,9 @@ __device__ __forceinline__ void load_tile_sync(uint32_t tile, const T *g, int ro
  * tile this block loads. Before refilling a slot the producer waits until every consumer warp
  * has released the tile it held: fill `use` of a slot needs phase use - 1 of its empty
  * barrier completed, whose parity is (use - 1) & 1. The first fill of a slot waits for nothing. */
-template <int D, int BC, int STAGES>
+template <int D, int BC, int STAGES, class L>
 __device__ __forceinline__ void load_kv(const CUtensorMap *tmK, const CUtensorMap *tmV, uint32_t base, int gi, int j,
                                         int bh) {
-    using L = SmemLayout<D, BC, STAGES>;
     const int s = gi % STAGES, use = gi / STAGES, row0 = j * BC;
     if (use > 0) mbar_wait(base + L::empty_k(s), (use - 1) & 1);
     mbar_arrive_expect_tx(base + L::full_k(s), L::TILE);
@@ -382,8 +469,24 @@ __device__ __forceinline__ void load_kv(const CUtensorMap *tmK, const CUtensorMa
 }
 // [end producer]
 
-/* The consumer side of one K/V tile, for one warpgroup (64 query rows). */
-template <typename T, int D, int BC>
+// [region exp2-fma]
+/* 2^x for x <= 0 with FMA-unit instructions only (FA_EXP2_FMA), where ex2 would queue on the
+ * SM's 16-per-clock special-function units: x = n + f, n = round(x) (adding 1.5 * 2^23 leaves
+ * n in the low mantissa bits of the sum) and |f| <= 1/2; 2^f by a cubic fitted for the least
+ * relative error on [-1/2, 1/2] (7.5e-5: below half an fp16 ulp of P, 2.4e-4); 2^n built in
+ * the exponent field, (n + 127) << 23, which is 0.0 for n = -127. So x < -127 (a masked
+ * score, -inf) gives exactly 0 like ex2, and NaN stays NaN (the comparison is false). */
+__device__ __forceinline__ float exp2_fma(float x) {
+    x = x < -127.f ? -127.f : x;
+    const float t = x + 12582912.f;  // 1.5 * 2^23: the sum's last bits are n
+    const float f = x - (t - 12582912.f);
+    const float p = fmaf(fmaf(fmaf(0.0551715520f, f, 0.242611357f), f, 0.693261019f), f, 0.999928060f);
+    return p * __uint_as_float((__float_as_uint(t) + 127u) << 23);
+}
+// [end exp2-fma]
+
+/* The consumer side of one K/V tile, for one warpgroup (64 of the B_r query rows). */
+template <typename T, int D, int BC, int BR>
 struct Consumer {
     float o[D / 2];             // O: 64 x D per warpgroup, fp32
     float s[BC / 2];            // S of one tile, then its exponentials
@@ -396,7 +499,7 @@ struct Consumer {
     __device__ __forceinline__ void issue_s(uint32_t sQ, int wg_row0, uint32_t sK) {
 #pragma unroll
         for (int kk = 0; kk < D / 16; ++kk)
-            wgmma_ss<T, BC>(s, desc_kmajor<FA_BR>(sQ, wg_row0, kk), desc_kmajor<BC>(sK, 0, kk), kk > 0);
+            wgmma_ss<T, BC>(s, desc_kmajor<BR>(sQ, wg_row0, kk), desc_kmajor<BC>(sK, 0, kk), kk > 0);
         wgmma_commit();
     }
     // [end issue-s]
@@ -441,8 +544,15 @@ struct Consumer {
             float sum = 0.f;
 #pragma unroll
             for (int j = 0; j < BC / 8; ++j) {
-                s[4 * j + 2 * r] = ex2(fmaf(s[4 * j + 2 * r], scale_log2, -base));
-                s[4 * j + 2 * r + 1] = ex2(fmaf(s[4 * j + 2 * r + 1], scale_log2, -base));
+                const float x0 = fmaf(s[4 * j + 2 * r], scale_log2, -base);
+                const float x1 = fmaf(s[4 * j + 2 * r + 1], scale_log2, -base);
+                if (FA_EXP2_FMA > 0 && j % (FA_EXP2_FMA > 0 ? FA_EXP2_FMA : 1) == FA_EXP2_FMA - 1) {
+                    s[4 * j + 2 * r] = exp2_fma(x0);  // a share of the exponentials on the FMA units
+                    s[4 * j + 2 * r + 1] = exp2_fma(x1);
+                } else {
+                    s[4 * j + 2 * r] = ex2(x0);
+                    s[4 * j + 2 * r + 1] = ex2(x1);
+                }
                 sum += s[4 * j + 2 * r] + s[4 * j + 2 * r + 1];
             }
             rowsum[r] = sum;
@@ -475,32 +585,39 @@ struct Consumer {
     // [end softmax]
 };
 
-/* A block computes O and L for query tiles of 128 rows: steps 1-5, grid = T_r B H blocks, one
- * work item each; step 6, grid = at most one block per SM, each taking work items blockIdx.x,
- * blockIdx.x + gridDim.x, ... (work_of gives the order). Threads: steps 1-2, two consumer
- * warpgroups (256); steps 3-6, a producer warpgroup then two consumer warpgroups (384).
- * Consumer warpgroup c owns rows 64 c .. 64 c + 63 of a tile. Dynamic shared memory:
- * SmemLayout::ALLOC bytes. tmQ/tmK/tmV: tensor maps {d, N, B H} with boxes {64, 128 / B_c, 1}
- * (steps 2-6); Q, K, V: the same tensors as pointers (step 1). BH = B H; scale_log2 = scale
- * log2(e). */
-template <typename T, int D, int BC, int STAGES, int STEP>
-__global__ void __launch_bounds__(STEP >= 3 ? 384 : 256, 1)
+/* A block computes O and L for query tiles of B_r = 64 NC rows: steps 1-5, grid = T_r B H
+ * blocks, one work item each; steps 6-7, grid = at most one block per SM, each taking work
+ * items blockIdx.x, then (step 6) blockIdx.x + gridDim.x, ... or (step 7) whatever the counter
+ * `sched` hands out next (work_of gives the order). Threads: steps 1-2, NC consumer
+ * warpgroups (128 NC); steps 3-7, a producer warpgroup then NC consumer warpgroups. Consumer
+ * warpgroup c owns rows 64 c .. 64 c + 63 of a tile. Dynamic shared memory: SmemLayout::ALLOC
+ * bytes (Config). tmQ/tmK/tmV: tensor maps {d, N, B H} with boxes {64, B_r / B_c, 1} (steps
+ * 2-7); tmO: O's, boxes {64, 64, 1} (step 7); Q, K, V: the same tensors as pointers (step 1).
+ * BH = B H; scale_log2 = scale log2(e); HS: heads per section of the causal order (work_of);
+ * sched (step 7): two ints in global memory, 0 and 0 before the launch, and again after it. */
+template <typename T, int D, int BC, int STAGES, int STEP, int NC>
+__global__ void __launch_bounds__(STEP >= 3 ? 128 * (NC + 1) : 128 * NC, 1)
 fa3_forward_kernel(const __grid_constant__ CUtensorMap tmQ, const __grid_constant__ CUtensorMap tmK,
-                   const __grid_constant__ CUtensorMap tmV, const T *__restrict__ Q, const T *__restrict__ K,
-                   const T *__restrict__ V, T *__restrict__ O, float *__restrict__ L, int N, int BH,
-                   float scale_log2, int causal) {
+                   const __grid_constant__ CUtensorMap tmV, const __grid_constant__ CUtensorMap tmO,
+                   const T *__restrict__ Q, const T *__restrict__ K, const T *__restrict__ V, T *__restrict__ O,
+                   float *__restrict__ L, int N, int BH, float scale_log2, int causal, int HS, int *sched) {
     static_assert(D == 64 || D == 128, "d must be 64 or 128");
     static_assert(BC % 16 == 0 && BC >= 64 && BC <= 192 && STAGES >= 1, "bad tile");
-    static_assert(STEP >= 1 && STEP <= 6, "FA9_STEP is 1..6");
-    using SL = SmemLayout<D, BC, STAGES>;
+    static_assert(STEP >= 1 && STEP <= 7, "FA9_STEP is 1..7");
+    using R = Roles<NC>;
+    using SL = typename Config<D, BC, STAGES, NC, STEP>::SL;
+    constexpr int BR = R::BR;
     constexpr int CW0 = STEP >= 3 ? 1 : 0;  // first consumer warpgroup
-    constexpr int CONSUMER_WARPS = 8;
+    constexpr int CONSUMER_WARPS = 4 * NC;
     constexpr bool PERSISTENT = STEP >= 6;
+    constexpr bool DYNAMIC = STEP >= 7 && FA7_DYNAMIC;        // work items from the counter
+    constexpr bool CHAIN = STEP >= 7;                         // turns run on across work items
+    constexpr bool O_TMA = Config<D, BC, STAGES, NC, STEP>::O_TMA;  // O by TMA store
     extern __shared__ __align__(1024) unsigned char fa_smem[];
     const uint32_t base = (smem_u32(fa_smem) + 1023u) & ~1023u;
     const uint32_t sQ = base + SL::Q;
     const int tid = threadIdx.x, lane = tid & 31;
-    const int n_work = (N + FA_BR - 1) / FA_BR * BH;
+    const int n_work = (N + BR - 1) / BR * BH;
 
     // [region init]
     /* One thread initialises the barriers: a full barrier expects one arrival (the
@@ -523,27 +640,51 @@ fa3_forward_kernel(const __grid_constant__ CUtensorMap tmQ, const __grid_constan
     // [region roles]
     if constexpr (STEP >= 3) {
         if (tid < 128) {  // producer warpgroup: one thread issues every copy, the rest leave
-            setmaxnreg_dec<FA_REG_PRODUCER>();
+            setmaxnreg_dec<R::REG_PRODUCER>();
             if (tid == 0) {
-                int gi = 0, qn = 0;  // K/V tiles and query tiles loaded so far
-                for (int t = blockIdx.x; t < n_work; t += gridDim.x, ++qn) {
-                    const Work wk = work_of<BC>(t, N, BH, causal);
-                    if (qn > 0) mbar_wait(base + SL::empty_q(), (qn - 1) & 1);  // step 6: Q_i's buffer is free
-                    mbar_arrive_expect_tx(base + SL::full_q(), FA_BR * D * 2);
+                int gi = 0;               // K/V tiles loaded so far
+                int item = blockIdx.x;    // the block's first work item
+                for (int qn = 0;; ++qn) { // qn: query tiles loaded so far
+                    if (!DYNAMIC && item >= n_work) break;
+                    if (qn > 0) mbar_wait(base + SL::empty_q(), (qn - 1) & 1);  // steps 6-7: Q_i's buffer is free
+                    if constexpr (DYNAMIC) {  // tell the consumers, through full Q, what comes next
+                        st_shared_u32(base + SL::WORK, (uint32_t)item);
+                        if (item >= n_work) {  // nothing: an arrival without bytes, the consumers leave
+                            mbar_arrive(base + SL::full_q());
+                            break;
+                        }
+                    }
+                    const Work wk = work_of<BR, BC>(item, N, BH, causal, HS);
+                    mbar_arrive_expect_tx(base + SL::full_q(), BR * D * 2);
                     for (int b = 0; b < D / 64; ++b)
-                        tma_load_3d(sQ + b * FA_BR * 128, &tmQ, 64 * b, wk.q0, wk.bh, base + SL::full_q());
+                        tma_load_3d(sQ + b * BR * 128, &tmQ, 64 * b, wk.q0, wk.bh, base + SL::full_q());
+                    /* Step 7 claims its next item now, so that the atomic's round trip to L2
+                     * hides behind this item's copies. Items 0 .. gridDim.x - 1 are the blocks'
+                     * first; the counter hands out the rest, in work_of's order. */
+                    const int next = DYNAMIC ? atomicAdd(sched, 1) + (int)gridDim.x : item + (int)gridDim.x;
                     for (int it = 0; it < wk.n_tiles; ++it)
-                        load_kv<D, BC, STAGES>(&tmK, &tmV, base, gi + it, wk.n_tiles - 1 - it, wk.bh);
+                        load_kv<D, BC, STAGES, SL>(&tmK, &tmV, base, gi + it, wk.n_tiles - 1 - it, wk.bh);
                     gi += wk.n_tiles;
+                    item = next;
+                }
+                if constexpr (DYNAMIC) {
+                    /* Every block draws numbers until one is past the end, then counts itself
+                     * out in sched[1]; the last one out puts the counter back to 0 for the next
+                     * launch on the stream (no memset, no launch of its own). */
+                    __threadfence();
+                    if (atomicAdd(sched + 1, 1) == (int)gridDim.x - 1) {
+                        atomicExch(sched, 0);
+                        atomicExch(sched + 1, 0);
+                    }
                 }
             }
             return;
         }
-        setmaxnreg_inc<FA_REG_CONSUMER>();
+        setmaxnreg_inc<R::REG_CONSUMER>();
     }
     // [end roles]
 
-    const int c = tid / 128 - CW0;  // consumer warpgroup: 0 or 1
+    const int c = tid / 128 - CW0;  // consumer warpgroup: 0 .. NC - 1
     const int wq = (tid / 32) % 4, g = lane >> 2, t = lane & 3;
     const int wg_row0 = 64 * c;     // first tile row of this warpgroup
     /* Consumers release a slot per warp: after __syncwarp every lane's wgmma reads of the
@@ -554,25 +695,36 @@ fa3_forward_kernel(const __grid_constant__ CUtensorMap tmQ, const __grid_constan
             if (lane == 0) mbar_arrive(bar);
         }
     };
-    int gi = 0, qn = 0;  // K/V tiles and query tiles consumed so far (the ring's position)
-    for (int wi = blockIdx.x; wi < n_work; wi += gridDim.x, ++qn) {
-        const Work wk = work_of<BC>(wi, N, BH, causal);
+    /* Turns (steps 4-7): warpgroup c issues its GEMMs after a bar.sync on its own barrier,
+     * then lets warpgroup c + 1 (mod NC) go with a bar.arrive on that one's: 256 threads each. */
+    auto begin_turn = [&]() { named_sync(FA_BAR_TURN + c, 256); };
+    auto pass_turn = [&]() { named_arrive(FA_BAR_TURN + (c + 1) % NC, 256); };
+    if (CHAIN && c == NC - 1) pass_turn();  // step 7: warpgroup 0 takes the block's first turn
+    int gi = 0;               // K/V tiles consumed so far (the ring's position)
+    int wi = blockIdx.x;      // the work item
+    for (int qn = 0;; ++qn) { // qn: query tiles consumed so far
+        if constexpr (DYNAMIC) {  // the producer says which item is next (n_work or more: none)
+            mbar_wait(base + SL::full_q(), qn & 1);
+            wi = (int)ld_shared_u32(base + SL::WORK);
+        }
+        if (wi >= n_work) break;
+        const Work wk = work_of<BR, BC>(wi, N, BH, causal, HS);
         const int q0 = wk.q0, bh = wk.bh, n_tiles = wk.n_tiles;
         const int row = q0 + wg_row0 + 16 * wq + g;  // query row of accumulator elements e < 2 (+8: e >= 2)
         const size_t head = (size_t)bh * N;
 
         if constexpr (STEP == 2) {
             if (tid == 0) {  // the first STAGES steps' copies; later ones are issued inside the loop
-                mbar_arrive_expect_tx(base + SL::full_q(), FA_BR * D * 2);
+                mbar_arrive_expect_tx(base + SL::full_q(), BR * D * 2);
                 for (int b = 0; b < D / 64; ++b)
-                    tma_load_3d(sQ + b * FA_BR * 128, &tmQ, 64 * b, q0, bh, base + SL::full_q());
+                    tma_load_3d(sQ + b * BR * 128, &tmQ, 64 * b, q0, bh, base + SL::full_q());
                 for (int it = 0; it < STAGES && it < n_tiles; ++it)
-                    load_kv<D, BC, STAGES>(&tmK, &tmV, base, it, n_tiles - 1 - it, bh);
+                    load_kv<D, BC, STAGES, SL>(&tmK, &tmV, base, it, n_tiles - 1 - it, bh);
             }
             __syncwarp();
         }
 
-        Consumer<T, D, BC> w;
+        Consumer<T, D, BC, BR> w;
 #pragma unroll
         for (int i = 0; i < D / 2; ++i) w.o[i] = 0.f;
 #pragma unroll
@@ -582,42 +734,42 @@ fa3_forward_kernel(const __grid_constant__ CUtensorMap tmQ, const __grid_constan
         /* A tile needs the mask when it crosses the end of the sequence or, causal, holds a key
          * after this warpgroup's first row. */
         auto needs_mask = [&](int k0) { return k0 + BC > N || (causal && k0 + BC - 1 > q0 + wg_row0); };
-        /* Step 6: once this warpgroup's last S = Q_i K_j^T is done, Q_i's buffer may take the next
-         * query tile (the other consumer, and then the producer, may be ahead). */
+        /* Steps 6-7: once this warpgroup's last S = Q_i K_j^T is done, Q_i's buffer may take the
+         * next query tile (the other consumers, and then the producer, may be ahead). */
         auto release_q = [&]() {
             if constexpr (PERSISTENT) release(base + SL::empty_q());
         };
 
         if constexpr (STEP == 1) {
-            load_tile_sync<T, D, FA_BR, 256>(sQ, Q + head * D, q0, N, tid);
-        } else {
+            load_tile_sync<T, D, BR, 128 * NC>(sQ, Q + head * D, q0, N, tid);
+        } else if constexpr (!DYNAMIC) {
             mbar_wait(base + SL::full_q(), qn & 1);
         }
 
         if constexpr (STEP <= 4) {
             // [region loop-simple]
             /* Steps 1-4: S_j, softmax, P_j V_j, one tile after the other. From step 4 on, the
-             * two consumer warpgroups take turns to issue S_j (named barriers 1 and 2): while
-             * one computes its softmax, the other's GEMM has the tensor cores. */
-            if (STEP >= 4 && c == 1) named_arrive(FA_BAR_TURN + 0, 256);  // consumer 0 goes first
+             * consumer warpgroups take turns to issue S_j (a named barrier each): while one
+             * computes its softmax, another's GEMM has the tensor cores. */
+            if (STEP >= 4 && c == NC - 1) pass_turn();  // warpgroup 0 goes first
             for (int it = 0; it < n_tiles; ++it) {
                 const int slot = STEP == 1 ? 0 : it % STAGES, ph = (it / STAGES) & 1;
                 const int k0 = (n_tiles - 1 - it) * BC;
                 const uint32_t sK = base + SL::K + slot * SL::TILE, sV = base + SL::V + slot * SL::TILE;
                 if constexpr (STEP == 1) {
                     __syncthreads();  // every warp is done with the previous K_j, V_j
-                    load_tile_sync<T, D, BC, 256>(sK, K + head * D, k0, N, tid);
-                    load_tile_sync<T, D, BC, 256>(sV, V + head * D, k0, N, tid);
+                    load_tile_sync<T, D, BC, 128 * NC>(sK, K + head * D, k0, N, tid);
+                    load_tile_sync<T, D, BC, 128 * NC>(sV, V + head * D, k0, N, tid);
                     fence_proxy_async();  // generic-proxy stores -> wgmma reads
                     __syncthreads();
                 } else {
                     mbar_wait(base + SL::full_k(slot), ph);
                 }
-                if (STEP >= 4) named_sync(FA_BAR_TURN + c, 256);
+                if (STEP >= 4) begin_turn();
                 wgmma_fence();
                 fence_acc(w.s);
                 w.issue_s(sQ, wg_row0, sK);
-                if (STEP >= 4 && !(c == 1 && it == n_tiles - 1)) named_arrive(FA_BAR_TURN + 1 - c, 256);
+                if (STEP >= 4 && !(c == NC - 1 && it == n_tiles - 1)) pass_turn();
                 wgmma_wait<0>();
                 fence_acc(w.s);
                 release(base + SL::empty_k(slot));
@@ -635,28 +787,29 @@ fa3_forward_kernel(const __grid_constant__ CUtensorMap tmQ, const __grid_constan
                 release(base + SL::empty_v(slot));
                 if constexpr (STEP == 2) {
                     if (tid == 0 && it + STAGES < n_tiles)
-                        load_kv<D, BC, STAGES>(&tmK, &tmV, base, it + STAGES, n_tiles - 1 - it - STAGES, bh);
+                        load_kv<D, BC, STAGES, SL>(&tmK, &tmV, base, it + STAGES, n_tiles - 1 - it - STAGES, bh);
                     __syncwarp();
                 }
             }
             // [end loop-simple]
         } else {
             // [region loop-overlap]
-            /* Steps 5-6 (FlashAttention-3, Algorithm 2): the softmax of S_j runs while the tensor
+            /* Steps 5-7 (FlashAttention-3, Algorithm 2): the softmax of S_j runs while the tensor
              * cores compute S_{j+1} and then P_j V_j. A warpgroup issues in one turn
              *     S_{it} = Q K_{it}^T      and      O += P_{it-1} V_{it-1}
              * then waits only for the first (wait<1>), computes the softmax of S_{it} while
              * P_{it-1} V_{it-1} runs, and waits for it (wait<0>) only before it rescales O and
              * overwrites P. Turns: S_0 alone, n_tiles - 1 pairs, P V of the last tile alone.
-             * Ring positions count from gi, the K/V tiles of earlier query tiles (step 6). */
+             * Up to step 6 the turns start afresh with every work item; in step 7 they run on,
+             * so that warpgroup 0 starts the next item while the last one finishes this one.
+             * Ring positions count from gi, the K/V tiles of earlier query tiles (steps 6-7). */
             const int turns = n_tiles + 1;
             int turn = 0;
-            auto begin_turn = [&]() { named_sync(FA_BAR_TURN + c, 256); };
             auto end_turn = [&]() {
-                if (!(c == 1 && turn == turns - 1)) named_arrive(FA_BAR_TURN + 1 - c, 256);
+                if (CHAIN || !(c == NC - 1 && turn == turns - 1)) pass_turn();
                 ++turn;
             };
-            if (c == 1) named_arrive(FA_BAR_TURN + 0, 256);  // consumer 0 goes first
+            if (!CHAIN && c == NC - 1) pass_turn();  // warpgroup 0 goes first
 
             float alpha[2], rowsum[2];
             {  // S_0
@@ -718,13 +871,22 @@ fa3_forward_kernel(const __grid_constant__ CUtensorMap tmQ, const __grid_constan
         gi += n_tiles;
 
         // [region epilogue]
-        /* Finish l (the 4 threads of a row add their shares), normalise, write L, and O through
-         * this warpgroup's rows of the Q tile (no wgmma reads it any more once all four warps of
-         * the warpgroup are past the named barrier) with 16-byte stores of rows < N. Step 6 has
-         * handed the Q tile to the next query tile already: it stores O from registers. */
+        /* Finish l (the 4 threads of a row add their shares), normalise, write L, and O:
+         *   - steps 1-5, through this warpgroup's rows of the Q tile (no wgmma reads it any more
+         *     once all four warps of the warpgroup are past the named barrier), then 16-byte
+         *     stores of rows < N;
+         *   - step 6 has handed the Q tile to the next query tile already: O from registers;
+         *   - step 7, through the warpgroup's own O tile and one TMA store per 64 columns,
+         *     issued by the warpgroup's first thread, which the consumers do not wait for; the
+         *     same thread waits, before the tile is written again, until that store has read it. */
+        const uint32_t sO = base + SL::O + (uint32_t)c * SL::OTILE;
         if constexpr (!PERSISTENT) {
             fence_proxy_async();  // the Q tile was last touched by the async proxy (TMA, wgmma)
-            named_sync(FA_BAR_EPILOGUE + c, 128);
+            named_sync(FA_BAR_TURN + NC + c, 128);
+        }
+        if constexpr (O_TMA) {
+            if (tid % 128 == 0) bulk_wait_read<0>();  // the previous item's store has read the O tile
+            named_sync(FA_BAR_TURN + NC + c, 128);
         }
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
@@ -733,7 +895,12 @@ fa3_forward_kernel(const __grid_constant__ CUtensorMap tmQ, const __grid_constan
             lr += __shfl_xor_sync(0xffffffffu, lr, 2);
             const float inv = lr > 0.f ? 1.f / lr : 0.f;
             const int srow = wg_row0 + 16 * wq + g + 8 * r;  // row in the tile
-            if constexpr (PERSISTENT) {
+            if constexpr (O_TMA) {
+#pragma unroll
+                for (int j = 0; j < D / 8; ++j)
+                    st_shared_u32(sO + tma_tile_offset(srow - wg_row0, 8 * j + 2 * t, 64),
+                                  pack2<T>(w.o[4 * j + 2 * r] * inv, w.o[4 * j + 2 * r + 1] * inv));
+            } else if constexpr (PERSISTENT) {
                 if (q0 + srow < N) {
 #pragma unroll
                     for (int j = 0; j < D / 8; ++j)
@@ -743,13 +910,20 @@ fa3_forward_kernel(const __grid_constant__ CUtensorMap tmQ, const __grid_constan
             } else {
 #pragma unroll
                 for (int j = 0; j < D / 8; ++j)
-                    st_shared_u32(sQ + tma_tile_offset(srow, 8 * j + 2 * t, FA_BR),
+                    st_shared_u32(sQ + tma_tile_offset(srow, 8 * j + 2 * t, BR),
                                   pack2<T>(w.o[4 * j + 2 * r] * inv, w.o[4 * j + 2 * r + 1] * inv));
             }
             if (t == 0 && q0 + srow < N)
                 L[head + q0 + srow] = lr > 0.f ? (w.m[r] * scale_log2 + log2f(lr)) * 0.69314718055994531f : -INFINITY;
         }
-        if constexpr (!PERSISTENT) {
+        if constexpr (O_TMA) {
+            fence_proxy_async();  // ordinary stores -> the TMA store's reads (async proxy)
+            named_sync(FA_BAR_TURN + NC + c, 128);
+            if (tid % 128 == 0 && q0 + wg_row0 < N) {  // rows >= N of the box are not written
+                for (int b = 0; b < D / 64; ++b) tma_store_3d(&tmO, 64 * b, q0 + wg_row0, bh, sO + b * 64 * 128);
+                bulk_commit();
+            }
+        } else if constexpr (!PERSISTENT) {
             __syncwarp();
             constexpr int CH = D / 8;  // 16-byte chunks per row; a warp stores its 16 rows
 #pragma unroll
@@ -757,11 +931,16 @@ fa3_forward_kernel(const __grid_constant__ CUtensorMap tmQ, const __grid_constan
                 const int r = wg_row0 + 16 * wq + lane / CH + i * (32 / CH), ch = lane % CH;
                 if (q0 + r < N)
                     *reinterpret_cast<uint4 *>(O + (head + q0 + r) * D + ch * 8) =
-                        ld_shared_v4(sQ + tma_tile_offset(r, ch * 8, FA_BR));
+                        ld_shared_v4(sQ + tma_tile_offset(r, ch * 8, BR));
             }
         }
         // [end epilogue]
-    }  // next work item (step 6)
+        if constexpr (!DYNAMIC) wi += gridDim.x;
+    }  // next work item (steps 6-7)
+    if (CHAIN && c == 0) begin_turn();  // takes the last warpgroup's final hand-over
+    if constexpr (O_TMA) {
+        if (tid % 128 == 0) bulk_wait_read<0>();  // shared memory must outlive the last store's reads
+    }
 }
 
 // [region host]
@@ -793,7 +972,7 @@ static EncodeTiledFn tensor_map_encoder(void) {
 }
 
 // [region tensor-map]
-/* The tensor map of one of Q, K, V ([B H, N, d] of a->dtype) with boxes of `rows` rows;
+/* The tensor map of one of Q, K, V, O ([B H, N, d] of a->dtype) with boxes of `rows` rows;
  * the numbers come from reference/tma_params.h. Returns 0 or -1 (printed why). */
 static int make_tensor_map(CUtensorMap *map, const void *base, const attn_args *a, int rows) {
     tma_tile_params p;
@@ -820,11 +999,28 @@ static int make_tensor_map(CUtensorMap *map, const void *base, const attn_args *
 }
 // [end tensor-map]
 
-template <typename T, int D, int BC, int STAGES>
+/* The causal order's section size (work_of): how many heads' K and V fit together in 5/8 of
+ * L2 (FlashAttention-3 budgets 32 of the H100's 50 MiB; the rest holds the Q and O tiles in
+ * flight), at least 1. Without FA_L2_SECTIONS, or non-causal, one section of all B H heads. */
+static int heads_per_section(const attn_args *a) {
+    const int BH = a->B * a->H;
+    if (!a->causal || !FA_L2_SECTIONS) return BH;
+    static int l2 = -1;
+    if (l2 < 0) {
+        int dev = 0;
+        if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev) != cudaSuccess)
+            l2 = 0;
+    }
+    const double kv_head = 2.0 * a->N * a->d * 2;  // bytes of K and V of one head
+    const double hs = (double)l2 * 5.0 / 8.0 / kv_head;
+    return hs < 1.0 ? 1 : hs > BH ? BH : (int)hs;
+}
+
+template <typename T, int D, int BC, int STAGES, int NC>
 static int launch(const attn_args *a) {
-    using SL = SmemLayout<D, BC, STAGES>;
-    constexpr int STEP = FA9_STEP, NT = STEP >= 3 ? 384 : 256;
-    auto kernel = fa3_forward_kernel<T, D, BC, STAGES, STEP>;
+    constexpr int STEP = FA9_STEP, BR = 64 * NC, NT = STEP >= 3 ? 128 * (NC + 1) : 128 * NC;
+    using SL = typename Config<D, BC, STAGES, NC, STEP>::SL;
+    auto kernel = fa3_forward_kernel<T, D, BC, STAGES, STEP, NC>;
     static int ready = 0;  // once per instantiation: allow > 48 KiB of shared memory
     if (!ready) {
         int dev = 0, optin = 0;
@@ -832,8 +1028,9 @@ static int launch(const attn_args *a) {
             cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess)
             return ATTN_UNSUPPORTED;
         if ((int)SL::ALLOC > optin) {
-            fprintf(stderr, "%s:%d: this tile configuration needs %u bytes of shared memory, the GPU allows %d\n",
-                    __FILE__, __LINE__, SL::ALLOC, optin);
+            fprintf(stderr, "%s:%d: this tile configuration needs %u bytes of shared memory, the GPU allows %d\n"
+                    "  hint: fewer stages (-DFA%d_STAGES) or a smaller B_c (-DFA%d_BC)\n",
+                    __FILE__, __LINE__, SL::ALLOC, optin, D, D);
             return ATTN_UNSUPPORTED;
         }
         cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)SL::ALLOC);
@@ -846,20 +1043,36 @@ static int launch(const attn_args *a) {
     }
     /* Tensor maps are encoded on the host (a few microseconds); the last ones are kept for
      * the next call on the same buffers and shape (the harness times repeated launches). */
-    static struct { const void *q, *k, *v; int B, H, N, d; dtype_t dt; CUtensorMap mq, mk, mv; } cache = {};
-    if (cache.q != a->Q || cache.k != a->K || cache.v != a->V || cache.B != a->B || cache.H != a->H ||
-        cache.N != a->N || cache.d != a->d || cache.dt != a->dtype) {
+    static struct { const void *q, *k, *v, *o; int B, H, N, d; dtype_t dt; CUtensorMap mq, mk, mv, mo; } cache = {};
+    if (cache.q != a->Q || cache.k != a->K || cache.v != a->V || cache.o != a->O || cache.B != a->B ||
+        cache.H != a->H || cache.N != a->N || cache.d != a->d || cache.dt != a->dtype) {
         cache.q = NULL;
-        if (make_tensor_map(&cache.mq, a->Q, a, FA_BR) || make_tensor_map(&cache.mk, a->K, a, BC) ||
-            make_tensor_map(&cache.mv, a->V, a, BC))
+        if (make_tensor_map(&cache.mq, a->Q, a, BR) || make_tensor_map(&cache.mk, a->K, a, BC) ||
+            make_tensor_map(&cache.mv, a->V, a, BC) || make_tensor_map(&cache.mo, a->O, a, 64))
             return ATTN_UNSUPPORTED;
-        cache.q = a->Q; cache.k = a->K; cache.v = a->V;
+        cache.q = a->Q; cache.k = a->K; cache.v = a->V; cache.o = a->O;
         cache.B = a->B; cache.H = a->H; cache.N = a->N; cache.d = a->d; cache.dt = a->dtype;
     }
-    /* Steps 1-5: a block per query tile of each head. Step 6: persistent, one block per SM
-     * (one fits: 384 threads x 168 registers), each taking every SMs-th work item. */
-    const long long work = (long long)((a->N + FA_BR - 1) / FA_BR) * a->B * a->H;
-    if (work > 0x7fffffffLL) return ATTN_UNSUPPORTED;
+    /* Step 7's counter: two ints of this instantiation, zeroed once; every launch leaves them
+     * at 0 (the kernel's last block resets them). So launches in stream order can share them,
+     * launches of this instantiation on concurrent streams cannot (the harness uses one). */
+    static int *sched = NULL;
+    if (STEP >= 7 && FA7_DYNAMIC && !sched) {
+        cudaError_t e = cudaMalloc(&sched, 2 * sizeof(int));
+        if (e == cudaSuccess) e = cudaMemset(sched, 0, 2 * sizeof(int));
+        if (e != cudaSuccess) {
+            fprintf(stderr, "%s:%d: cudaMalloc/cudaMemset of the tile counter (8 bytes): %s\n"
+                    "  hint: the GPU is out of memory, or an earlier kernel failed\n",
+                    __FILE__, __LINE__, cudaGetErrorString(e));
+            if (sched) cudaFree(sched);
+            sched = NULL;
+            return ATTN_OUT_OF_MEMORY;
+        }
+    }
+    /* Steps 1-5: a block per query tile of each head. Steps 6-7: persistent, one block per SM
+     * (one fits: 128 (NC + 1) threads use every register), each taking work items in turn. */
+    const long long work = (long long)((a->N + BR - 1) / BR) * a->B * a->H;
+    if (work > 0x3fffffffLL) return ATTN_UNSUPPORTED;  // the counter may run gridDim.x past it
     static int sms = 0;
     if (!sms) {
         int dev = 0;
@@ -870,8 +1083,8 @@ static int launch(const attn_args *a) {
     const long long blocks = STEP >= 6 && work > sms ? sms : work;
     const float scale_log2 = a->scale * 1.4426950408889634f;
     kernel<<<(unsigned)blocks, NT, SL::ALLOC, (cudaStream_t)a->stream>>>(
-        cache.mq, cache.mk, cache.mv, (const T *)a->Q, (const T *)a->K, (const T *)a->V, (T *)a->O, a->L, a->N,
-        a->B * a->H, scale_log2, a->causal);
+        cache.mq, cache.mk, cache.mv, cache.mo, (const T *)a->Q, (const T *)a->K, (const T *)a->V, (T *)a->O, a->L,
+        a->N, a->B * a->H, scale_log2, a->causal, heads_per_section(a), sched);
     return ATTN_OK;
 }
 
@@ -890,10 +1103,10 @@ int attention_forward(const attn_args *a) {
     if (cc != 90 || !(a->scale > 0.f)) return ATTN_UNSUPPORTED;
     if (a->N < 1 || a->B < 1 || a->H < 1) return ATTN_OK;  // nothing to compute
     const int fp16 = a->dtype == DTYPE_FP16, bf16 = a->dtype == DTYPE_BF16;
-    if (a->d == 64 && fp16) return launch<__half, 64, FA64_BC, FA64_STAGES>(a);
-    if (a->d == 64 && bf16) return launch<__nv_bfloat16, 64, FA64_BC, FA64_STAGES>(a);
-    if (a->d == 128 && fp16) return launch<__half, 128, FA128_BC, FA128_STAGES>(a);
-    if (a->d == 128 && bf16) return launch<__nv_bfloat16, 128, FA128_BC, FA128_STAGES>(a);
+    if (a->d == 64 && fp16) return launch<__half, 64, FA64_BC, FA64_STAGES, FA64_WG>(a);
+    if (a->d == 64 && bf16) return launch<__nv_bfloat16, 64, FA64_BC, FA64_STAGES, FA64_WG>(a);
+    if (a->d == 128 && fp16) return launch<__half, 128, FA128_BC, FA128_STAGES, 2>(a);
+    if (a->d == 128 && bf16) return launch<__nv_bfloat16, 128, FA128_BC, FA128_STAGES, 2>(a);
     return ATTN_UNSUPPORTED;
 }
 // [end host]

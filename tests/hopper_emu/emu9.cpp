@@ -67,9 +67,12 @@ template <typename E> struct Guarded {
 template <typename T> static T nan16() { uint16_t b = 0x7fff; T t; memcpy(&t, &b, 2); return t; }
 template <typename T> static T poison16() { uint16_t b = 0xffad; T t; memcpy(&t, &b, 2); return t; }
 
-template <typename T, int D, int BC, int STAGES, int STEP>
-static void run(int B, int H, int N, int causal, float qmul, unsigned seed) {
-    using SL = SmemLayout<D, BC, STAGES>;
+/* One launch on B H heads of N rows, graded. NC: consumer warpgroups (B_r = 64 NC); HS: heads
+ * per section of the causal order (0: all, one section). */
+template <typename T, int D, int BC, int STAGES, int STEP, int NC = 2>
+static void run(int B, int H, int N, int causal, float qmul, unsigned seed, int HS = 0) {
+    using SL = typename Config<D, BC, STAGES, NC, STEP>::SL;
+    constexpr int BR = 64 * NC;
     const size_t n = (size_t)B * H * N * D;
     Guarded<T> Q(n, nan16<T>()), K(n, nan16<T>()), V(n, nan16<T>()), O(n, poison16<T>());
     Guarded<float> L((size_t)B * H * N, NAN);
@@ -78,13 +81,14 @@ static void run(int B, int H, int N, int causal, float qmul, unsigned seed) {
     for (size_t i = 0; i < n; ++i) { Q[i] = to16<T>(nd(rng) * qmul); K[i] = to16<T>(nd(rng)); V[i] = to16<T>(nd(rng)); }
     const float scale = 1.0f / sqrtf((float)D);
     const dtype_t dt = std::is_same<T, __half>::value ? DTYPE_FP16 : DTYPE_BF16;
-    CUtensorMap mq, mk, mv;
-    T *ptr[3] = {Q.data(), K.data(), V.data()};
-    CUtensorMap *maps[3] = {&mq, &mk, &mv};
-    for (int i = 0; i < 3; ++i) {
+    CUtensorMap mq, mk, mv, mo;
+    T *ptr[4] = {Q.data(), K.data(), V.data(), O.data()};
+    CUtensorMap *maps[4] = {&mq, &mk, &mv, &mo};
+    const int rows[4] = {BR, BC, BC, 64};
+    for (int i = 0; i < 4; ++i) {
         tma_tile_params p;
         char err[256];
-        if (tma_tile_params_make(&p, ptr[i], (long long)B * H, N, D, D, dt, i == 0 ? FA_BR : BC, err, sizeof err)) {
+        if (tma_tile_params_make(&p, ptr[i], (long long)B * H, N, D, D, dt, rows[i], err, sizeof err)) {
             printf("tensor map refused: %s\n", err);
             g_fail++;
             return;
@@ -103,15 +107,24 @@ static void run(int B, int H, int N, int causal, float qmul, unsigned seed) {
         return emu_fmt("the mbarrier at shared %u", a);
     };
     const long errors0 = emu_errors.load();
-    const int Tr = (N + FA_BR - 1) / FA_BR, NT = STEP >= 3 ? 384 : 256, regs = STEP >= 3 ? 168 : 0;
-    /* step 6 is persistent: few "SMs", so that every block takes several query tiles in turn */
+    const int Tr = (N + BR - 1) / BR, NT = STEP >= 3 ? 128 * (NC + 1) : 128 * NC;
+    const int regs = STEP >= 3 ? 65536 / NT / 8 * 8 : 0;  // what setmaxnreg starts from
+    /* steps 6-7 are persistent: few "SMs", so that every block takes several query tiles in turn */
     const int work = Tr * B * H, grid = STEP >= 6 ? std::min(work, g_sms) : work;
     const float sl2 = scale * 1.4426950408889634f;
     T *Qp = Q.data(), *Kp = K.data(), *Vp = V.data(), *Op = O.data();
     float *Lp = L.data();
+    int sched[2] = {0, 0};  // step 7's counter: 0 before the launch, and the kernel leaves it at 0
+    const int hs = HS > 0 ? HS : B * H;
     emu_launch((unsigned)grid, NT, SL::ALLOC, regs, [&] {
-        fa3_forward_kernel<T, D, BC, STAGES, STEP>(mq, mk, mv, Qp, Kp, Vp, Op, Lp, N, B * H, sl2, causal);
+        fa3_forward_kernel<T, D, BC, STAGES, STEP, NC>(mq, mk, mv, mo, Qp, Kp, Vp, Op, Lp, N, B * H, sl2, causal, hs,
+                                                       sched);
     });
+    if (sched[0] || sched[1]) {
+        printf("the tile counter is {%d, %d} after the launch, not {0, 0}: the next launch would skip work items\n",
+               sched[0], sched[1]);
+        g_fail++;
+    }
     /* float64 reference */
     double err_o = 0, err_l = 0;
     long nan = 0;
@@ -145,9 +158,10 @@ static void run(int B, int H, int N, int causal, float qmul, unsigned seed) {
     const double tol = std::is_same<T, __half>::value ? 4e-3 : 3e-2;
     const bool ok = nan == 0 && err_o < tol && err_l < 1e-2 * (qmul > 1 ? 10 : 1) && guards &&
                     emu_errors.load() == errors0;
-    printf("step %d %-4s d=%-3d Bc=%-3d S=%d B=%d H=%d N=%-4d %-6s %s blocks=%-2d err_O=%.2e err_L=%.2e nan=%ld%s %s\n",
-           STEP, std::is_same<T, __half>::value ? "fp16" : "bf16", D, BC, STAGES, B, H, N, causal ? "causal" : "",
-           qmul > 1 ? "x30" : "   ", grid,
+    printf("step %d %-4s d=%-3d Br=%-3d Bc=%-3d S=%d B=%d H=%d N=%-4d %-6s %s%s blocks=%-2d err_O=%.2e err_L=%.2e "
+           "nan=%ld%s %s\n",
+           STEP, std::is_same<T, __half>::value ? "fp16" : "bf16", D, BR, BC, STAGES, B, H, N, causal ? "causal" : "",
+           qmul > 1 ? "x30" : "   ", HS > 0 ? emu_fmt(" HS=%d", HS).c_str() : "", grid,
            err_o, err_l, nan, guards ? "" : " WRITES OUTSIDE O/L", ok ? "ok" : "FAIL");
     fflush(stdout);
     g_fail += !ok;
@@ -180,9 +194,20 @@ int main(int argc, char **argv) {
            emu_wgmma_late ? "at the wait_group that retires them" : "at issue",
            emu_tma_late ? "when a thread waits on their barrier" : "at issue");
     int lay = check_layout<64, 128>() + check_layout<128, 128>() + check_layout<64, 192>() +
-              check_layout<128, 176>() + check_layout<64, 64>();
+              check_layout<128, 176>() + check_layout<64, 64>() + check_layout<64, 96>();
     printf("layout check: the kernel's descriptors %s the TMA layout\n", lay ? "DO NOT MATCH" : "match");
     g_fail += lay != 0;
+    /* FA_EXP2_FMA's polynomial against exp2, on every exponent it can meet */
+    double worst = 0;
+    for (double x = -126.0; x <= 0.0; x += 1.0 / 4096) {
+        const double e = fabs(exp2_fma((float)x) / exp2(x) - 1.0);
+        worst = std::max(worst, e);
+    }
+    const bool poly_ok = worst < 1e-4 && exp2_fma(-INFINITY) == 0.f && exp2_fma(-127.5f) == 0.f &&
+                         std::isnan(exp2_fma(NAN)) && exp2_fma(0.f) > 0.9999f;
+    printf("exp2_fma: largest relative error %.2e on [-126, 0], 2^-inf = %g, NaN %s: %s\n", worst, exp2_fma(-INFINITY),
+           std::isnan(exp2_fma(NAN)) ? "stays NaN" : "LOST", poly_ok ? "ok" : "FAIL");
+    g_fail += !poly_ok;
     if (!only || only == 1) step_cases<1>(quick);
     if (!only || only == 2) step_cases<2>(quick);
     if (!only || only == 3) step_cases<3>(quick);
@@ -202,6 +227,32 @@ int main(int argc, char **argv) {
             run<__half, 128, 128, 2, 6>(4, 3, 129, 0, 1.f, 18);
         }
     }
+    if (!only || only == 7) {
+        step_cases<7>(quick);
+        /* 12 work items on 2 blocks from the counter, causal, sections of 2 heads */
+        run<__half, 128, 128, 2, 7>(2, 3, 200, 1, 1.f, 16, 2);
+        run<__nv_bfloat16, 64, 128, 3, 7>(3, 2, 77, 0, 30.f, 17);
+        run<__half, 128, 128, 2, 7>(1, 2, 50, 0, 1.f, 19);  // warpgroup 1 has no row < N: no store
+        /* other tile shapes; B_c = 176 at d = 128 leaves no room for the O tiles: O from registers */
+        run<__half, 128, 176, 2, 7>(1, 2, 300, 0, 1.f, 11);
+        if (!quick) {
+            run<__half, 64, 192, 2, 7>(1, 2, 300, 1, 1.f, 12, 1);
+            run<__nv_bfloat16, 128, 64, 1, 7>(1, 2, 300, 1, 30.f, 13);
+            run<__half, 128, 128, 2, 7>(4, 3, 129, 0, 1.f, 18);
+        }
+    }
+    /* three consumer warpgroups (B_r = 192, FA64_WG=3) at every step that has turns and rings */
+    if (!only || only == 3) run<__half, 64, 128, 3, 3, 3>(1, 2, 300, 1, 1.f, 21);
+    if (!only || only == 4) run<__nv_bfloat16, 64, 128, 3, 4, 3>(1, 1, 77, 0, 30.f, 22);
+    if (!only || only == 5) run<__half, 64, 128, 3, 5, 3>(1, 2, 300, 1, 1.f, 23);
+    if (!only || only == 6) run<__half, 64, 128, 3, 6, 3>(2, 2, 200, 0, 1.f, 24);
+    if (!only || only == 7) {
+        run<__half, 64, 128, 3, 7, 3>(2, 2, 250, 1, 1.f, 25, 1);  // 8 work items, sections of 1 head
+        run<__nv_bfloat16, 64, 96, 4, 7, 3>(1, 2, 300, 0, 30.f, 26);
+        if (!quick) run<__half, 64, 128, 3, 7, 3>(2, 3, 500, 1, 1.f, 29, 2);
+    }
+    if (!quick && (!only || only == 1)) run<__half, 64, 128, 3, 1, 3>(1, 1, 200, 1, 1.f, 27);
+    if (!quick && (!only || only == 2)) run<__half, 64, 128, 3, 2, 3>(1, 1, 200, 0, 1.f, 28);
     printf("emulator errors: %ld\n", emu_errors.load());
     g_fail += emu_errors.load() != 0;
     printf("%s\n", g_fail ? "EMU FAILED" : "EMU PASSED");

@@ -12,6 +12,11 @@
  *   - cp.async.bulk.tensor (3-D tiled, 128-byte swizzle, zero fill out of bounds) with
  *     complete_tx on an mbarrier. EMU_TMA=late delivers a copy only when some thread waits on
  *     its barrier (a consumer that reads without waiting sees old bytes);
+ *   - the TMA store (shared -> global, rows out of bounds skipped) with bulk_group commit and
+ *     wait_group.read: its reads of shared memory are checked like wgmma's (async proxy);
+ *     EMU_TMA=late makes them only at the wait_group.read that covers the store (a tile
+ *     rewritten before that wait is stored with the new values);
+ *   - atomicAdd / atomicExch on int in global memory (blocks run one after another);
  *   - mbarrier init / arrive / arrive.expect_tx / try_wait.parity with phases and tx-counts;
  *   - bar.sync / bar.arrive (named barriers), __syncthreads, __syncwarp, shuffles;
  *   - setmaxnreg with a per-block register pool (inc blocks until the pool has enough);
@@ -23,9 +28,10 @@
  * write it reads (and, for wgmma reading ordinary stores, after a fence.proxy.async of the
  * writer); every write (TMA or ordinary) must be ordered after every earlier read and write
  * of its bytes. The PTX rules checked besides: a wgmma.fence before the first wgmma after a
- * wait_group; every wgmma committed before a wait; none in flight at exit; no mbarrier phase
- * with more arrivals than its count. A watchdog reports a hang (every thread blocked) with
- * what each thread waits for. */
+ * wait_group; every wgmma committed before a wait; none in flight at exit; likewise every TMA
+ * store committed and waited for; no mbarrier phase with more arrivals than its count; no
+ * named barrier left with arrivals nobody matched. A watchdog reports a hang (every thread
+ * blocked) with what each thread waits for. */
 #pragma once
 #include <cuda.h>
 #include <cuda_runtime.h>
@@ -126,6 +132,7 @@ struct EmuBlockState {
     std::unique_ptr<std::atomic<uint64_t>[]> wr;  // per 4-byte word: last write
     std::unique_ptr<std::atomic<uint32_t>[]> wf;  // per 4-byte word: fence after an ordinary store
     std::unique_ptr<std::atomic<uint32_t>[]> rd;  // [chunk][thread]: clock of the last read
+    std::unique_ptr<std::atomic<int>[]> store_rd; // per chunk: TMA stores that may still read it
     std::map<uint32_t, EmuMbar> mbar;
     std::vector<uint32_t> mbar_addr;      // by index
     EmuNamedBar named[16];
@@ -153,12 +160,15 @@ struct EmuWgOp {
     bool computed;
     void (*compute)(EmuWgOp &);
 };
+struct EmuBulkStore { const CUtensorMap *map; int c[3]; uint32_t src; bool done; };
 struct EmuTh {
     int tid, warp, lane;
     uint32_t *vc;
     bool wg_fenced = false;
     std::vector<EmuWgOp> uncommitted;
     std::deque<std::vector<EmuWgOp>> groups;
+    std::vector<EmuBulkStore> bulk_open;             // TMA stores since the last bulk commit
+    std::deque<std::vector<EmuBulkStore>> bulk_groups;
     int regs = 0;
 };
 static thread_local EmuTh *me = nullptr;
@@ -194,8 +204,8 @@ static std::string emu_who(int who) {
 }
 /* A read of 16-byte chunk `chunk` by this thread (`what`: "wgmma", "ld.shared") must be
  * ordered after the writes of its 4 words. */
-static void emu_check_read(uint32_t chunk, bool async, const char *what) {
-    for (uint32_t wd = 4 * chunk; wd < 4 * chunk + 4; ++wd) {
+static void emu_check_words(uint32_t wd0, uint32_t wd1, bool async, const char *what) {
+    for (uint32_t wd = wd0; wd < wd1; ++wd) {
         const uint64_t w = emu_blk->wr[wd].load(std::memory_order_acquire);
         if (!w) {
             emu_fail(emu_fmt("%s reads shared bytes [%u, %u) that nothing has written in this block", what, 4 * wd,
@@ -213,13 +223,16 @@ static void emu_check_read(uint32_t chunk, bool async, const char *what) {
         if (async && (w >> 62 & 1)) {
             const uint32_t f = emu_blk->wf[wd].load(std::memory_order_acquire);
             if (!f || me->vc[who] <= f) {
-                emu_fail(emu_fmt("hazard: wgmma (async proxy) reads shared bytes [%u, %u) that thread %d stored with "
+                emu_fail(emu_fmt("hazard: %s (async proxy) reads shared bytes [%u, %u) that thread %d stored with "
                                  "ordinary stores, with no fence.proxy.async between the store and the barrier",
-                                 4 * wd, 4 * wd + 4, who));
+                                 what, 4 * wd, 4 * wd + 4, who));
                 return;
             }
         }
     }
+}
+static inline void emu_check_read(uint32_t chunk, bool async, const char *what) {
+    emu_check_words(4 * chunk, 4 * chunk + 4, async, what);
 }
 static inline void emu_record_read(uint32_t chunk) {
     emu_blk->rd[(size_t)chunk * emu_nt + me->tid].store(me->vc[me->tid], std::memory_order_relaxed);
@@ -228,6 +241,13 @@ static inline void emu_record_read(uint32_t chunk) {
  * thread's own, or a TMA agent's). */
 static void emu_write(uint32_t addr, uint32_t bytes, int who, const uint32_t *vc, bool generic) {
     const char *kind = generic ? "an ordinary store" : "a TMA copy";
+    for (uint32_t c = addr / 16; c < (addr + bytes + 15) / 16; ++c)
+        if (emu_blk->store_rd[c].load()) {
+            emu_fail(emu_fmt("hazard: %s overwrites shared bytes [%u, %u) that a TMA store may still be reading (no "
+                             "cp.async.bulk.wait_group.read by its thread, ordered before this write)",
+                             kind, 16 * c, 16 * c + 16));
+            break;
+        }
     for (uint32_t wd = addr / 4; wd < (addr + bytes) / 4; ++wd) {
         const uint64_t w = emu_blk->wr[wd].load(std::memory_order_acquire);
         if (w) {
@@ -280,6 +300,8 @@ static inline uint32_t smem_u32(const void *p) {
     return (uint32_t)(c - fa_smem);
 }
 static inline float ex2(float x) { return exp2f(x); }
+static inline unsigned __float_as_uint(float x) { unsigned u; memcpy(&u, &x, 4); return u; }
+static inline float __uint_as_float(unsigned u) { float x; memcpy(&x, &u, 4); return x; }
 static void st_shared_u32(uint32_t addr, uint32_t v) {
     emu_progress++;
     if (addr % 4) emu_fail("st.shared.b32 misaligned");
@@ -295,6 +317,16 @@ static void st_shared_v4(uint32_t addr, uint4 v) {
     if (emu_hits_mbar(addr)) emu_fail("st.shared.v4 overwrites an mbarrier");
     emu_write(addr, 16, me->tid, me->vc, true);
     memcpy(fa_smem + addr, &v, 16);
+}
+static uint32_t ld_shared_u32(uint32_t addr) {
+    emu_progress++;
+    uint32_t v = 0;
+    if (addr % 4) emu_fail("ld.shared.b32 misaligned");
+    if (!emu_smem_ok(addr, 4, "ld.shared.b32")) return v;
+    emu_check_words(addr / 4, addr / 4 + 1, false, "ld.shared");
+    emu_record_read(addr / 16);
+    memcpy(&v, fa_smem + addr, 4);
+    return v;
 }
 static uint4 ld_shared_v4(uint32_t addr) {
     emu_progress++;
@@ -537,6 +569,91 @@ static bool mbar_try_wait(uint32_t bar, uint32_t parity) {
     return true;
 }
 
+/* TMA store: the box of the tensor map at (c0, c1, c2) from shared `src` (the layout a load
+ * of the box writes); elements out of bounds are skipped. Its reads of shared memory are the
+ * issuing thread's, through the async proxy: at issue, or with EMU_TMA=late at the
+ * wait_group.read that covers it. */
+static void emu_bulk_store_do(EmuBulkStore &st) {
+    st.done = true;
+    const uint64_t *o = st.map->opaque;
+    const unsigned esize = (unsigned)o[10], box0 = (unsigned)o[7], box1 = (unsigned)o[8], box2 = (unsigned)o[9];
+    const unsigned row_bytes = box0 * esize, bytes = row_bytes * box1 * box2;
+    auto saddr = [&](size_t lin) {
+        uint32_t a = st.src + (uint32_t)lin;
+        if (o[11] == 128) a ^= ((a >> 7) & 7u) << 4;
+        return a;
+    };
+    for (unsigned off = 0; off < bytes; off += 16) {
+        const uint32_t a = saddr(off);
+        if (a + 16 > emu_smem_bytes) { emu_fail("a TMA store reads past the end of shared memory"); return; }
+        emu_check_read(a / 16, true, "a TMA store");
+        emu_record_read(a / 16);
+    }
+    unsigned char *base = (unsigned char *)(uintptr_t)o[1];
+    for (unsigned i2 = 0; i2 < box2; ++i2)
+        for (unsigned i1 = 0; i1 < box1; ++i1)
+            for (unsigned i0 = 0; i0 < box0; ++i0) {
+                const long long g0 = (long long)st.c[0] + i0, g1 = (long long)st.c[1] + i1, g2 = (long long)st.c[2] + i2;
+                if (g0 < 0 || g1 < 0 || g2 < 0 || g0 >= (long long)o[2] || g1 >= (long long)o[3] || g2 >= (long long)o[4])
+                    continue;  // out of bounds: not written
+                const size_t lin = ((size_t)i2 * box1 + i1) * row_bytes + (size_t)i0 * esize;
+                memcpy(base + g2 * o[6] + g1 * o[5] + g0 * esize, fa_smem + saddr(lin), esize);
+            }
+}
+/* The chunks a store reads stay marked from its issue to the wait_group.read that covers it:
+ * a write to them in between is a hazard, whenever the store actually reads. */
+static void emu_bulk_pending(const EmuBulkStore &st, int delta) {
+    const uint64_t *o = st.map->opaque;
+    const unsigned bytes = (unsigned)(o[7] * o[10] * o[8] * o[9]);
+    for (unsigned off = 0; off < bytes; off += 16) {
+        uint32_t a = st.src + off;
+        if (o[11] == 128) a ^= ((a >> 7) & 7u) << 4;
+        if (a / 16 < EMU_CHUNKS) emu_blk->store_rd[a / 16] += delta;
+    }
+}
+static void tma_store_3d(const CUtensorMap *map, int c0, int c1, int c2, uint32_t src) {
+    emu_progress++;
+    if (map->opaque[0] != EMU_TMAP_MAGIC) { emu_fail("TMA store with a tensor map the emulator did not make"); return; }
+    if (map->opaque[11] == 128 && src % 1024)
+        emu_fail(emu_fmt("TMA store source %u is not 1024-byte aligned: the 128-byte swizzle pattern would not start "
+                         "where the stores put the rows", src));
+    EmuBulkStore st{map, {c0, c1, c2}, src, false};
+    emu_bulk_pending(st, +1);
+    if (!emu_tma_late) emu_bulk_store_do(st);
+    me->bulk_open.push_back(st);
+    emu_tick();
+}
+static void bulk_commit() {
+    emu_progress++;
+    me->bulk_groups.push_back(std::move(me->bulk_open));
+    me->bulk_open.clear();
+}
+template <int N> static void bulk_wait_read() {
+    emu_progress++;
+    if (!me->bulk_open.empty())
+        emu_fail("cp.async.bulk.wait_group.read while TMA stores are not committed (a missing "
+                 "cp.async.bulk.commit_group): the wait does not cover them");
+    while ((int)me->bulk_groups.size() > N) {
+        for (EmuBulkStore &st : me->bulk_groups.front()) {
+            if (!st.done) emu_bulk_store_do(st);
+            emu_bulk_pending(st, -1);
+        }
+        me->bulk_groups.pop_front();
+    }
+    emu_tick();
+}
+
+/* Global-memory atomics: blocks run one after another, so a host atomic is exact. */
+static inline int atomicAdd(int *p, int v) {
+    emu_progress++;
+    return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST);
+}
+static inline int atomicExch(int *p, int v) {
+    emu_progress++;
+    return __atomic_exchange_n(p, v, __ATOMIC_SEQ_CST);
+}
+static inline void __threadfence() { std::atomic_thread_fence(std::memory_order_seq_cst); }
+
 /* ---------------------------------------------------------------- wgmma ---- */
 /* Byte address of element (mn, k) of a wgmma operand described by `desc`, from the
  * canonical layouts of the PTX ISA (T = 8 16-bit elements = 16 bytes, x = the swizzle width
@@ -713,6 +830,8 @@ static bool emu_launch(unsigned grid, int nt, size_t smem, int regs, const std::
         blk.wr.reset(new std::atomic<uint64_t>[EMU_WORDS]);
         blk.wf.reset(new std::atomic<uint32_t>[EMU_WORDS]);
         blk.rd.reset(new std::atomic<uint32_t>[EMU_CHUNKS * (size_t)nt]);
+        blk.store_rd.reset(new std::atomic<int>[EMU_CHUNKS]);
+        for (size_t i = 0; i < EMU_CHUNKS; ++i) blk.store_rd[i].store(0);
         for (size_t i = 0; i < EMU_WORDS; ++i) { blk.wr[i].store(0, std::memory_order_relaxed); blk.wf[i].store(0); }
         for (size_t i = 0; i < EMU_CHUNKS * (size_t)nt; ++i) blk.rd[i].store(0, std::memory_order_relaxed);
         for (auto &b : blk.named) { b.acc.assign(emu_nv, 0); b.done.assign(emu_nv, 0); }
@@ -739,6 +858,11 @@ static bool emu_launch(unsigned grid, int nt, size_t smem, int regs, const std::
                 fn();
                 if (!t.uncommitted.empty() || !t.groups.empty())
                     emu_fail("the thread exits with wgmma instructions in flight (a missing wgmma.wait_group)");
+                if (!t.bulk_open.empty() || !t.bulk_groups.empty())
+                    emu_fail("the thread exits with TMA stores that may still read shared memory (a missing "
+                             "cp.async.bulk.wait_group.read)");
+                for (auto &grp : t.bulk_groups)  // late stores still land (the kernel's results)
+                    for (auto &st : grp) if (!st.done) emu_bulk_store_do(st);
                 blk.state[i] = 1;
                 emu_cv.notify_all();
             });
@@ -775,6 +899,10 @@ static bool emu_launch(unsigned grid, int nt, size_t smem, int regs, const std::
         }
         for (auto &t : th) t.join();
         if (!blk.tma_queue.empty()) emu_fail("TMA copies still undelivered when the block ends");
+        for (int id = 1; id < 16; ++id)
+            if (blk.named[id].arrived)
+                emu_fail(emu_fmt("named barrier %d ends the block with %d of its %d arrivals: a bar.arrive (or bar.sync) "
+                                 "that no other thread matched", id, blk.named[id].arrived, blk.named[id].expected));
         for (auto &kv : blk.mbar)
             if (kv.second.tx != 0)
                 emu_fail(emu_fmt("%s ends the block with %lld transaction bytes outstanding",
