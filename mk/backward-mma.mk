@@ -1,7 +1,7 @@
 # mk/backward-mma.mk: lesson 11 (the backward pass on tensor cores). In `make test`:
 #   make check-11   starter and solution of 11 compile for sm_75 (empty kernels), sm_80 and
-#                   sm_90 without warnings, and the solution's kernels spill nothing on sm_90
-#                   (ptxas -v; 24 bytes allowed on sm_80, see SPILL_BUDGET_11_SM80; the starter's
+#                   sm_90 without warnings, and the solution's kernels spill at most 24 bytes
+#                   (ptxas -v; SPILL_BUDGET_11_SM80, SPILL_BUDGET_11_SM90; the starter's
 #                   unfinished kernels are not held to that); SKIPs without nvcc
 #   make emu-11     the three backward kernels on the CPU warp emulator (tests/warp_emu,
 #                   emu11.cpp + emu_bwd.h): dQ, dK, dV graded against float64 with the
@@ -11,6 +11,8 @@
 #                   cp.async and shared-store hazards, writes outside any buffer; run twice
 #                   (cp.async landing at issue, and at the wait that retires it).
 #                   EMU11_SRC=lessons/11-backward-tensor-cores/backward.cu runs your kernel;
+#                   EMU11_DEFS="-DFB64_PFIRST=2 ..." runs the two default configurations with
+#                   other macros of the config region (what make sweep-11 times);
 #                   EMU_QUICK=0: more shapes and configurations (several minutes).
 #   make hostsim-11 the real backward runner on the CPU over lesson 11's emulated kernels (below)
 # Not in `make test` (GPU):
@@ -21,10 +23,13 @@
 #                   one build of solution 11 with another configuration, ptxas -v beside it
 .PHONY: check-11 emu-11 sweep-11 sweep11-variant
 
-# The d = 128 kernel uses all 255 registers. On sm_80 the pair of scalar atomicAdd that
-# replaces sm_90's 8-byte red.global.add.v2.f32 costs it 20 bytes of spill (nvcc 13.0); the
-# course's GPUs are sm_90, where it spills nothing. More than that is a regression.
+# The d = 128 kernel uses all 255 registers. Its default options (P^T interleaved with dP^T,
+# stmatrix, dQ first, dS from 16-bit P^T) cost it 20 bytes of spill on sm_90 (nvcc 13.0) and
+# were still the fastest configuration make sweep-11 measured on an H100 (287 against 277
+# TFLOP/s spill-free, N = 4096); on sm_80 the pair of scalar atomicAdd that replaces sm_90's
+# 8-byte red.global.add.v2.f32 makes it 24. More than that is a regression.
 SPILL_BUDGET_11_SM80 := 24
+SPILL_BUDGET_11_SM90 := 24
 check-11:
 	@if ! command -v $(NVCC) >/dev/null 2>&1; then echo "check-11: SKIP (no nvcc)"; exit 0; fi; \
 	if [ -z "$(call src_of,solutions,11)" ]; then echo "check-11: SKIP (no solutions/11-*/)"; exit 0; fi; \
@@ -34,11 +39,11 @@ check-11:
 	           -Xptxas -v -c $$f -o /dev/null 2>&1) || { echo "$$out"; echo "check-11: $$f does not build for sm_$$a"; exit 1; }; \
 	    if echo "$$out" | grep -qiE 'warning'; then echo "check-11: $$f sm_$$a warns:"; echo "$$out" | grep -iA3 warning; exit 1; fi; \
 	    worst=$$(echo "$$out" | sed -nE 's/.* ([0-9]+) bytes spill stores.*/\1/p' | sort -n | tail -n1); \
-	    budget=$$([ $$a = 80 ] && echo $(SPILL_BUDGET_11_SM80) || echo 0); \
+	    budget=$$(case $$a in 80) echo $(SPILL_BUDGET_11_SM80);; 90) echo $(SPILL_BUDGET_11_SM90);; *) echo 0;; esac); \
 	    if [ "$${f#solutions/}" != "$$f" ] && [ "$${worst:-0}" -gt $$budget ]; then \
 	      echo "check-11: $$f sm_$$a spills $$worst bytes (budget $$budget):"; echo "$$out" | grep -E 'spill|registers'; exit 1; fi; \
 	  done; \
-	done; echo "check-11: starter and solution build for sm_75, sm_80 and sm_90 without warnings; the solution spills nothing on sm_90 (at most $(SPILL_BUDGET_11_SM80) bytes on sm_80)"
+	done; echo "check-11: starter and solution build for sm_75, sm_80 and sm_90 without warnings; the solution spills at most $(SPILL_BUDGET_11_SM90) bytes on sm_90, $(SPILL_BUDGET_11_SM80) on sm_80"
 
 EMU11_SRC ?= $(call src_of,solutions,11)
 # Own build directory per invocation (see EMU_BUILD in advanced.mk); the float64 and
@@ -48,8 +53,8 @@ EMU11_BUILD = if [ ! -f $(EMU_CUDA_INC)/cuda_fp16.h ]; then echo "$@: SKIP (no C
 	bash tests/warp_emu/strip.sh $(EMU11_SRC) > "$$emu/kernel.cu" && \
 	$(CC) -O2 -std=c11 -Ireference -c reference/cpu_reference.c -o "$$emu/ref.o" && \
 	$(CC) -O2 -std=c11 -Ireference -c reference/cpu_reference_bwd.c -o "$$emu/ref_bwd.o" && \
-	$(EMU_CXX) -std=c++20 -O1 -w -I$(EMU_CUDA_INC) -Ireference -Itests/warp_emu \
-	  -DEMU_SRC="\"$$emu/kernel.cu\"" -DEMU_NAME='"$(EMU11_SRC)"' -x c++ tests/warp_emu/emu11.cpp \
+	$(EMU_CXX) -std=c++20 -O1 -w -I$(EMU_CUDA_INC) -Ireference -Itests/warp_emu $(EMU11_DEFS) \
+	  -DEMU_SRC="\"$$emu/kernel.cu\"" -DEMU_NAME='"$(EMU11_SRC)$(if $(EMU11_DEFS), $(EMU11_DEFS))"' -x c++ tests/warp_emu/emu11.cpp \
 	  -x none "$$emu/ref.o" "$$emu/ref_bwd.o" -o "$$emu/emu11" -lpthread -lm
 
 emu-11:

@@ -10,15 +10,16 @@
 #   --n "1024 4096 16384" sequence lengths (B = 16384 / N, at least 1; H = 2048 / d)
 #   --causal 0|1|0,1     (default both)
 #   --dtype fp16|bf16    (default fp16)
-#   --configs "Br,Bc,W,S,KV,PS ..."  override the list for every --d given
+#   --configs "Br,Bc,W,S,KV,PS[,PF,ST,DQ,DH] ..."  override the list for every --d given
 #   --jobs J             parallel builds (default: number of CPUs)
 #   --no-build           reuse build/sweep11/* from the last run
 #   --no-peers           skip PyTorch
 #   --quick              N = 4096 only
 # A configuration is Br,Bc,W,S,KV,PS: query rows per step, keys per block, warps, Q_i/dO_i
-# buffers, K/V fragments in registers, P^T through shared memory (the FB64_* / FB128_*
-# macros of backward.cu, region config). Variants that spill registers (ptxas -v) are
-# still timed and flagged. TFLOP/s are counted as the issue does: 2.5 x the forward's
+# buffers, K/V fragments in registers, P^T through shared memory; then, optional (0 when
+# left out), PF,ST,DQ,DH: P^T before dP^T (1) or interleaved with it (2), stmatrix stores,
+# dQ before dV/dK, dS from the 16-bit P^T (the FB64_* / FB128_* macros of backward.cu,
+# region config). Variants that spill registers (ptxas -v) are still timed and flagged. TFLOP/s are counted as the issue does: 2.5 x the forward's
 # 4 B H N^2 d, halved when causal. Every timing: build/sweep11/sweep.csv.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -36,16 +37,19 @@ while [ $# -gt 0 ]; do
     --no-build) BUILD=0 ;;
     --no-peers) PEERS=0 ;;
     --quick) NLIST="4096" ;;
-    -h | --help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "sweep.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
     esac
     shift
 done
 case "$DTYPE" in fp16 | bf16) ;; *) echo "sweep.sh: --dtype must be fp16 or bf16" >&2; exit 2 ;; esac
 
-# Candidates (the lesson text says why each is here); the first of each list is the default.
-D64_CONFIGS="128,128,8,2,0,1 64,128,8,2,1,1 64,128,8,2,1,0 128,128,8,2,1,0 128,128,8,1,0,1 64,128,8,1,1,0 64,64,4,2,1,1"
-D128_CONFIGS="64,128,8,2,0,1 64,128,8,1,0,1 64,128,8,2,0,0 64,128,8,1,0,0 64,64,4,2,0,1 64,64,4,2,0,0"
+# Candidates (the lesson text says why each is here); the first of each list is the default
+# (the fastest at N = 4096 on an H100), the second the plain kernel with every option off.
+# The tile shapes were compared first (the lesson text's table); these lists now compare the
+# step's instruction-level options on the two winners.
+D64_CONFIGS="128,128,8,2,0,1,2,1,0,1 128,128,8,2,0,1 128,128,8,2,0,1,0,0,0,1 128,128,8,2,0,1,0,1,0,0 128,128,8,2,0,1,1,0,0,1 128,128,8,2,0,1,2,0,0,1 128,128,8,2,0,1,2,1,1,1 64,128,8,2,1,1,2,1,0,1"
+D128_CONFIGS="64,128,8,2,0,1,2,1,1,1 64,128,8,2,0,1 64,128,8,2,0,1,0,0,0,1 64,128,8,2,0,1,0,1,0,0 64,128,8,2,0,1,0,0,1,0 64,128,8,2,0,1,1,0,0,1 64,128,8,2,0,1,2,1,0,1"
 
 OUTDIR=build/sweep11
 mkdir -p "$OUTDIR"
@@ -54,9 +58,20 @@ GPU_ARCH="${GPU_ARCH:-90}"
 
 name_of() { echo "d$1_$(echo "$2" | tr ',' '_')"; }
 defs_of() { # d cfg -> -D flags
-    local d=$1 br bc w s kv ps
-    IFS=, read -r br bc w s kv ps <<< "$2"
-    echo "-DFB${d}_BR=$br -DFB${d}_BC=$bc -DFB${d}_WARPS=$w -DFB${d}_STAGES=$s -DFB${d}_KVREG=$kv -DFB${d}_PSMEM=$ps"
+    local d=$1 br bc w s kv ps pf st dq dh
+    IFS=, read -r br bc w s kv ps pf st dq dh <<< "$2"
+    echo "-DFB${d}_BR=$br -DFB${d}_BC=$bc -DFB${d}_WARPS=$w -DFB${d}_STAGES=$s -DFB${d}_KVREG=$kv -DFB${d}_PSMEM=$ps" \
+         "-DFB${d}_PFIRST=${pf:-0} -DFB${d}_STSM=${st:-0} -DFB${d}_DQFIRST=${dq:-0} -DFB${d}_DSH=${dh:-0}"
+}
+opts_of() { # cfg -> the optional knobs in words ("-" when none)
+    local br bc w s kv ps pf st dq dh o=""
+    IFS=, read -r br bc w s kv ps pf st dq dh <<< "$1"
+    [ "${pf:-0}" = 1 ] && o="$o P-first"
+    [ "${pf:-0}" = 2 ] && o="$o P-interleaved"
+    [ "${st:-0}" = 1 ] && o="$o stmatrix"
+    [ "${dq:-0}" = 1 ] && o="$o dQ-first"
+    [ "${dh:-0}" = 1 ] && o="$o dS-16bit"
+    echo "${o# }" | sed 's/^$/-/'
 }
 configs_for() { if [ -n "$CONFIGS" ]; then echo "$CONFIGS"; elif [ "$1" = 64 ]; then echo "$D64_CONFIGS"; else echo "$D128_CONFIGS"; fi; }
 
@@ -84,8 +99,8 @@ regs_of() { # ptxas-file d -> "R regs" or "R regs, S B spill"
         END { if (r == "") print "?"; else if (sp + 0 > 0) print r " regs, " sp " B SPILL"; else print r " regs" }' "$1"
 }
 smem_of() { # d cfg -> bytes (BwdTiles::SMEM)
-    local d=$1 br bc w s kv ps
-    IFS=, read -r br bc w s kv ps <<< "$2"
+    local d=$1 br bc w s kv ps _
+    IFS=, read -r br bc w s kv ps _ <<< "$2"
     echo $(( 4 * bc * d + 4 * s * br * d + (1 + ps) * 2 * bc * br + 8 * s * br ))
 }
 tflops() { # B H N d causal ms -> TFLOP/s of a backward pass
@@ -95,13 +110,13 @@ tflops() { # B H N d causal ms -> TFLOP/s of a backward pass
 
 # ---- time ----
 CSV="$OUTDIR/sweep.csv"
-echo "variant,d,Br,Bc,warps,stages,kvreg,psmem,smem_bytes,regs,dtype,B,H,N,causal,status,ms,tflops" > "$CSV"
+echo "variant,d,Br,Bc,warps,stages,kvreg,psmem,options,smem_bytes,regs,dtype,B,H,N,causal,status,ms,tflops" > "$CSV"
 declare -A TF
 for d in $DLIST; do
     H=$((2048 / d))
     for cfg in $(configs_for "$d"); do
         n=$(name_of "$d" "$cfg")
-        IFS=, read -r br bc w s kv ps <<< "$cfg"
+        IFS=, read -r br bc w s kv ps _ <<< "$cfg"
         smem=$(smem_of "$d" "$cfg")
         regs=$(regs_of "$OUTDIR/$n.ptxas" "$d" 2>/dev/null || echo "?")
         for N in $NLIST; do
@@ -114,7 +129,7 @@ for d in $DLIST; do
                 status=$(echo "$row" | cut -d, -f2); ms=$(echo "$row" | cut -d, -f11)
                 [ -z "$status" ] && status="exit-$rc"
                 tf=$(tflops "$B" "$H" "$N" "$d" "$c" "${ms:-0}")
-                echo "$n,$d,$br,$bc,$w,$s,$kv,$ps,$smem,\"$regs\",$DTYPE,$B,$H,$N,$c,$status,$ms,$tf" >> "$CSV"
+                echo "$n,$d,$br,$bc,$w,$s,$kv,$ps,$(opts_of "$cfg"),$smem,\"$regs\",$DTYPE,$B,$H,$N,$c,$status,$ms,$tf" >> "$CSV"
                 if [ -n "$tf" ]; then TF[$n,$N,$c]="$tf"; else TF[$n,$N,$c]="$status"; fi
                 echo "  $n N=$N causal=$c: ${TF[$n,$N,$c]} TFLOP/s ($ms ms)" >&2
             done
@@ -169,7 +184,7 @@ PY
         [ -z "$m" ] && continue
         tf=$(tflops "$B" "$H" "$N" "$d" "$c" "$(echo "$ms" | grep -E '^[0-9.]+$' || echo 0)")
         TF[$m,$d,$N,$c]="${tf:-$ms}"
-        echo "torch-$m-bwd,$d,,,,,,,,,$DTYPE,$B,$H,$N,$c,ok,$ms,$tf" >> "$CSV"
+        echo "torch-$m-bwd,$d,,,,,,,,,,$DTYPE,$B,$H,$N,$c,ok,$ms,$tf" >> "$CSV"
     done <<< "$pout"
 fi
 
@@ -178,22 +193,22 @@ for d in $DLIST; do
     echo
     echo "d = $d, $DTYPE, H = $((2048 / d)), B = 16384 / N; backward TFLOP/s (2.5 x 4 B H N^2 d / time, halved when causal)"
     echo
-    hdr="| Br x Bc | warps | stages | K/V in | P^T via | smem | registers |"
-    sep="|---|---|---|---|---|---|---|"
+    hdr="| Br x Bc | warps | stages | K/V in | P^T via | options | smem | registers |"
+    sep="|---|---|---|---|---|---|---|---|"
     for N in $NLIST; do for c in $CLIST; do
         hdr="$hdr N=$N$([ "$c" = 1 ] && echo " causal") |"; sep="$sep---|"
     done; done
     echo "$hdr"; echo "$sep"
     for cfg in $(configs_for "$d"); do
         n=$(name_of "$d" "$cfg")
-        IFS=, read -r br bc w s kv ps <<< "$cfg"
-        line="| $br x $bc | $w | $s | $([ "$kv" = 1 ] && echo registers || echo smem) | $([ "$ps" = 1 ] && echo smem || echo registers) | $(( $(smem_of "$d" "$cfg") / 1024 )) KiB | ${TF[$n,regs]:-?} |"
+        IFS=, read -r br bc w s kv ps _ <<< "$cfg"
+        line="| $br x $bc | $w | $s | $([ "$kv" = 1 ] && echo registers || echo smem) | $([ "$ps" = 1 ] && echo smem || echo registers) | $(opts_of "$cfg") | $(( $(smem_of "$d" "$cfg") / 1024 )) KiB | ${TF[$n,regs]:-?} |"
         for N in $NLIST; do for c in $CLIST; do line="$line ${TF[$n,$N,$c]:-} |"; done; done
         echo "$line"
     done
     for m in flash cudnn; do
         [ -n "${TF[$m,$d,${NLIST%% *},${CLIST%% *}]:-}" ] || continue
-        line="| PyTorch SDPA backward, $([ $m = flash ] && echo "FlashAttention-2" || echo cuDNN) | | | | | | |"
+        line="| PyTorch SDPA backward, $([ $m = flash ] && echo "FlashAttention-2" || echo cuDNN) | | | | | | | |"
         for N in $NLIST; do for c in $CLIST; do line="$line ${TF[$m,$d,$N,$c]:-} |"; done; done
         echo "$line"
     done

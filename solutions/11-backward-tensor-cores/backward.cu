@@ -66,8 +66,42 @@ const lesson_info LESSON = {
 #define FB128_KVREG 0
 #define FB128_PSMEM 1
 #endif
-#define FB_CFG_D64 FB64_BR, FB64_BC, FB64_WARPS, FB64_STAGES, FB64_KVREG, FB64_PSMEM
-#define FB_CFG_D128 FB128_BR, FB128_BC, FB128_WARPS, FB128_STAGES, FB128_KVREG, FB128_PSMEM
+/* Four more knobs per head dimension (the lesson text's sweep says what each
+ * one is for; the defaults are the fastest make sweep-11 measured on an H100,
+ * fp16, N = 4096; all 0 is the plain kernel of the text's walk-through): PFIRST (0: P^T after dP^T; 1: before
+ * it; 2: interleaved with its slices), STSM (1: P^T, dS^T stored with sm_90's
+ * stmatrix instead of 4-byte st.shared), DQFIRST (1, PSMEM = 1 only: dQ_i and
+ * its atomics before dV, dK instead of after them) and DSH (1: dS from the
+ * 16-bit P^T, two elements per instruction, instead of from P^T in fp32). */
+#ifndef FB64_PFIRST
+#define FB64_PFIRST 2
+#endif
+#ifndef FB64_STSM
+#define FB64_STSM 1
+#endif
+#ifndef FB64_DQFIRST
+#define FB64_DQFIRST 0
+#endif
+#ifndef FB128_PFIRST
+#define FB128_PFIRST 2
+#endif
+#ifndef FB128_STSM
+#define FB128_STSM 1
+#endif
+#ifndef FB128_DQFIRST
+#define FB128_DQFIRST 1
+#endif
+#ifndef FB64_DSH
+#define FB64_DSH 1
+#endif
+#ifndef FB128_DSH
+#define FB128_DSH 1
+#endif
+#define FB_CFG_D64 \
+    FB64_BR, FB64_BC, FB64_WARPS, FB64_STAGES, FB64_KVREG, FB64_PSMEM, FB64_PFIRST, FB64_STSM, FB64_DQFIRST, FB64_DSH
+#define FB_CFG_D128                                                                                               \
+    FB128_BR, FB128_BC, FB128_WARPS, FB128_STAGES, FB128_KVREG, FB128_PSMEM, FB128_PFIRST, FB128_STSM, FB128_DQFIRST, \
+        FB128_DSH
 // [end config]
 
 /* cp.async, bf16 mma.m16n8k16: sm_80. The portable build's sm_75 code gets
@@ -76,6 +110,12 @@ const lesson_info LESSON = {
 #define FA_SM80 0
 #else
 #define FA_SM80 1
+#endif
+/* stmatrix: sm_90 (the STSM option falls back to st.shared below that) */
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+#define FA_SM90 0
+#else
+#define FA_SM90 1
 #endif
 
 // [region ptx]
@@ -92,6 +132,16 @@ __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t r[4], uint32_t addr) 
 #if FA_SM80
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
                  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
+#endif
+}
+/* stmatrix .x4 (sm_90), the inverse of ldmatrix_x4: lanes 8i..8i+7 give the
+ * addresses of the 8 rows of matrix i; r<i> of a lane holds (row lane/4, cols
+ * 2*(lane%4), +1) of matrix i, the C layout of an mma fragment. */
+__device__ __forceinline__ void stmatrix_x4(uint32_t addr, uint32_t r0, uint32_t r1, uint32_t r2, uint32_t r3) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(r0), "r"(r1),
+                 "r"(r2), "r"(r3)
+                 : "memory");
 #endif
 }
 /* d += A (16x16, row) * B (16x8, col), fp32 accumulate. */
@@ -203,6 +253,17 @@ template <> __device__ __forceinline__ float2 unpack2<__half>(uint32_t v) {
 }
 template <> __device__ __forceinline__ float2 unpack2<__nv_bfloat16>(uint32_t v) {
     return __bfloat1622float2(*reinterpret_cast<__nv_bfloat162 *>(&v));
+}
+/* The lane-wise product of two registers of two 16-bit values, rounded once
+ * (one HMUL2 / HFMA2.BF16 instruction for both). */
+template <typename T> __device__ __forceinline__ uint32_t mul2(uint32_t a, uint32_t b);
+template <> __device__ __forceinline__ uint32_t mul2<__half>(uint32_t a, uint32_t b) {
+    __half2 r = __hmul2(*reinterpret_cast<__half2 *>(&a), *reinterpret_cast<__half2 *>(&b));
+    return *reinterpret_cast<uint32_t *>(&r);
+}
+template <> __device__ __forceinline__ uint32_t mul2<__nv_bfloat16>(uint32_t a, uint32_t b) {
+    __nv_bfloat162 r = __hmul2(*reinterpret_cast<__nv_bfloat162 *>(&a), *reinterpret_cast<__nv_bfloat162 *>(&b));
+    return *reinterpret_cast<uint32_t *>(&r);
 }
 
 /* Byte offset of 16-byte chunk `chunk` of row `row` in a swizzled tile of
@@ -362,7 +423,8 @@ fa2_bwd_preprocess_kernel(const T *__restrict__ O, const T *__restrict__ dO, con
  * zeroed; dK, dV: [BH, N, D] of T, every row < N written once.
  * scale_log2 = scale * log2(e) (exponentials as ex2); scale multiplies dK here
  * and dQ in the convert kernel (dS is the gradient of the scaled scores). */
-template <typename T, int D, int BR, int BC, int WARPS, int STAGES, bool KVREG, int PSMEM>
+template <typename T, int D, int BR, int BC, int WARPS, int STAGES, bool KVREG, int PSMEM, int PFIRST = 0,
+          bool STSM = false, bool DQFIRST = false, bool DSH = false>
 __global__ void __launch_bounds__(WARPS * 32)
 fa2_bwd_kernel(const T *__restrict__ Q, const T *__restrict__ K, const T *__restrict__ V, const T *__restrict__ dO,
                const float *__restrict__ L2, const float *__restrict__ Dv, float *__restrict__ dQacc,
@@ -370,6 +432,8 @@ fa2_bwd_kernel(const T *__restrict__ Q, const T *__restrict__ K, const T *__rest
     using C = BwdTiles<D, BR, BC, WARPS, STAGES, PSMEM>;
 #if FA_SM80
     constexpr int NT = C::NT, MK = C::MK, WQ = C::WQ, QW = C::QW, DW = C::DW, CH = D / 8;
+    constexpr bool USE_STSM = STSM && FA_SM90;
+    static_assert(PFIRST >= 0 && PFIRST <= 2, "PFIRST is 0, 1 or 2");
     extern __shared__ __align__(128) unsigned char fa_smem[];
     const uint32_t base = smem_u32(fa_smem);
     const uint32_t aK = base + C::K_OFF, aV = base + C::V_OFF, aS = base + C::DS_OFF, aP = base + C::P_OFF;
@@ -507,10 +571,120 @@ fa2_bwd_kernel(const T *__restrict__ Q, const T *__restrict__ K, const T *__rest
         }
         // [end s]
 
+        // [region ds-store]
+        /* Fragments nb and nb + 1 of this warp's P^T or dS^T (C layout, keys as
+         * rows, packed to 16 bits) into a Bc x Br tile of shared memory: row =
+         * key, 16-byte chunk = 8 queries. dS^T goes there for dQ_i = dS K_j,
+         * which needs every warp's keys, and P^T too when the dV, dK tiles are
+         * shared (PSMEM). st.shared: 4 bytes per lane, the 32 lanes of a store
+         * hit 8 rows (g) x 4 words (t) of 8 different chunks after the swizzle,
+         * 32 different banks. STSM (sm_90): one stmatrix.x4 writes the four
+         * 8 x 8 matrices (rows g, g + 8; chunks nb, nb + 1) of a 16-key slice,
+         * the inverse of the ldmatrix that reads them back, with the same lanes
+         * (a_row, a_chunk) pointing at the same rows: a quarter of the store
+         * instructions for the same bytes. */
+        auto store_pair = [&](uint32_t tile, const uint32_t (&v)[MK][QW / 8][2], int nb) {
+#pragma unroll
+            for (int mk = 0; mk < MK; ++mk) {
+                if constexpr (USE_STSM) {
+                    stmatrix_x4(tile + swz<BR>(key_row0 + mk * 16 + a_row, q_off / 8 + nb + a_chunk), v[mk][nb][0],
+                                v[mk][nb][1], v[mk][nb + 1][0], v[mk][nb + 1][1]);
+                } else {
+#pragma unroll
+                    for (int n2 = nb; n2 < nb + 2; ++n2)
+#pragma unroll
+                        for (int r = 0; r < 2; ++r)
+                            sts32(tile + swz<BR>(key_row0 + mk * 16 + g + 8 * r, q_off / 8 + n2) + 4 * t, v[mk][n2][r]);
+                }
+            }
+        };
+        // [end ds-store]
+
+        // [region p-ds]
+        /* P^T = exp(S^T scale - L), recomputed from the forward's logsumexp:
+         * L is exact, so P is the normalised softmax at once and never
+         * overflows (every exponent is <= 0), whatever the size of the
+         * logits. dS^T = P^T o (dP^T - D). A thread's columns are queries
+         * nb * 8 + 2t, +1: their L2 and D are one float pair each per n-block.
+         * Masked elements (causal: key > query; keys >= N, whose zero rows of
+         * K would give P = exp(-L) > 0) get S = -inf, so P = 0 and dS = 0:
+         * one mask serves all four products that use P or dS. Only tiles that
+         * cross the diagonal or the end of the keys pay for the test, behind
+         * one branch per step (the code on either side stays one stretch the
+         * compiler can schedule as a whole). Both are packed to 16 bits at
+         * once: the C layout of S^T with keys as rows is the A layout of
+         * dV += P^T dO_i, as P's is for P V in the forward. */
+        const bool need_mask = k0 + BC > N || (causal && q0 < k0 + BC - 1);
+        auto mask_s = [&] {
+            if (!need_mask) return;
+#pragma unroll
+            for (int mk = 0; mk < MK; ++mk)
+#pragma unroll
+                for (int nb = 0; nb < QW / 8; ++nb)
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) {
+                        const int key = k0 + key_row0 + mk * 16 + g + (e >> 1) * 8;
+                        const int query = q0 + q_off + nb * 8 + 2 * t + (e & 1);
+                        if (key >= N || (causal && key > query)) s[mk][nb][e] = -INFINITY;
+                    }
+        };
+        float pf[MK][QW / 8][4];  // P^T in fp32, for dS (DSH: dead once packed)
+        uint32_t pp[MK][QW / 8][2], dsp[MK][QW / 8][2];
+        auto p_tile = [&](int nb) {  // P^T of queries nb * 8 .. + 7 (and, PSMEM, its store)
+            const float2 l2 = lds_f32x2(aL2 + 4 * (q_off + nb * 8 + 2 * t));
+#pragma unroll
+            for (int mk = 0; mk < MK; ++mk) {
+                float *p = pf[mk][nb];
+#pragma unroll
+                for (int e = 0; e < 4; ++e) {
+                    const float x = s[mk][nb][e];
+                    p[e] = ex2(fmaf(x, scale_log2, -((e & 1) ? l2.y : l2.x)));
+                }
+                pp[mk][nb][0] = pack2<T>(p[0], p[1]);
+                pp[mk][nb][1] = pack2<T>(p[2], p[3]);
+            }
+            if constexpr (PSMEM)
+                if (nb & 1) store_pair(aP, pp, nb - 1);
+        };
+        auto ds_tile = [&](int nb, const float (&dp)[MK][QW / 8][4]) {  // dS^T of queries nb * 8 .. + 7, and its store
+            const float2 dd = lds_f32x2(aD + 4 * (q_off + nb * 8 + 2 * t));
+#pragma unroll
+            for (int mk = 0; mk < MK; ++mk) {
+                if constexpr (DSH) {  // from the packed P^T: one subtraction per element, one product per pair
+                    dsp[mk][nb][0] = mul2<T>(pp[mk][nb][0], pack2<T>(dp[mk][nb][0] - dd.x, dp[mk][nb][1] - dd.y));
+                    dsp[mk][nb][1] = mul2<T>(pp[mk][nb][1], pack2<T>(dp[mk][nb][2] - dd.x, dp[mk][nb][3] - dd.y));
+                    continue;
+                }
+                const float *p = pf[mk][nb];
+                float ds[4];
+#pragma unroll
+                for (int e = 0; e < 4; ++e) {
+                    ds[e] = p[e] * (dp[mk][nb][e] - ((e & 1) ? dd.y : dd.x));
+                }
+                dsp[mk][nb][0] = pack2<T>(ds[0], ds[1]);
+                dsp[mk][nb][1] = pack2<T>(ds[2], ds[3]);
+            }
+            if (nb & 1) store_pair(aS, dsp, nb - 1);
+        };
+        // [end p-ds]
+
+        // [region p-first]
+        /* PFIRST = 1: P^T right after S^T, before dP^T, so that its ex2 (a
+         * quarter-rate unit: 16 per clock and SM on sm_90) can run while the
+         * tensor cores compute dP^T; PFIRST = 2: the same, interleaved in
+         * source, 1/(d/16) of the n-blocks per slice of dP^T. PFIRST = 0: P^T
+         * after dP^T, both next to dS. */
+        if constexpr (PFIRST) mask_s();
+        if constexpr (PFIRST == 1) {
+#pragma unroll
+            for (int nb = 0; nb < QW / 8; ++nb) p_tile(nb);
+        }
+        // [end p-first]
+
         // [region dp]
-        /* dP^T = V_j dO_i^T: the same product with V_j and dO_i. S^T and dP^T
-         * are both alive until dS: with dK_j, dV_j that is the register peak
-         * of the kernel. */
+        /* dP^T = V_j dO_i^T: the same product with V_j and dO_i. S^T (or P^T)
+         * and dP^T are both alive until dS: with dK_j, dV_j that is the
+         * register peak of the kernel. */
         float dp[MK][QW / 8][4];
 #pragma unroll
         for (int mk = 0; mk < MK; ++mk)
@@ -538,66 +712,68 @@ fa2_bwd_kernel(const T *__restrict__ Q, const T *__restrict__ K, const T *__rest
                     mma_16816<T>(dp[mk][2 * np + 1], va[mk], b[2], b[3]);
                 }
             }
+            if constexpr (PFIRST == 2) {
+#pragma unroll
+                for (int nb = kk * (QW / 8) / (D / 16); nb < (kk + 1) * (QW / 8) / (D / 16); ++nb) p_tile(nb);
+            }
         }
         // [end dp]
 
-        // [region p-ds]
-        /* P^T = exp(S^T scale - L), recomputed from the forward's logsumexp:
-         * L is exact, so P is the normalised softmax at once and never
-         * overflows (every exponent is <= 0), whatever the size of the
-         * logits. dS^T = P^T o (dP^T - D). A thread's columns are queries
-         * nb * 8 + 2t, +1: their L2 and D are one float pair each per n-block.
-         * Masked elements (causal: key > query; keys >= N, whose zero rows of
-         * K would give P = exp(-L) > 0) get S = -inf, so P = 0 and dS = 0:
-         * one mask serves all four products that use P or dS. Only tiles that
-         * cross the diagonal or the end of the keys pay for the test. Both
-         * are packed to 16 bits at once: the C layout of S^T with keys as rows
-         * is the A layout of dV += P^T dO_i, as P's is for P V in the forward. */
-        const bool need_mask = k0 + BC > N || (causal && q0 < k0 + BC - 1);
-        uint32_t pp[MK][QW / 8][2], dsp[MK][QW / 8][2];
+        if constexpr (!PFIRST) {
+            mask_s();
 #pragma unroll
-        for (int nb = 0; nb < QW / 8; ++nb) {
-            const float2 l2 = lds_f32x2(aL2 + 4 * (q_off + nb * 8 + 2 * t));
-            const float2 dd = lds_f32x2(aD + 4 * (q_off + nb * 8 + 2 * t));
-#pragma unroll
-            for (int mk = 0; mk < MK; ++mk) {
-                float p[4], ds[4];
-#pragma unroll
-                for (int e = 0; e < 4; ++e) {
-                    float x = s[mk][nb][e];
-                    if (need_mask) {
-                        const int key = k0 + key_row0 + mk * 16 + g + (e >> 1) * 8;
-                        const int query = q0 + q_off + nb * 8 + 2 * t + (e & 1);
-                        if (key >= N || (causal && key > query)) x = -INFINITY;
-                    }
-                    p[e] = ex2(fmaf(x, scale_log2, -((e & 1) ? l2.y : l2.x)));
-                    ds[e] = p[e] * (dp[mk][nb][e] - ((e & 1) ? dd.y : dd.x));
-                }
-                pp[mk][nb][0] = pack2<T>(p[0], p[1]);
-                pp[mk][nb][1] = pack2<T>(p[2], p[3]);
-                dsp[mk][nb][0] = pack2<T>(ds[0], ds[1]);
-                dsp[mk][nb][1] = pack2<T>(ds[2], ds[3]);
-            }
+            for (int nb = 0; nb < QW / 8; ++nb) p_tile(nb);
         }
-        // [end p-ds]
+#pragma unroll
+        for (int nb = 0; nb < QW / 8; ++nb) ds_tile(nb, dp);
 
-        // [region ds-store]
-        /* dS^T into shared memory for dQ_i = dS K_j, which needs every warp's
-         * keys (and P^T too when the dV, dK tiles are shared, PSMEM): row =
-         * key, 16-byte chunk = 8 queries, 4 bytes per lane. The 32 lanes of a
-         * store hit 8 rows (g) x 4 words (t) of 8 different chunks after the
-         * swizzle: 32 different banks. */
+        // [region dq]
+        /* dQ_i += dS K_j: this warp's RQ x CQ tile of dQ_i, k over the Bc keys.
+         * A = dS (queries x keys) is dS^T read transposed; B = K_j read
+         * transposed (keys are k). The partial sum goes to the fp32
+         * accumulator with atomic adds: the other key tiles' blocks add to the
+         * same dQ_i in an order that changes from run to run. Called after the
+         * barrier that makes dS^T visible, after dV, dK (or, DQFIRST, before
+         * them, so that its atomics leave while dV and dK compute). */
+        auto dq_step = [&] {
+            const int wm = warp / C::WN, wn = warp % C::WN;
+            constexpr int MQ = C::RQ / 16, NQ = C::CQ / 8;
+            float dq[MQ][NQ][4];
 #pragma unroll
-        for (int mk = 0; mk < MK; ++mk)
+            for (int mq = 0; mq < MQ; ++mq)
 #pragma unroll
-            for (int nb = 0; nb < QW / 8; ++nb)
+                for (int nb = 0; nb < NQ; ++nb) dq[mq][nb][0] = dq[mq][nb][1] = dq[mq][nb][2] = dq[mq][nb][3] = 0.f;
+            /* unrolled 4 slices at a time, not all: with every slice's loads
+             * hoisted ahead of the mma, d = 128 would spill */
+#pragma unroll 4
+            for (int kk = 0; kk < BC / 16; ++kk) {
+                uint32_t a[MQ][4];
 #pragma unroll
-                for (int r = 0; r < 2; ++r) {
-                    const uint32_t off = swz<BR>(key_row0 + mk * 16 + g + 8 * r, q_off / 8 + nb) + 4 * t;
-                    sts32(aS + off, dsp[mk][nb][r]);
-                    if constexpr (PSMEM) sts32(aP + off, pp[mk][nb][r]);
+                for (int mq = 0; mq < MQ; ++mq)
+                    ldmatrix_x4_trans(a[mq], aS + swz<BR>(kk * 16 + b_row, (wm * C::RQ + mq * 16) / 8 + b_chunk));
+#pragma unroll
+                for (int dpair = 0; dpair < NQ / 2; ++dpair) {
+                    uint32_t b[4];
+                    ldmatrix_x4_trans(b, aK + swz<D>(kk * 16 + t_row, wn * C::CQ / 8 + 2 * dpair + t_chunk));
+#pragma unroll
+                    for (int mq = 0; mq < MQ; ++mq) {
+                        mma_16816<T>(dq[mq][2 * dpair], a[mq], b[0], b[1]);
+                        mma_16816<T>(dq[mq][2 * dpair + 1], a[mq], b[2], b[3]);
+                    }
                 }
-        // [end ds-store]
+            }
+            /* Rows past N land in the padded rows of the accumulator, which
+             * nobody reads: no bounds test. */
+#pragma unroll
+            for (int mq = 0; mq < MQ; ++mq)
+#pragma unroll
+                for (int nb = 0; nb < NQ; ++nb) {
+                    float *dst = dQacc + (size_t)(q0 + wm * C::RQ + mq * 16 + g) * D + wn * C::CQ + nb * 8 + 2 * t;
+                    red_add_f32x2(dst, dq[mq][nb][0], dq[mq][nb][1]);
+                    red_add_f32x2(dst + 8 * D, dq[mq][nb][2], dq[mq][nb][3]);
+                }
+        };
+        // [end dq]
 
         // [region dv-dk]
         /* dV_j += P^T dO_i and dK_j += dS^T Q_i: k runs over the Br queries,
@@ -641,6 +817,7 @@ fa2_bwd_kernel(const T *__restrict__ Q, const T *__restrict__ K, const T *__rest
          * Q_i, dO_i, L2_i, D_i, so with one buffer the next step's copies
          * start now and fly during dQ. */
         __syncthreads();
+        if constexpr (PSMEM && DQFIRST) dq_step();
         if constexpr (PSMEM) {
             dv_dk([&](int kk, uint32_t (&pa)[MK][4], uint32_t (&sa)[MK][4]) {
 #pragma unroll
@@ -655,53 +832,8 @@ fa2_bwd_kernel(const T *__restrict__ Q, const T *__restrict__ K, const T *__rest
             if (it + 1 < n_steps) load_step(it + 1);
             cp_async_commit();
         }
+        if constexpr (!(PSMEM && DQFIRST)) dq_step();
         // [end dv-dk]
-
-        // [region dq]
-        /* dQ_i += dS K_j: this warp's RQ x CQ tile of dQ_i, k over the Bc keys.
-         * A = dS (queries x keys) is dS^T read transposed; B = K_j read
-         * transposed (keys are k). The partial sum goes to the fp32
-         * accumulator with atomic adds: the other key tiles' blocks add to the
-         * same dQ_i in an order that changes from run to run. */
-        {
-            const int wm = warp / C::WN, wn = warp % C::WN;
-            constexpr int MQ = C::RQ / 16, NQ = C::CQ / 8;
-            float dq[MQ][NQ][4];
-#pragma unroll
-            for (int mq = 0; mq < MQ; ++mq)
-#pragma unroll
-                for (int nb = 0; nb < NQ; ++nb) dq[mq][nb][0] = dq[mq][nb][1] = dq[mq][nb][2] = dq[mq][nb][3] = 0.f;
-            /* unrolled 4 slices at a time, not all: with every slice's loads
-             * hoisted ahead of the mma, d = 128 would spill */
-#pragma unroll 4
-            for (int kk = 0; kk < BC / 16; ++kk) {
-                uint32_t a[MQ][4];
-#pragma unroll
-                for (int mq = 0; mq < MQ; ++mq)
-                    ldmatrix_x4_trans(a[mq], aS + swz<BR>(kk * 16 + b_row, (wm * C::RQ + mq * 16) / 8 + b_chunk));
-#pragma unroll
-                for (int dpair = 0; dpair < NQ / 2; ++dpair) {
-                    uint32_t b[4];
-                    ldmatrix_x4_trans(b, aK + swz<D>(kk * 16 + t_row, wn * C::CQ / 8 + 2 * dpair + t_chunk));
-#pragma unroll
-                    for (int mq = 0; mq < MQ; ++mq) {
-                        mma_16816<T>(dq[mq][2 * dpair], a[mq], b[0], b[1]);
-                        mma_16816<T>(dq[mq][2 * dpair + 1], a[mq], b[2], b[3]);
-                    }
-                }
-            }
-            /* Rows past N land in the padded rows of the accumulator, which
-             * nobody reads: no bounds test. */
-#pragma unroll
-            for (int mq = 0; mq < MQ; ++mq)
-#pragma unroll
-                for (int nb = 0; nb < NQ; ++nb) {
-                    float *dst = dQacc + (size_t)(q0 + wm * C::RQ + mq * 16 + g) * D + wn * C::CQ + nb * 8 + 2 * t;
-                    red_add_f32x2(dst, dq[mq][nb][0], dq[mq][nb][1]);
-                    red_add_f32x2(dst + 8 * D, dq[mq][nb][2], dq[mq][nb][3]);
-                }
-        }
-        // [end dq]
     }
 
     // [region epilogue]
@@ -781,10 +913,12 @@ static int ensure_workspace(size_t bytes) {
     return ATTN_OK;
 }
 
-template <typename T, int D, int BR, int BC, int WARPS, int STAGES, int KVREG, int PSMEM>
+template <typename T, int D, int BR, int BC, int WARPS, int STAGES, int KVREG, int PSMEM, int PFIRST, int STSM,
+          int DQFIRST, int DSH>
 static int launch(const attn_bwd_args *a) {
     using C = BwdTiles<D, BR, BC, WARPS, STAGES, PSMEM>;
-    auto kernel = fa2_bwd_kernel<T, D, BR, BC, WARPS, STAGES, KVREG != 0, PSMEM>;
+    auto kernel = fa2_bwd_kernel<T, D, BR, BC, WARPS, STAGES, KVREG != 0, PSMEM, PFIRST, STSM != 0, DQFIRST != 0,
+                                 DSH != 0>;
     static int ready = 0;  // once per instantiation: allow > 48 KiB of shared memory
     if (!ready) {
         int dev = 0, optin = 0;

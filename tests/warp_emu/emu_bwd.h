@@ -13,6 +13,7 @@
  *   lds_f32x2    ld.shared.v2.f32 and ld.shared.v4.b32: bounds, alignment, and
  *   lds_u128     the read side of the same shadow (a read of a chunk whose
  *                cp.async has not been retired by a wait_group + barrier).
+ *   stmatrix_x4  stmatrix.x4 (sm_90, the STSM option): the same checks as sts32, per row.
  *   red_add_f32x2  red.global.add.v2.f32: two atomic float adds (std::atomic_ref),
  *                8-byte alignment checked; out-of-bounds writes show up in the
  *                driver's guard regions.
@@ -70,6 +71,40 @@ static void sts32(uint32_t addr, uint32_t v) {
         memcpy(fa_smem + addr, &v, 4);
     }
     w->bar.arrive_and_wait();  // lane 0 is done with w->u before anyone reuses it
+}
+
+/* stmatrix.sync.aligned.m8n8.x4.shared.b16 (sm_90), warp-collective: lanes 8i..8i+7
+ * give the 16-byte row addresses of matrix i, and row j of matrix i takes r<i> of lanes
+ * 4j..4j+3 (the C layout of an mma fragment). Each lane writes the row it addresses, so the
+ * hazard shadow sees one 16-byte chunk per lane; bank conflicts as for ldmatrix (the 8
+ * rows of one matrix in 8 different 16-byte bank groups). */
+static void stmatrix_x4(uint32_t addr, uint32_t r0, uint32_t r1, uint32_t r2, uint32_t r3) {
+    EmuWarp *w = emu_warp;
+    const int l = emu_lane;
+    w->u[l][0] = r0; w->u[l][1] = r1; w->u[l][2] = r2; w->u[l][3] = r3;
+    w->v[l][0] = addr;
+    w->bar.arrive_and_wait();
+    if (l == 0) {
+        int conf = 0;
+        for (int i = 0; i < 4; ++i) {
+            unsigned seen = 0;
+            for (int k = 0; k < 8; ++k) {
+                const unsigned bit = 1u << ((w->v[8 * i + k][0] >> 4) & 7);
+                if (seen & bit) conf++;
+                seen |= bit;
+            }
+        }
+        emu_sts_conflicts += conf;
+        emu_sts_count += 1;
+    }
+    if (addr % 16 || addr + 16 > emu_smem_bytes) {
+        emu_fail("stmatrix row address out of bounds or not 16-byte aligned");
+    } else {
+        emu_track_store(addr / 16);
+        const int i = l >> 3, j = l & 7;
+        for (int c = 0; c < 4; ++c) memcpy(fa_smem + addr + 4 * c, &w->u[4 * j + c][i], 4);
+    }
+    w->bar.arrive_and_wait();  // everyone is done with w->u, w->v before they are reused
 }
 
 static inline float2 lds_f32x2(uint32_t addr) {
