@@ -1,59 +1,161 @@
 /* bench/copy_bandwidth.cu: the roofline of a memory-bound kernel, measured: a device-to-device
- * copy (cudaMemcpyAsync) of a large buffer, timed like the course's harness (CUDA events, warm-up
- * launches, the median of the timed ones, L2 flushed before each by overwriting a 2 x L2
- * buffer outside the events). Bandwidth = (bytes read + bytes written) / time.
+ * copy (cudaMemcpyAsync), timed like the course's harness (reference/runner_device.cu,
+ * time_launches: CUDA events around the one operation, warm-up first, the median of the timed
+ * ones, L2 flushed before each by overwriting a max(2 x L2, 64 MiB) buffer outside the events).
  *
- *   build/copy_bandwidth [MiB] [reps]     default 1024 MiB, 20 reps
- * Prints one CSV line: copy,<bytes copied>,<median ms>,<GB/s read + write>.
+ *   build/copy_bandwidth [MiB] [reps]           a copy of MiB (64..1048576, default 1024), 20 reps
+ *   build/copy_bandwidth --bytes N [--reps R] [--op copy|read] [--flush write|read]
+ *
+ * --bytes N (4096 .. 2^40): the size of the copy, e.g. the bytes of K and V of one decode shape:
+ *   the roofline of a kernel that moves that much, with the same fixed costs (bench/decode.sh's
+ *   "copy-same" rows).
+ * --op read: instead of a copy, a plain streaming read of N bytes (a grid of int4 loads, nothing
+ *   written): what a kernel that only reads, as a decoding step does, can reach.
+ * --flush read: empty L2 by reading the flush buffer instead of writing it. Writing it, the
+ *   harness's way (and the default), leaves up to an L2 of dirty lines, which the timed
+ *   operation must write back to HBM while it reads: about 50 MB on an H100, some 17 us at
+ *   3 TB/s, charged to whatever is timed next. Reading leaves L2 clean. Comparing the two
+ *   measures that cost (bench/decode_sweep.sh does).
+ * Bandwidth = (bytes read + bytes written) / time: 2 N for a copy, N for a read.
+ * Prints one CSV line: <op>,<N>,<median ms>,<GB/s>,<flush>.
  * Exit status: 0, 2 bad arguments, 4 no GPU, 5 CUDA error, 7 out of memory. Built and run by
- * bench/decode.sh (make bench-decode), which draws this bandwidth as the roofline. */
+ * bench/decode.sh (make bench-decode) and bench/decode_sweep.sh (make decode-sweep). */
 #include <cuda_runtime.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <algorithm>
 #include <vector>
 #include "cuda_check.h"
 
+/* Read n16 16-byte words of p, 4 independent loads per thread per step (so that each thread
+ * keeps 64 bytes in flight), grid-stride. The XOR of everything is stored only when it equals
+ * a value it cannot be for the buffers here (all bytes equal: the XOR of 4 words is 0), which
+ * keeps the loads alive without writing anything. */
+__global__ void read_all(const int4 *__restrict__ p, size_t n16, int *sink) {
+    const size_t stride = (size_t)gridDim.x * blockDim.x;
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    int acc = 0;
+    for (; i + 3 * stride < n16; i += 4 * stride) {
+        const int4 a = p[i], b = p[i + stride], c = p[i + 2 * stride], d = p[i + 3 * stride];
+        acc ^= a.x ^ a.y ^ a.z ^ a.w ^ b.x ^ b.y ^ b.z ^ b.w ^ c.x ^ c.y ^ c.z ^ c.w ^ d.x ^ d.y ^ d.z ^ d.w;
+    }
+    for (; i < n16; i += stride) {
+        const int4 a = p[i];
+        acc ^= a.x ^ a.y ^ a.z ^ a.w;
+    }
+    if (acc == 0x5eed1234) *sink = acc;
+}
+
+static void usage(const char *prog) {
+    fprintf(stderr, "usage: %s [MiB 64..1048576] [reps 1..1000]\n"
+            "       %s --bytes N (4096..2^40) [--reps R (1..1000)] [--op copy|read] [--flush write|read]\n",
+            prog, prog);
+}
+
 int main(int argc, char **argv) {
-    const long mib = argc > 1 ? strtol(argv[1], NULL, 10) : 1024, reps = argc > 2 ? strtol(argv[2], NULL, 10) : 20;
-    if (mib < 64 || mib > (1 << 20) || reps < 1 || reps > 1000) {
-        fprintf(stderr, "usage: %s [MiB 64..1048576] [reps 1..1000]\n", argv[0]);
-        return EXIT_USAGE;
+    size_t bytes = (size_t)1024 << 20;
+    long reps = 20;
+    bool read_op = false, read_flush = false;
+    if (argc > 1 && argv[1][0] == '-') {
+        for (int i = 1; i < argc; ++i) {
+            const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+            char *end = NULL;
+            if (!strcmp(argv[i], "--bytes") && v) {
+                const unsigned long long x = strtoull(v, &end, 10);
+                if (*end || x < 4096 || x > (1ull << 40)) {
+                    fprintf(stderr, "--bytes '%s' is not valid: expected an integer in 4096..%llu\n", v, 1ull << 40);
+                    return EXIT_USAGE;
+                }
+                bytes = (size_t)x;
+            } else if (!strcmp(argv[i], "--reps") && v) {
+                reps = strtol(v, &end, 10);
+                if (*end || reps < 1 || reps > 1000) {
+                    fprintf(stderr, "--reps '%s' is not valid: expected an integer in 1..1000\n", v);
+                    return EXIT_USAGE;
+                }
+            } else if (!strcmp(argv[i], "--op") && v) {
+                if (strcmp(v, "copy") && strcmp(v, "read")) {
+                    fprintf(stderr, "--op '%s' is not valid: expected copy or read\n", v);
+                    return EXIT_USAGE;
+                }
+                read_op = !strcmp(v, "read");
+            } else if (!strcmp(argv[i], "--flush") && v) {
+                if (strcmp(v, "write") && strcmp(v, "read")) {
+                    fprintf(stderr, "--flush '%s' is not valid: expected write or read\n", v);
+                    return EXIT_USAGE;
+                }
+                read_flush = !strcmp(v, "read");
+            } else {
+                fprintf(stderr, "%s: bad option '%s'%s\n", argv[0], argv[i],
+                        v ? "" : " (missing its value)");
+                usage(argv[0]);
+                return EXIT_USAGE;
+            }
+            ++i;
+        }
+    } else {
+        const long mib = argc > 1 ? strtol(argv[1], NULL, 10) : 1024;
+        reps = argc > 2 ? strtol(argv[2], NULL, 10) : 20;
+        if (mib < 64 || mib > (1 << 20) || reps < 1 || reps > 1000) {
+            usage(argv[0]);
+            return EXIT_USAGE;
+        }
+        bytes = (size_t)mib << 20;
     }
     int dev = 0;
     CUDA_CHECK(cudaGetDevice(&dev));
     cudaDeviceProp prop;
     CUDA_CHECK(cudaGetDeviceProperties(&prop, dev));
-    const size_t bytes = (size_t)mib << 20, flush_bytes = std::max<size_t>(2 * (size_t)prop.l2CacheSize, 64u << 20);
+    const size_t flush_bytes = std::max<size_t>(2 * (size_t)prop.l2CacheSize, 64u << 20) & ~(size_t)15;
+    const size_t need = (read_op ? 1 : 2) * bytes + flush_bytes;
     size_t free_b = 0, total_b = 0;
     CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
-    if (2 * bytes + flush_bytes > free_b) {
-        fprintf(stderr, "out of memory: a copy of %ld MiB needs %.1f GiB; the GPU has %.1f GiB free\n", mib,
-                (2 * bytes + flush_bytes) / 1073741824.0, free_b / 1073741824.0);
+    if (need > free_b) {
+        fprintf(stderr, "out of memory: a %s of %zu bytes needs %.1f GiB; the GPU has %.1f GiB free\n",
+                read_op ? "read" : "copy", bytes, need / 1073741824.0, free_b / 1073741824.0);
         return EXIT_OOM;
     }
-    void *src, *dst, *flush;
+    void *src, *dst = NULL, *flush;
+    int *sink;
     CUDA_CHECK(cudaMalloc(&src, bytes));
-    CUDA_CHECK(cudaMalloc(&dst, bytes));
+    if (!read_op) CUDA_CHECK(cudaMalloc(&dst, bytes));
     CUDA_CHECK(cudaMalloc(&flush, flush_bytes));
+    CUDA_CHECK(cudaMalloc(&sink, sizeof(int)));
     CUDA_CHECK(cudaMemset(src, 1, bytes));
+    CUDA_CHECK(cudaMemset(flush, 1, flush_bytes));
     cudaStream_t s;
     cudaEvent_t a, b;
     CUDA_CHECK(cudaStreamCreate(&s));
     CUDA_CHECK(cudaEventCreate(&a));
     CUDA_CHECK(cudaEventCreate(&b));
-    for (int i = 0; i < 3; ++i) CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, s));
+    /* enough blocks for every SM to keep 64 KiB in flight: 8 x 256 threads x 64 bytes, however
+     * small the buffer (a thread with no word to read exits at once) */
+    const unsigned read_blocks = 8u * (unsigned)prop.multiProcessorCount;
+    auto op = [&] {
+        if (read_op) read_all<<<read_blocks, 256, 0, s>>>((const int4 *)src, bytes / 16, sink);
+        else CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, s));
+        CUDA_CHECK(cudaGetLastError());
+    };
+    auto empty_l2 = [&](long i) {
+        if (read_flush) read_all<<<read_blocks, 256, 0, s>>>((const int4 *)flush, flush_bytes / 16, sink);
+        else CUDA_CHECK(cudaMemsetAsync(flush, (int)(i & 0xff), flush_bytes, s));
+        CUDA_CHECK(cudaGetLastError());
+    };
+    for (int i = 0; i < 3; ++i) op();
     std::vector<float> ms(reps);
     for (long i = 0; i < reps; ++i) {
-        CUDA_CHECK(cudaMemsetAsync(flush, (int)(i & 0xff), flush_bytes, s));
+        empty_l2(i);
         CUDA_CHECK(cudaEventRecord(a, s));
-        CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, s));
+        op();
         CUDA_CHECK(cudaEventRecord(b, s));
         CUDA_CHECK(cudaEventSynchronize(b));
         CUDA_CHECK(cudaEventElapsedTime(&ms[i], a, b));
     }
     std::sort(ms.begin(), ms.end());
     const double med = reps % 2 ? ms[reps / 2] : 0.5 * (ms[reps / 2 - 1] + ms[reps / 2]);
-    printf("copy,%zu,%.4f,%.1f\n", bytes, med, 2.0 * bytes / (med * 1e-3) / 1e9);
+    const double moved = (read_op ? 1.0 : 2.0) * (double)bytes;
+    printf("%s,%zu,%.4f,%.1f,%s\n", read_op ? "read" : "copy", bytes, med, moved / (med * 1e-3) / 1e9,
+           read_flush ? "read" : "write");
     return 0;
 }

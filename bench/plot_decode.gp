@@ -3,7 +3,8 @@
 # dir holds what bench/decode_summary.py wrote: meta.gp (copy, npanels, panel titles) and
 # p<panel>-<method>.dat ("N_kv GB/s" lines). One panel per B H_kv: GB/s of K and V read against
 # the KV length for lesson 12, its FD_SPLITS=1 variant and PyTorch's SDPA backends, with the
-# device-to-device copy of the same run drawn as the roofline (and 90% of it, the target).
+# device-to-device copy of 1 GiB of the same run drawn as the roofline (and 90% of it, the
+# target), and the copies of as many bytes as each shape's K and V (read + write GB/s).
 load dir.'/meta.gp'
 cols = (npanels > 2) ? 2 : npanels
 rows = (npanels + cols - 1) / cols
@@ -27,6 +28,7 @@ do for [i = 0:npanels - 1] {
          sprintf("%s/p%d-12-flash-decoding-splits1.dat", dir, i) u 1:2 w lp lw 1 pt 6 lc rgb "#ff9896" title "lesson 12, FD\\_SPLITS=1", \
          sprintf("%s/p%d-torch-flash.dat", dir, i) u 1:2 w lp lw 1 pt 5 lc rgb "#1f77b4" title "SDPA flash", \
          sprintf("%s/p%d-torch-cudnn.dat", dir, i) u 1:2 w lp lw 1 pt 9 lc rgb "#2ca02c" title "SDPA cuDNN", \
-         sprintf("%s/p%d-torch-efficient.dat", dir, i) u 1:2 w lp lw 1 pt 11 lc rgb "#9467bd" title "SDPA efficient"
+         sprintf("%s/p%d-torch-efficient.dat", dir, i) u 1:2 w lp lw 1 pt 11 lc rgb "#9467bd" title "SDPA efficient", \
+         sprintf("%s/p%d-copy-same.dat", dir, i) u 1:2 w lp lw 1 dt 3 pt 2 lc rgb "#555555" title "copy of the same bytes"
 }
 unset multiplot

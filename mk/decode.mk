@@ -4,8 +4,10 @@
 #   make emu-12          the solution's kernel on the CPU warp emulator (tests/warp_emu/emu12.cpp):
 #                        decode shapes split and merged by the last block of each group, ragged
 #                        lengths, causal aligned to the end, GQA groups, 16 to 256 rows per group,
-#                        fp16 and bf16, d 64 and 128, graded against float64; both cp.async
-#                        timings. EMU12_SRC=lessons/12-flash-decoding/flash_decoding.cu runs yours
+#                        fp16 and bf16, d 64 and 128, graded against float64; the merge as a
+#                        second kernel (FD_MERGE=kernel) and the other split rules (FD_RULE) too;
+#                        both cp.async timings. EMU12_SRC=lessons/12-flash-decoding/flash_decoding.cu
+#                        runs yours; EMU12_DEFS="-DFD_STAGES=2" a configuration of decode-sweep
 #   make test-decode     Criterion (tests/test_decode.c): the merge of splits (and why it needs
 #                        the max), the prefix reference, the decode command line, the solution's
 #                        split plan
@@ -13,16 +15,21 @@
 #   make decode-cli      the binaries refuse what does not fit, exit 2: decode options for another
 #                        lesson (naming lesson 12), H_kv not dividing H, causal with N_kv < N
 # On a GPU:
-#   make bench-decode        the decode sweep (bench/decode.sh): lesson 12, FD_SPLITS=1, PyTorch
+#   make bench-decode        the decode sweep (bench/decode.sh; also run by make bench, and its
+#                            quick form by make bench-quick: mk/bench.mk): lesson 12, FD_SPLITS=1, PyTorch
 #                            SDPA's backends and a device-to-device copy, same run; CSV, summary
 #                            and bandwidth chart in docs/results/decode-<gpu>.*  (BENCH_DECODE_ARGS
 #                            passes options, e.g. "--dtypes fp16 --d 128")
 #   make bench-decode-quick  6 shapes in under a minute; CSV and summary in build/
 #   make decode-plots        redraw the summary and chart from the committed CSV (no GPU)
+#   make decode-sweep        lesson 12's variants (split rules, merge kernel, FD_STAGES, tile size,
+#                            FD_SPLITS) on small and mid decode shapes, with copies and reads of the
+#                            same bytes under two L2 flushes, and a per-block trace
+#                            (bench/decode_sweep.sh, about 4 minutes; tables in build/decode-sweep/)
 #   make sanitize-lesson12 / sanitize-solution12   compute-sanitizer memcheck and racecheck on
 #                            an ordinary shape and on decode shapes (split, GQA, ragged, causal)
 .PHONY: check-12 emu-12 test-decode decode-selftest decode-cli bench-decode bench-decode-quick decode-plots \
-        sanitize-lesson12 sanitize-solution12
+        sanitize-lesson12 sanitize-solution12 decode-sweep decode-sweep-variant
 
 check-12:
 	@if ! command -v $(NVCC) >/dev/null 2>&1; then echo "check-12: SKIP (no nvcc)"; exit 0; fi; \
@@ -41,11 +48,12 @@ EMU12_SRC ?= $(call src_of,solutions,12)
 EMU12_CXX ?= g++
 EMU12_INC := $(dir $(NVCC))../include
 EMU12_ARG ?= quick
+EMU12_DEFS ?=
 emu-12: build/host/cpu_reference.o
 	@if [ ! -f $(EMU12_INC)/cuda_fp16.h ]; then echo "emu-12: SKIP (no CUDA headers)"; exit 0; fi; \
 	mkdir -p build/emu && emu=$$(mktemp -d "$(CURDIR)/build/emu/emu-12.XXXXXX") && trap 'rm -rf "$$emu"' EXIT && \
 	bash tests/warp_emu/strip.sh $(EMU12_SRC) > "$$emu/kernel.cu" && \
-	$(EMU12_CXX) -std=c++20 -O1 -w -I$(EMU12_INC) -Ireference -Itests/warp_emu -DEMU_SRC="\"$$emu/kernel.cu\"" \
+	$(EMU12_CXX) -std=c++20 -O1 -w $(EMU12_DEFS) -I$(EMU12_INC) -Ireference -Itests/warp_emu -DEMU_SRC="\"$$emu/kernel.cu\"" \
 	  -DEMU_NAME='"$(EMU12_SRC)"' -x c++ tests/warp_emu/emu12.cpp -x none build/host/cpu_reference.o \
 	  -o "$$emu/emu12" -lpthread -lm && \
 	"$$emu/emu12" $(EMU12_ARG) && EMU_CPASYNC=late "$$emu/emu12" $(EMU12_ARG)
@@ -95,6 +103,19 @@ bench-decode-quick:
 	@bash bench/decode.sh --quick $(BENCH_DECODE_ARGS)
 decode-plots:
 	@bash bench/decode.sh --plots-only
+
+# One build of solution 12 with other macros (bench/decode_sweep.sh builds its variants so),
+# its ptxas -v report beside it.
+DSWEEP_DEFS ?=
+DSWEEP_OUT ?= build/decode-sweep/solution12
+decode-sweep-variant: $(HARNESS_C_OBJ) $(HARNESS_CU_OBJ)
+	@mkdir -p $(dir $(DSWEEP_OUT))
+	$(NVCC) $(NVCC_FLAGS) $(ARCH_FLAGS) $(DSWEEP_DEFS) -Xptxas -v -Ireference $(call src_of,solutions,12) \
+	  $(HARNESS_CU_OBJ) $(HARNESS_C_OBJ) -o $(DSWEEP_OUT) -lgomp 2> $(DSWEEP_OUT).ptxas \
+	  || { cat $(DSWEEP_OUT).ptxas; exit 1; }
+DECODE_SWEEP_ARGS ?=
+decode-sweep:
+	@bash bench/decode_sweep.sh $(DECODE_SWEEP_ARGS)
 
 # compute-sanitizer on the shapes lesson 12 is about: the generic rule's ordinary shape, then
 # a split GQA decode step with ragged lengths, and a causal one of 16 queries (fp16).

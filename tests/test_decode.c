@@ -147,34 +147,45 @@ Test(decode, command_line_defaults_and_refusals) {
     cr_assert(o.given & GIVEN_N && !(o.given & GIVEN_DECODE));
 }
 
-/* The solution's split plan: every key in exactly one split, no empty split, the rule's
- * choices on an H100-like GPU (132 SMs x 2 blocks). */
+/* The solution's split plan: every key in exactly one split, no empty split, for each split
+ * rule (FD_RULE); the rules' choices on an H100-like GPU (132 SMs x 2 blocks). */
 Test(decode, split_plan) {
     const long long slots = 264;
-    for (int nkv = 1; nkv <= 140000; nkv = nkv * 3 + 7)
-        for (int units = 1; units <= 600; units *= 5)
-            for (int R = 1; R <= 130; R *= 4) {
-                FdPlan p = fd_make_plan(units, 1, R, nkv, 64, slots, 0);
-                cr_assert(p.S >= 1 && p.S <= FD_MAX_SPLITS);
-                cr_assert(p.chunk % 64 == 0 && p.chunk > 0);
-                cr_assert((long long)p.S * p.chunk >= nkv, "keys past the last split (N_kv %d S %d chunk %d)", nkv, p.S,
-                          p.chunk);
-                cr_assert((long long)(p.S - 1) * p.chunk < nkv, "an empty split (N_kv %d S %d chunk %d)", nkv, p.S,
-                          p.chunk);
-                cr_assert(p.RB >= 16 && p.n_rc * p.RB >= R);
-            }
+    for (int rule = FD_RULE_WAVE; rule <= FD_RULE_FILL; ++rule)
+        for (int nkv = 1; nkv <= 140000; nkv = nkv * 3 + 7)
+            for (int units = 1; units <= 600; units *= 5)
+                for (int R = 1; R <= 130; R *= 4) {
+                    FdPlan p = fd_make_plan(units, 1, R, nkv, 64, slots, 0, rule);
+                    cr_assert(p.S >= 1 && p.S <= FD_MAX_SPLITS);
+                    if (rule == FD_RULE_FILL && p.S > 1)
+                        cr_assert(p.blocks <= slots, "FD_RULE=fill: more than one wave (%lld blocks)", p.blocks);
+                    cr_assert(p.chunk % 64 == 0 && p.chunk > 0);
+                    cr_assert((long long)p.S * p.chunk >= nkv, "keys past the last split (N_kv %d S %d chunk %d)",
+                              nkv, p.S, p.chunk);
+                    cr_assert((long long)(p.S - 1) * p.chunk < nkv, "an empty split (N_kv %d S %d chunk %d)",
+                              nkv, p.S, p.chunk);
+                    cr_assert(p.RB >= 16 && p.n_rc * p.RB >= R);
+                }
     /* 8 groups of one query row, 128k keys: about one wave of 264 blocks */
-    FdPlan a = fd_make_plan(1, 8, 1, 131072, 64, slots, 0);
+    FdPlan a = fd_make_plan(1, 8, 1, 131072, 64, slots, 0, FD_RULE_WAVE);
     cr_assert(a.blocks >= 0.9 * slots && a.blocks <= slots, "%lld blocks", a.blocks);
     /* 512 groups: already ~2 waves, no split */
-    FdPlan b = fd_make_plan(64, 8, 4, 16384, 64, slots, 0);
+    FdPlan b = fd_make_plan(64, 8, 4, 16384, 64, slots, 0, FD_RULE_WAVE);
     cr_assert_eq(b.S, 1);
     /* a short sequence is not cut below 2 tiles */
-    FdPlan c = fd_make_plan(1, 1, 1, 300, 64, slots, 0);
+    FdPlan c = fd_make_plan(1, 1, 1, 300, 64, slots, 0, FD_RULE_WAVE);
     cr_assert(c.chunk >= 128);
     /* forced: FD_SPLITS */
-    FdPlan f = fd_make_plan(2, 4, 4, 1000, 64, slots, 1);
+    FdPlan f = fd_make_plan(2, 4, 4, 1000, 64, slots, 1, FD_RULE_WAVE);
     cr_assert(f.S == 1 && f.chunk >= 1000);
-    FdPlan g = fd_make_plan(2, 4, 4, 1000, 64, slots, 1000);
+    FdPlan g = fd_make_plan(2, 4, 4, 1000, 64, slots, 1000, FD_RULE_WAVE);
     cr_assert(g.S == 16 && g.chunk == 64, "at most one split per tile: S %d chunk %d", g.S, g.chunk);
+    /* 8 groups, 4096 keys (64 tiles): the wave rule's 29 splits round to 22 (3 tiles each, 176
+     * blocks); FD_RULE=tiles and fill take 32 (2 tiles each, 256 blocks). At 128k keys fill
+     * takes 33 (264 blocks, the whole wave), the others 30. */
+    cr_assert_eq(fd_make_plan(1, 8, 1, 4096, 64, slots, 0, FD_RULE_WAVE).S, 22);
+    cr_assert_eq(fd_make_plan(1, 8, 1, 4096, 64, slots, 0, FD_RULE_TILES).S, 32);
+    cr_assert_eq(fd_make_plan(1, 8, 1, 4096, 64, slots, 0, FD_RULE_FILL).S, 32);
+    cr_assert_eq(fd_make_plan(1, 8, 1, 131072, 64, slots, 0, FD_RULE_TILES).S, 30);
+    cr_assert_eq(fd_make_plan(1, 8, 1, 131072, 64, slots, 0, FD_RULE_FILL).S, 33);
 }

@@ -42,7 +42,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <math.h>
+#include <string.h>
 #include "attention.h"
+#ifdef FD_TRACE
+#include <algorithm>
+#include <vector>
+#endif
 
 const lesson_info LESSON = {
     12, "12-flash-decoding", "flash decoding: split the KV cache, merge the partial softmaxes, one K/V load per GQA group",
@@ -64,6 +69,10 @@ const lesson_info LESSON = {
 #define FD_THREADS 128       /* 4 warps */
 #define FD_MAX_SPLITS 128    /* the split rule never goes beyond (FD_SPLITS may, up to 1024) */
 // [end config]
+/* Splits whose partials one merge thread loads before it uses any (region merge) */
+#ifndef FD_MERGE_BATCH
+#define FD_MERGE_BATCH 8
+#endif
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
 #define FD_SM80 0 /* the portable build's sm_75 code: an empty kernel, never launched */
@@ -119,12 +128,58 @@ __device__ __forceinline__ void fd_fence() { __threadfence(); }
 __device__ __forceinline__ int fd_atomic_add(int *p, int v) { return atomicAdd(p, v); }
 __device__ __forceinline__ float fd_ld_cg(const float *p) { return __ldcg(p); }
 __device__ __forceinline__ float4 fd_ld_cg4(const float4 *p) { return __ldcg(p); }
+/* Programmatic dependent launch (sm_90; FD_MERGE=pdl, an experiment): the split kernel lets
+ * the merge kernel be scheduled before it ends, and the merge kernel waits at
+ * griddepcontrol.wait until the split kernel has finished and its writes are visible.
+ * Without that launch attribute the wait returns at once. */
+__device__ __forceinline__ void fd_launch_dependents() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void fd_wait_primary() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+#ifdef FD_TRACE
+/* -DFD_TRACE (bench/decode_sweep.sh): thread 0 of each block stamps the GPU's global timer
+ * (ns, one clock for every SM) at its start (and its SM), after its K/V loop, after its
+ * partial, and after the merge; the host prints a summary of the last launch at exit. */
+#define FD_TRACE_MAX 8192
+__device__ unsigned long long fd_trace_buf[FD_TRACE_MAX][5];
+__device__ __forceinline__ void fd_trace_point(int k) {
+    if (threadIdx.x != 0 || blockIdx.x >= FD_TRACE_MAX) return;
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;\n" : "=l"(t));
+    fd_trace_buf[blockIdx.x][k] = t;
+    if (k == 0) {
+        unsigned sm;
+        asm volatile("mov.u32 %0, %%smid;\n" : "=r"(sm));
+        fd_trace_buf[blockIdx.x][4] = sm;
+        fd_trace_buf[blockIdx.x][1] = fd_trace_buf[blockIdx.x][2] = fd_trace_buf[blockIdx.x][3] = 0;
+    }
+}
+#define FD_TRACE_POINT(k) fd_trace_point(k)
+#endif
 // [end ptx]
+#ifndef FD_TRACE_POINT
+#define FD_TRACE_POINT(k) ((void)0)
+#endif
 
 // [region cp-async]
-/* Lesson 08's cp.async: 16 bytes global -> shared, zero-filled when !valid (nothing read). */
+/* Lesson 08's cp.async: 16 bytes global -> shared, zero-filled when !valid (nothing read).
+ * -DFD_EVICT_FIRST (an experiment, bench/decode_sweep.sh): each copy carries an L2 policy
+ * that makes its line the first to be evicted. K and V are read once, so their lines are
+ * the right ones to recycle, before anything else L2 holds: the dirty lines another kernel
+ * left (the timing's L2 flush writes 2 x L2), which a normal miss would write back first. */
 __device__ __forceinline__ void cp_async_16(uint32_t dst, const void *src, bool valid) {
-#if FD_SM80
+#if FD_SM80 && defined(FD_EVICT_FIRST)
+    uint64_t policy;
+    asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(policy));
+    asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2, %3;\n"
+                 ::"r"(dst), "l"(src), "r"(valid ? 16 : 0), "l"(policy));
+#elif FD_SM80
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0));
 #endif
 }
@@ -172,6 +227,8 @@ struct FdArgs {
     int S, chunk;         /* splits of the longest sequence; keys per split (a multiple of BC) */
     int causal;
     float scale_log2;     /* scale log2(e): exponentials as ex2 */
+    int merge_kernel;     /* 0: the last block of a group merges; 1: fd_merge_kernel does, after (FD_MERGE) */
+    int pdl;              /* 1: the merge kernel is a programmatic dependent launch (FD_MERGE=pdl) */
 };
 
 // [region gqa]
@@ -236,6 +293,9 @@ constexpr int fd_smem_bytes() {
     return RB * D * 2 + (kv > merge ? kv : merge);
 }
 
+template <typename T, int D>
+__device__ void fd_merge(const FdArgs<T> &a, int grp, int b, int h_kv, int r0, int rows, int splits, float *Lfin);
+
 /* Fragment layouts (lesson 07), g = lane / 4, t = lane % 4:
  *   A 16x16: a[0] (g, 2t..2t+1)  a[1] (g+8, 2t..)  a[2] (g, 2t+8..)  a[3] (g+8, 2t+8..)
  *   B 16x8 : b0 (rows 2t, 2t+1; col g)   b1 (rows 2t+8, 2t+9; col g)
@@ -249,7 +309,8 @@ constexpr int fd_smem_bytes() {
  * [BC][D], all swizzled; after the loop the K/V slots hold the warps' partials
  * (fd_smem_bytes).
  * Writes O and L directly when its sequence has one split, else its partial, and the last
- * block of the group to arrive merges all of them into O and L. */
+ * block of the group to arrive merges all of them into O and L (fd_merge; with
+ * a.merge_kernel, fd_merge_kernel does after this launch). */
 template <typename T, int D, int BC, int WR, int MT, int STAGES>
 __global__ void __launch_bounds__(FD_THREADS) fd_split_kernel(const FdArgs<T> a) {
     constexpr int WK = 4 / WR, KW = BC / WK;
@@ -265,6 +326,8 @@ __global__ void __launch_bounds__(FD_THREADS) fd_split_kernel(const FdArgs<T> a)
     const uint32_t aQ = smem_u32(fa_smem), aK = aQ + RB * D * 2, aV = aK + STAGES * TILE;
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
     const int g = lane >> 2, t = lane & 3, wr = warp % WR, wk = warp / WR;
+    FD_TRACE_POINT(0);
+    if (a.pdl) fd_launch_dependents();
 
     // [region block-work]
     /* Which work: blocks of one group's splits are neighbours. A split past the end of a
@@ -464,6 +527,7 @@ __global__ void __launch_bounds__(FD_THREADS) fd_split_kernel(const FdArgs<T> a)
     }
     cp_async_wait<0>(); /* only empty groups can be left; then the slots are free */
     __syncthreads();
+    FD_TRACE_POINT(1);
 
     // [region warp-merge]
     /* Each warp's (m, l, O) for its rows and its keys go to shared memory; then every
@@ -518,7 +582,8 @@ __global__ void __launch_bounds__(FD_THREADS) fd_split_kernel(const FdArgs<T> a)
         // [end partial]
     }
     // [end warp-merge]
-    if (direct) return;
+    FD_TRACE_POINT(2);
+    if (direct || a.merge_kernel) return;
 
     // [region arrive]
     /* The last block of the group to arrive does the merge. Each block makes its partial
@@ -536,6 +601,21 @@ __global__ void __launch_bounds__(FD_THREADS) fd_split_kernel(const FdArgs<T> a)
     fd_fence();
     // [end arrive]
 
+    fd_merge<T, D>(a, grp, b, h_kv, r0, rows, splits, reinterpret_cast<float *>(fa_smem)); /* Q's tile is free */
+    FD_TRACE_POINT(3);
+#endif
+}
+
+/* The merge of the `splits` partials of rows r0 .. r0 + rows - 1 of group grp = b H_kv + h_kv
+ * into O and L: the partial of split s2 for row r is at (grp S + s2) R + r0 + r in a.Lpart
+ * and, times d, in a.Opart (fd_split_kernel writes them). Run by a whole block of FD_THREADS
+ * threads; Lfin: `rows` floats of shared memory. Called by the last block of the group to
+ * arrive, or by fd_merge_kernel. */
+template <typename T, int D>
+__device__ void fd_merge(const FdArgs<T> &a, int grp, int b, int h_kv, int r0, int rows, int splits, float *Lfin) {
+#if FD_SM80
+    constexpr int NT = FD_THREADS;
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
     // [region merge]
     /* The merge of lesson 01, on logsumexps: L = log sum_s exp(L_s), computed as
      * M + log sum_s exp(L_s - M) with M = max_s L_s (the exponentials stay <= 1: x30 logits
@@ -543,7 +623,6 @@ __global__ void __launch_bounds__(FD_THREADS) fd_split_kernel(const FdArgs<T> a)
      * per row for L (its lanes share the splits), then every thread some (row, 4 columns)
      * of O. Reads go through L2 (ld.cg); the order of the sums is fixed, so every run gives
      * the same bits. */
-    float *Lfin = reinterpret_cast<float *>(fa_smem); /* [RB]: the Q tile is free now */
     for (int r = warp; r < rows; r += NT / 32) {
         const float *Lp = a.Lpart + (size_t)grp * a.S * a.R + r0 + r; /* split s2 at Lp[s2 R] */
         float mx = -INFINITY;
@@ -569,17 +648,50 @@ __global__ void __launch_bounds__(FD_THREADS) fd_split_kernel(const FdArgs<T> a)
         const float Lr = Lfin[r];
         const size_t p0 = (size_t)grp * a.S * a.R + r0 + r;
         float acc[4] = {0.f, 0.f, 0.f, 0.f};
-#pragma unroll 4
-        for (int s2 = 0; s2 < splits; ++s2) {
-            const size_t part = p0 + (size_t)s2 * a.R;
-            const float w = Lr == -INFINITY ? 0.f : expf(fd_ld_cg(a.Lpart + part) - Lr);
-            const float4 v = fd_ld_cg4(reinterpret_cast<const float4 *>(a.Opart + part * D + c));
-            acc[0] += w * v.x; acc[1] += w * v.y; acc[2] += w * v.z; acc[3] += w * v.w;
+        /* The merge is a chain of L2 round trips (its partials were written by other SMs):
+         * issue the loads of FD_MERGE_BATCH splits before using any, so that a group of 30
+         * splits waits four round trips, not thirty. Past the last split the index is clamped
+         * (a valid address) and the weight is 0; the sum keeps its order. */
+        constexpr int U = FD_MERGE_BATCH;
+        for (int s0 = 0; s0 < splits; s0 += U) {
+            float lv[U];
+            float4 v[U];
+#pragma unroll
+            for (int u = 0; u < U; ++u) {
+                const size_t part = p0 + (size_t)min(s0 + u, splits - 1) * a.R;
+                lv[u] = fd_ld_cg(a.Lpart + part);
+                v[u] = fd_ld_cg4(reinterpret_cast<const float4 *>(a.Opart + part * D + c));
+            }
+#pragma unroll
+            for (int u = 0; u < U; ++u) {
+                const float w = (Lr == -INFINITY || s0 + u >= splits) ? 0.f : expf(lv[u] - Lr);
+                acc[0] += w * v[u].x; acc[1] += w * v[u].y; acc[2] += w * v[u].z; acc[3] += w * v[u].w;
+            }
         }
         *reinterpret_cast<uint2 *>(a.O + group_row(a, b, h_kv, r0 + r, D) + c) =
             make_uint2(pack2<T>(acc[0], acc[1]), pack2<T>(acc[2], acc[3]));
     }
     // [end merge]
+#endif
+}
+
+/* FD_MERGE=kernel or pdl (an experiment, bench/decode_sweep.sh): the merge as a second kernel
+ * after fd_split_kernel instead of in the last block of each group, one block per row chunk
+ * of a group, blockIdx.x = grp n_rc + rc, FD_THREADS threads, RB floats of dynamic shared
+ * memory. No counter, no fence: the end of the split kernel orders its writes before this
+ * kernel's reads (with PDL, griddepcontrol.wait does). A sequence with one split was written
+ * by the split kernel. */
+template <typename T, int D, int RB>
+__global__ void __launch_bounds__(FD_THREADS) fd_merge_kernel(const FdArgs<T> a) {
+    fd_wait_primary();
+#if FD_SM80
+    extern __shared__ __align__(128) unsigned char fa_smem[];
+    const int rc = (int)blockIdx.x % a.n_rc, grp = (int)blockIdx.x / a.n_rc;
+    const int b = grp / a.H_kv, h_kv = grp % a.H_kv;
+    const int len = a.seqlens ? a.seqlens[b] : a.N_kv, splits = (len + a.chunk - 1) / a.chunk;
+    if (splits == 1) return;
+    const int r0 = rc * RB;
+    fd_merge<T, D>(a, grp, b, h_kv, r0, min(RB, a.R - r0), splits, reinterpret_cast<float *>(fa_smem));
 #endif
 }
 
@@ -628,8 +740,43 @@ static int fd_num_splits(long long units, int tiles, int min_tiles, long long sl
 }
 // [end splits]
 
-/* forced > 0: that many splits (at most one per tile). */
-static FdPlan fd_make_plan(int B, int H_kv, int R, int N_kv, int BC, long long slots, int forced) {
+/* Other split rules, for experiments (FD_RULE in the environment; bench/decode_sweep.sh
+ * compares them with the default):
+ *   FD_RULE_WAVE   fd_num_splits above, the default;
+ *   FD_RULE_TILES  the same rule over the counts whole tiles per split can make,
+ *                  S = ceil(tiles / per): fd_make_plan rounds the wave rule's S to one of
+ *                  those, downwards (8 groups, 64 tiles: the rule's 29 becomes 22, 176 blocks
+ *                  where 256 would fit in one wave);
+ *   FD_RULE_FILL   one wave as full as it goes: the largest such S with units S <= slots.
+ * Same bounds as fd_num_splits (min_tiles, FD_MAX_SPLITS). */
+enum { FD_RULE_WAVE = 0, FD_RULE_TILES = 1, FD_RULE_FILL = 2 };
+static int fd_rule_splits(int rule, long long units, int tiles, int min_tiles, long long slots) {
+    if (rule == FD_RULE_WAVE) return fd_num_splits(units, tiles, min_tiles, slots);
+    const int max_s = (int)(tiles / min_tiles < FD_MAX_SPLITS ? tiles / min_tiles : FD_MAX_SPLITS);
+    if (max_s <= 1 || slots < 1) return 1;
+    int cand[FD_MAX_SPLITS + 1], n = 0, prev = max_s + 1; /* the counts whole tiles make, largest first */
+    for (int per = (tiles + max_s - 1) / max_s; prev > 1; ++per) {
+        const int s = (tiles + per - 1) / per;
+        if (s < prev) cand[n++] = prev = s;
+    }
+    if (rule == FD_RULE_FILL) {
+        for (int i = 0; i < n; ++i)
+            if ((long long)cand[i] * units <= slots) return cand[i];
+        return 1;
+    }
+    double best = 0, eff[FD_MAX_SPLITS + 1];
+    for (int i = 0; i < n; ++i) {
+        const double waves = (double)units * cand[i] / (double)slots;
+        eff[i] = waves / ceil(waves);
+        if (eff[i] > best) best = eff[i];
+    }
+    for (int i = n - 1; i >= 0; --i)
+        if (eff[i] >= 0.9 * best) return cand[i];
+    return 1;
+}
+
+/* forced > 0: that many splits (at most one per tile); else the split rule `rule`. */
+static FdPlan fd_make_plan(int B, int H_kv, int R, int N_kv, int BC, long long slots, int forced, int rule) {
     FdPlan p;
     fd_rows_config(R, &p.WR, &p.MT);
     p.RB = p.WR * p.MT * 16;
@@ -640,7 +787,7 @@ static FdPlan fd_make_plan(int B, int H_kv, int R, int N_kv, int BC, long long s
      * keys x d x 4 bytes of K and V: at least 16 keys per row keeps that under 1/8 */
     const int rows = R < p.RB ? R : p.RB;
     const int min_tiles = (16 * rows + BC - 1) / BC > 2 ? (16 * rows + BC - 1) / BC : 2;
-    int S = forced > 0 ? (forced < p.tiles ? forced : p.tiles) : fd_num_splits(units, p.tiles, min_tiles, slots);
+    int S = forced > 0 ? (forced < p.tiles ? forced : p.tiles) : fd_rule_splits(rule, units, p.tiles, min_tiles, slots);
     const int per = (p.tiles + S - 1) / S; /* tiles per split; then no split is empty */
     p.chunk = per * BC;
     p.S = (p.tiles + per - 1) / per;
@@ -665,6 +812,74 @@ static int fd_forced_splits() {
     }
     return v;
 }
+
+/* An experiment's choice from the environment (FD_MERGE, FD_RULE): the index of its value in
+ * `names` (names[0] when unset), -1 (with a message) when it is none of them. */
+static int fd_env_choice(const char *var, const char *const *names, int n) {
+    const char *e = getenv(var);
+    if (!e || !*e) return 0;
+    for (int i = 0; i < n; ++i)
+        if (!strcmp(e, names[i])) return i;
+    fprintf(stderr, "%s='%s' is not valid: expected", var, e);
+    for (int i = 0; i < n; ++i) fprintf(stderr, "%s %s", i ? (i == n - 1 ? " or" : ",") : "", names[i]);
+    fprintf(stderr, "\n");
+    return -1;
+}
+/* FD_MERGE: last (the default: the last block of each group merges), kernel (fd_merge_kernel,
+ * launched after the split kernel), pdl (the same as a programmatic dependent launch, sm_90;
+ * elsewhere a plain launch). FD_RULE: wave (the default), tiles, fill (fd_rule_splits). */
+static int fd_merge_mode() {
+    static const char *const names[] = {"last", "kernel", "pdl"};
+    static int v = -2;
+    if (v == -2) v = fd_env_choice("FD_MERGE", names, 3);
+    return v;
+}
+static int fd_rule() {
+    static const char *const names[] = {"wave", "tiles", "fill"};
+    static int v = -2;
+    if (v == -2) v = fd_env_choice("FD_RULE", names, 3);
+    return v;
+}
+static int fd_major = -1; /* compute capability of the current device (attention_forward) */
+
+#ifdef FD_TRACE
+/* -DFD_TRACE: at exit, what the last launch's blocks stamped (fd_trace_point), relative to
+ * the first block's start, in microseconds. */
+static long long fd_trace_blocks = 0;
+static void fd_trace_report() {
+    const int n = (int)(fd_trace_blocks < FD_TRACE_MAX ? fd_trace_blocks : FD_TRACE_MAX);
+    static unsigned long long t[FD_TRACE_MAX][5];
+    if (n < 1 || cudaDeviceSynchronize() != cudaSuccess ||
+        cudaMemcpyFromSymbol(t, fd_trace_buf, sizeof(t[0]) * n) != cudaSuccess) {
+        fprintf(stderr, "fd-trace: no trace (the launch or the copy failed)\n");
+        return;
+    }
+    unsigned long long t0 = ~0ull, start_last = 0, end = 0, step = ~0ull;
+    std::vector<double> loop, part, merge;
+    int per_sm[1024] = {0}, sms = 0;
+    for (int i = 0; i < n; ++i) {
+        t0 = std::min(t0, t[i][0]);
+        start_last = std::max(start_last, t[i][0]);
+        for (int k = 1; k < 4; ++k) end = std::max(end, t[i][k]);
+        if (t[i][1]) loop.push_back((t[i][1] - t[i][0]) * 1e-3);
+        if (t[i][2]) part.push_back((t[i][2] - t[i][1]) * 1e-3);
+        if (t[i][3]) merge.push_back((t[i][3] - t[i][2]) * 1e-3);
+        if (t[i][4] < 1024 && per_sm[t[i][4]]++ == 0) ++sms;
+        for (int j = 0; j < i && j < 64; ++j)
+            if (t[i][0] != t[j][0]) step = std::min(step, t[i][0] > t[j][0] ? t[i][0] - t[j][0] : t[j][0] - t[i][0]);
+    }
+    auto med = [](std::vector<double> &v) { std::sort(v.begin(), v.end()); return v.empty() ? 0.0 : v[v.size() / 2]; };
+    auto mx = [](const std::vector<double> &v) { return v.empty() ? 0.0 : *std::max_element(v.begin(), v.end()); };
+    int hist[8] = {0};
+    for (int i = 0; i < 1024; ++i)
+        if (per_sm[i]) ++hist[per_sm[i] < 7 ? per_sm[i] : 7];
+    fprintf(stderr, "fd-trace: %d blocks on %d SMs (SMs with 1/2/3/4+ blocks: %d/%d/%d/%d); last block started at "
+            "%.2f us; K/V loop per block median %.2f max %.2f us; partial median %.2f max %.2f us; merge %.2f us "
+            "(%zu blocks merged); last stamp %.2f us; timer step >= %.3f us\n", n, sms, hist[1], hist[2], hist[3],
+            hist[4] + hist[5] + hist[6] + hist[7], (start_last - t0) * 1e-3, med(loop), mx(loop), med(part), mx(part),
+            mx(merge), merge.size(), (end - t0) * 1e-3, step == ~0ull ? 0.0 : step * 1e-3);
+}
+#endif
 
 /* The split workspace, the lesson's own: allocated at the first launch that splits, grown
  * when a later one needs more (bytes: B H_kv S G N (d + 1) x 4 for the partials, B H_kv
@@ -710,9 +925,9 @@ static int fd_launch(const attn_args *a) {
             return ATTN_UNSUPPORTED;
         slots = (long long)sms * per_sm;
     }
-    const int G = a->H / a->H_kv, R = G * a->N, forced = fd_forced_splits();
-    if (forced < 0) return ATTN_UNSUPPORTED;
-    const FdPlan p = fd_make_plan(a->B, a->H_kv, R, a->N_kv, BC, slots, forced);
+    const int G = a->H / a->H_kv, R = G * a->N, forced = fd_forced_splits(), merge = fd_merge_mode(), rule = fd_rule();
+    if (forced < 0 || merge < 0 || rule < 0) return ATTN_UNSUPPORTED;
+    const FdPlan p = fd_make_plan(a->B, a->H_kv, R, a->N_kv, BC, slots, forced, rule);
     if (p.blocks > 0x7fffffffLL) return ATTN_UNSUPPORTED;
     FdArgs<T> args;
     args.Q = (const T *)a->Q; args.K = (const T *)a->K; args.V = (const T *)a->V;
@@ -720,6 +935,8 @@ static int fd_launch(const attn_args *a) {
     args.H = a->H; args.H_kv = a->H_kv; args.N = a->N; args.N_kv = a->N_kv;
     args.G = G; args.R = R; args.n_rc = p.n_rc; args.S = p.S; args.chunk = p.chunk; args.causal = a->causal;
     args.scale_log2 = a->scale * 1.4426950408889634f;
+    args.merge_kernel = p.S > 1 && merge > 0;
+    args.pdl = args.merge_kernel && merge == 2 && fd_major >= 9;
     args.Opart = args.Lpart = NULL;
     args.count = NULL;
     if (p.S > 1) {
@@ -728,7 +945,36 @@ static int fd_launch(const attn_args *a) {
         if (rc != ATTN_OK) return rc;
         args.Opart = fd_ws.Opart; args.Lpart = fd_ws.Lpart; args.count = fd_ws.count;
     }
+    static bool shown = false; /* FD_PLAN=1: say what the first launch does (bench/decode_sweep.sh) */
+    if (!shown && getenv("FD_PLAN")) {
+        shown = true;
+        fprintf(stderr, "fd-plan: %d split(s) of %d keys, %lld blocks of %d threads, %d B of shared memory, "
+                "%lld resident at once, merge by %s\n", p.S, p.chunk, p.blocks, FD_THREADS, smem, slots,
+                p.S == 1 ? "none" : args.pdl ? "a PDL kernel" : args.merge_kernel ? "a kernel" : "the last block");
+    }
     kernel<<<(unsigned)p.blocks, FD_THREADS, smem, (cudaStream_t)a->stream>>>(args);
+#ifdef FD_TRACE
+    if (!fd_trace_blocks) atexit(fd_trace_report);
+    fd_trace_blocks = p.blocks;
+#endif
+    if (!args.merge_kernel) return ATTN_OK;
+    /* FD_MERGE=kernel / pdl: one block per row chunk of a group */
+    cudaLaunchConfig_t cfg = {};
+    cudaLaunchAttribute attr[1];
+    cfg.gridDim = dim3((unsigned)(p.blocks / p.S));
+    cfg.blockDim = dim3(FD_THREADS);
+    cfg.dynamicSmemBytes = WR * MT * 16 * sizeof(float);
+    cfg.stream = (cudaStream_t)a->stream;
+    if (args.pdl) {
+        attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+        attr[0].val.programmaticStreamSerializationAllowed = 1;
+        cfg.attrs = attr;
+        cfg.numAttrs = 1;
+    }
+    if (cudaLaunchKernelEx(&cfg, fd_merge_kernel<T, D, WR * MT * 16>, args) != cudaSuccess) {
+        fprintf(stderr, "flash decoding: the launch of the merge kernel failed (FD_MERGE)\n");
+        return ATTN_UNSUPPORTED;
+    }
     return ATTN_OK;
 }
 
@@ -745,14 +991,13 @@ static int fd_dispatch(const attn_args *a) {
 /* Entry point (reference/attention.h): fp16/bf16, d = 64 or 128, H_kv dividing H, scale > 0,
  * sm_80 or newer; anything else is ATTN_UNSUPPORTED. */
 int attention_forward(const attn_args *a) {
-    static int major = -1;
-    if (major < 0) {
+    if (fd_major < 0) {
         int dev = 0;
         if (cudaGetDevice(&dev) != cudaSuccess ||
-            cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess)
-            major = 0;
+            cudaDeviceGetAttribute(&fd_major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess)
+            fd_major = 0;
     }
-    if (major < 8 || !(a->scale > 0.f) || a->H_kv < 1 || a->H % a->H_kv || a->N_kv < 1) return ATTN_UNSUPPORTED;
+    if (fd_major < 8 || !(a->scale > 0.f) || a->H_kv < 1 || a->H % a->H_kv || a->N_kv < 1) return ATTN_UNSUPPORTED;
     if (a->N < 1 || a->B < 1 || a->H < 1) return ATTN_OK;
     const int fp16 = a->dtype == DTYPE_FP16, bf16 = a->dtype == DTYPE_BF16;
     if (a->d == 64 && fp16) return fd_dispatch<__half, 64, FD64_BC>(a);
