@@ -11,7 +11,8 @@
 #                and racecheck, causal too where the lesson has it)
 #   fuzz         make fuzz: random valid shapes (FUZZ_K per solution); docs/results/fuzz-<gpu>.md
 #   mutants      make mutants-gpu: planted bugs the grader must reject; docs/results/mutants-<gpu>.md
-#   bench-quick  make bench-quick: a few shapes, standard vs the solutions (build/bench-quick-*.csv)
+#   bench-quick  make bench-quick: a few shapes, standard vs the solutions, forward and backward
+#                (build/bench-quick-*.csv), then lesson 12's quick decode sweep (build/decode-quick-*.csv)
 # Not run unless named in GPU_CHECK_STAGES:
 #   text-experiments   make text-experiments: the measurements the lesson texts quote
 #
@@ -214,7 +215,8 @@ stage_mutants() {
 stage_bench_quick() {
     local log=$LOGS/bench-quick.log
     $MAKE bench-quick >"$log" 2>&1; local rc=$?
-    local line; line=$(grep -E '^== results:' "$log" | tail -n1 | sed 's/^== results: //')
+    # bench.sh's "== results:" line, then decode.sh's (the decode sweep runs second)
+    local line; line=$(grep -E '^== results:' "$log" | sed 's/^== results: //' | paste -sd ';' - | sed 's/;/; /g')
     if [ $rc = 0 ]; then echo "pass|${line:-done}"; else echo "FAIL|make bench-quick exited $rc; $log"; fi
 }
 
