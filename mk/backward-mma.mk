@@ -23,11 +23,10 @@
 #                   one build of solution 11 with another configuration, ptxas -v beside it
 .PHONY: check-11 emu-11 sweep-11 sweep11-variant
 
-# The d = 128 kernel uses all 255 registers. Its default options (P^T interleaved with dP^T,
-# stmatrix, dQ first, dS from 16-bit P^T) cost it 20 bytes of spill on sm_90 (nvcc 13.0) and
-# were still the fastest configuration make sweep-11 measured on an H100 (287 against 277
-# TFLOP/s spill-free, N = 4096); on sm_80 the pair of scalar atomicAdd that replaces sm_90's
-# 8-byte red.global.add.v2.f32 makes it 24. More than that is a regression.
+# The kernels use all 255 registers. At d = 64 the default options (P^T interleaved with dP^T,
+# stored by stmatrix) cost 4 bytes of spill on sm_90 (nvcc 13.0) and were still 1-5% faster
+# on an H100 (make sweep-11); at d = 128 on sm_80 the pair of scalar atomicAdd that replaces
+# sm_90's 8-byte red.global.add.v2.f32 costs 20. More than 24 is a regression.
 SPILL_BUDGET_11_SM80 := 24
 SPILL_BUDGET_11_SM90 := 24
 check-11:
