@@ -6,7 +6,7 @@
 #   bash lessons/09-hopper-wgmma/ncu.sh        (after make ladder-09, which builds the steps;
 #                                               or make ncu-09)
 # Options:
-#   --steps "1 2 3 4 5 6"  --shape "-b 2 -H 16 -n 4096 -d 128 --dtype fp16" (harness options)
+#   --steps "1 2 3 4 5 6 7"  --shape "-b 2 -H 16 -n 4096 -d 128 --dtype fp16" (harness options)
 #   --causal             add --causal to the shape
 # Per step it prints the kernel's duration, SM throughput, every tensor-pipe metric the
 # sections collect (wgmma runs on the tensor pipe: names with "tensor" or "gmma"), the issue
@@ -14,7 +14,7 @@
 # issued instruction). The raw metrics: build/ncu09/stepN.csv.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-STEPS="1 2 3 4 5 6" SHAPE="-b 2 -H 16 -n 4096 -d 128 --dtype fp16" CAUSAL=""
+STEPS="1 2 3 4 5 6 7" SHAPE="-b 2 -H 16 -n 4096 -d 128 --dtype fp16" CAUSAL=""
 while [ $# -gt 0 ]; do
     case "$1" in
     --steps) STEPS="${2:?}"; shift ;;
@@ -33,7 +33,7 @@ fail=0
 for s in $STEPS; do
     bin=build/ladder09/step$s
     if [ ! -x "$bin" ]; then
-        make --no-print-directory hopper-variant HOPPER_OUT="$bin" HOPPER_DEFS="-DFA9_STEP=$s" >/dev/null || { fail=1; continue; }
+        make --no-print-directory hopper-variant HOPPER_OUT="$bin" HOPPER_DEFS="-DFA9_STEP=$s -DFA64_WG=2" >/dev/null || { fail=1; continue; }
     fi
     echo "== step $s: ncu on ./$bin --bench-only $SHAPE $CAUSAL"
     # shellcheck disable=SC2086
