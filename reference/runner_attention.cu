@@ -415,7 +415,10 @@ static int grade_case(const shape_case &c0, dtype_t dt, uint64_t seed, const opt
         printf("    FAIL  %-6s %s%s: race suspected: two launches on the same input differ in %ld elements "
                "(%s)\n", c.name, dtype_name(dt), c.causal ? " causal" : "", nd,
                outside ? "blocks that write outside their rows (above) race with the blocks that own those rows"
-                       : "a missing __syncthreads()? `make sanitize-lessonN` runs racecheck");
+                       : LESSON.needs_cc >= 90
+                           ? "a wait on a full or empty mbarrier missing, or a wrong phase? racecheck cannot see "
+                             "mbarrier ordering; `make emu-09 EMU09_SRC=<your file>` checks every shared access"
+                           : "a missing __syncthreads()? `make sanitize-lessonN` runs racecheck");
         ok = false;
     }
     /* causal: the future must not leak. Three split points q among the N query rows, largest
