@@ -2,7 +2,8 @@
 # tests/gpu_check_selftest.sh (make gpu-check-selftest, in make test; no GPU needed): make
 # gpu-check refuses clearly before it runs anything. Without a GPU (a stand-in nvidia-smi that
 # finds none, so this also holds on a GPU machine): exit 4 and a message naming what runs
-# without one. Bad variables: exit 2 and the valid values, whether or not there is a GPU.
+# without one. Bad variables: exit 2 and the valid values, whether or not there is a GPU. And
+# which sanitizer gates each solution (make -n: nothing runs).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 fails=0
@@ -25,5 +26,21 @@ check bad-stage 2 "unknown stage 'sanitise' in GPU_CHECK_STAGES \(expected some 
 check bad-lesson 2 'lesson 99 has no GPU solution \(GPU lessons here: 2 3' LESSONS="7 99" GPU_CHECK_NVIDIA_SMI=false
 check cpu-lesson 2 'lesson 1 has no GPU solution' LESSONS=1 GPU_CHECK_NVIDIA_SMI=false
 check bad-fuzz-k 2 "FUZZ_K='0' is not valid: expected an integer >= 1" FUZZ_K=0 GPU_CHECK_NVIDIA_SMI=false
-[ $fails = 0 ] && echo "gpu-check-selftest: OK (the refusals of make gpu-check)" || echo "gpu-check-selftest: FAILED ($fails)"
+# The sanitize stage's rule (Makefile, sanitize-%): racecheck gates every lesson but the sm_90a
+# ones (mbarriers, which racecheck does not model), where memcheck gates and racecheck reports.
+san() { # NAME TARGET: the recipe make would run, without running it
+    local plan; plan=$(make -n --no-print-directory "$2" 2>&1 | grep compute-sanitizer)
+    shift 2; "$@" <<<"$plan"
+}
+for n in $(ls -d solutions/[0-9][0-9]-*/ | sed -E 's@solutions/0?([0-9]+)-.*@\1@'); do
+    src=$(ls solutions/$(printf %02d "$n")-*/*.cu 2>/dev/null | head -n1); [ -n "$src" ] || continue
+    if grep -q '^// build: sm_90a' "$src"; then
+        if san "$n" "sanitize-solution$n" grep -q 'racecheck .*|| true; echo "racecheck on solution'"$n"': .*not a verdict'; then
+            echo "ok   sanitize-solution$n: memcheck gates, racecheck reports (sm_90a)"
+        else echo "FAIL sanitize-solution$n: expected racecheck as a report for an sm_90a source"; fails=$((fails + 1)); fi
+    elif san "$n" "sanitize-solution$n" grep -E 'racecheck .*--error-exitcode 9' | grep -qv 'not a verdict'; then
+        echo "ok   sanitize-solution$n: memcheck and racecheck gate"
+    else echo "FAIL sanitize-solution$n: expected racecheck to gate"; fails=$((fails + 1)); fi
+done
+[ $fails = 0 ] && echo "gpu-check-selftest: OK (the refusals of make gpu-check, the sanitize rule)" || echo "gpu-check-selftest: FAILED ($fails)"
 [ $fails = 0 ]
