@@ -462,12 +462,7 @@ static int grade_case(const shape_case &c0, dtype_t dt, uint64_t seed, const opt
             }
         }
     }
-    if (ok)
-        printf("    pass  %-6s %s  %s%s%s  %s\n", c.name, dtype_name(dt), shape_text(c).c_str(),
-               c.causal ? " causal" : "", c.qscale != 1.f ? " x30 logits" : "", v.why.c_str());
-    else
-        print_rerun(c, dt, o.seed);
-    fflush(stdout);
+    print_case_line(ok, c, dt, v.why, o.seed);
     problem_free(p);
     return ok ? ATTN_OK : -1;
 }

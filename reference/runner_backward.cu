@@ -539,15 +539,12 @@ static int grade_case(const shape_case &c, dtype_t dt, uint64_t seed, const opti
     if (!rerun_check(p, R, o1, v.pass, o.timeout_s, rerun_note)) ok = false;
     if (!causal_checks(p, R, o1, seed, o.timeout_s)) ok = false;
     if (!v.pass && c.causal) without_mask(c, dt, seed, o);
-    if (ok)
-        printf("    pass  %-6s %s  %s%s%s  %s; %s%s\n", c.name, dtype_name(dt), shape_text(c).c_str(),
-               c.causal ? " causal" : "", c.qscale != 1.f ? " x30 logits" : "", v.note.c_str(), rerun_note.c_str(),
-               R.slices.size() < (size_t)p.BH ? (" (" + std::to_string(R.slices.size()) + " of " +
-                                                 std::to_string(p.BH) + " slices graded, all checked written)").c_str()
-                                              : "");
-    else
-        print_rerun(c, dt, o.seed);
-    fflush(stdout);
+    print_case_line(ok, c, dt,
+                    v.note + "; " + rerun_note +
+                        (R.slices.size() < (size_t)p.BH ? " (" + std::to_string(R.slices.size()) + " of " +
+                                                              std::to_string(p.BH) + " slices graded, all checked written)"
+                                                        : std::string()),
+                    o.seed);
     problem_free(p);
     return ok ? ATTN_OK : -1;
 }

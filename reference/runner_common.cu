@@ -350,6 +350,15 @@ void print_rerun(const shape_case &c0, int dt, uint64_t run_seed) {
                dtype_name(dt), c.causal ? " --causal" : "", (unsigned long long)run_seed);
 }
 
+void print_case_line(bool ok, const shape_case &c, int dt, const std::string &detail, uint64_t run_seed) {
+    if (ok)
+        printf("    pass  %-6s %s  %s%s%s  %s\n", c.name, dtype_name(dt), shape_text(c).c_str(),
+               c.causal ? " causal" : "", c.qscale != 1.f ? " x30 logits" : "", detail.c_str());
+    else
+        print_rerun(c, dt, run_seed);
+    fflush(stdout);
+}
+
 void report_entry_rc(int rc, const char *entry) {
     if (rc == ATTN_NOT_IMPLEMENTED) return;
     if (rc == ATTN_OUT_OF_MEMORY) {

@@ -116,6 +116,10 @@ void print_failure_pattern(const std::vector<case_outcome> &v, const char *what_
  * [--causal] --seed S --check-only": the line under a failing case. */
 void print_rerun(const shape_case &c, int dtype, uint64_t run_seed);
 
+/* The verdict line of one graded case, flushed: "    pass  NAME DTYPE  SHAPE[ causal][ x30 logits]
+ * DETAIL" when ok, else the rerun line (the FAIL lines are the grader's, printed before). */
+void print_case_line(bool ok, const shape_case &c, int dtype, const std::string &detail, uint64_t run_seed);
+
 /* What a runner does with an entry point's return code other than ATTN_OK: nothing for
  * ATTN_NOT_IMPLEMENTED (the caller says it), exit EXIT_OOM for ATTN_OUT_OF_MEMORY, exit
  * EXIT_FAILED for anything else, naming `entry` ("attention_forward"). */
