@@ -7,7 +7,8 @@
 #                   warp-specialized steps (3-7) use exactly the 168 registers per thread that
 #                   the setmaxnreg split 24 / 240 / 240 assumes (24 x 128 + 2 x 240 x 128 =
 #                   168 x 384); so do the variants in CHECK09_VARIANTS (three consumer
-#                   warpgroups at d = 64: 128 registers, 32 + 3 x 160 = 4 x 128; the step-7
+#                   warpgroups at d = 64: 128 registers, 32 + 3 x 160 = 4 x 128; the default
+#                   build has both kernels at d = 64, 2 and 3 consumer warpgroups; the step-7
 #                   switches; FA_EXP2_FMA). Prints each build's registers. SKIPs without nvcc
 #   make test-tma   tests/test_tma.c (Criterion): the tensor-map parameters of
 #                   reference/tma_params.h for each d and dtype, ragged N, refusals, the swizzle
@@ -35,7 +36,7 @@ HOPPER_STARTER := $(call src_of,lessons,9)
 # extra builds of check-09: "defines|registers expected (sorted, distinct)"
 # (the steps themselves are checked with two consumer warpgroups, -DFA64_WG=2; the first
 # variant is the source's default build)
-CHECK09_VARIANTS := "-DFA9_STEP=7 -DFA64_WG=3|128 168" "-DFA9_STEP=5 -DFA64_WG=3|128 168" \
+CHECK09_VARIANTS := "-DFA9_STEP=7|128 168" "-DFA9_STEP=7 -DFA64_WG=3|128 168" "-DFA9_STEP=5 -DFA64_WG=3|128 168" \
   "-DFA9_STEP=7 -DFA64_WG=2 -DFA7_DYNAMIC=0 -DFA7_O_TMA=0|168" "-DFA9_STEP=7 -DFA64_WG=2 -DFA_EXP2_FMA=4|168" \
   "-DFA9_STEP=7 -DFA64_WG=2 -DFA128_BC=176 -DFA128_STAGES=2|168"
 check-09:

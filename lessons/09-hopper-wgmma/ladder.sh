@@ -83,9 +83,10 @@ case $DTYPE in fp16 | bf16) ;; *) echo "ladder.sh: --dtype is fp16 or bf16, got 
 [[ $JOBS =~ ^[0-9]+$ && $JOBS -ge 1 ]] || { echo "ladder.sh: --jobs takes a positive count, got '$JOBS'" >&2; exit 2; }
 
 # The steps with two consumer warpgroups everywhere; then the source's default build, which
-# is step 7 with three consumer warpgroups at d = 64 (B_r = 192; d = 128 keeps two)
+# is step 7 with three consumer warpgroups at d = 64 (B_r = 192; d = 128 keeps two), two for
+# causal attention on short sequences (FA64_WG=0 in hopper.cu)
 for s in $STEPS; do VARIANTS+=("step$s|-DFA9_STEP=$s -DFA64_WG=2|step $s|"); done
-[[ " $STEPS " == *" 7 "* ]] && VARIANTS+=("default|-DFA9_STEP=7 -DFA64_WG=3|step 7 + 3 consumer warpgroups (the default)|64")
+[[ " $STEPS " == *" 7 "* ]] && VARIANTS+=("default|-DFA9_STEP=7|step 7 + 3 consumer warpgroups, 2 if causal and short (the default)|64")
 for cfg in $CONFIGS; do
     d=${cfg%%:*} rest=${cfg#*:} bc=${rest%,*} st=${rest#*,}
     VARIANTS+=("step7_d${d}_bc${bc}_s${st}|-DFA9_STEP=7 -DFA${d}_BC=$bc -DFA${d}_STAGES=$st|step 7, d=$d: B_c=$bc, $st stages|$d")
