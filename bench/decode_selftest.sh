@@ -57,7 +57,7 @@ sw=$TMP/sweep.csv
         for op in copy read; do for fl in write read; do
             echo "FAKE,abc,$op,$fl-flush,fp16,1,32,8,1,$n,128,ok,0.02,1500.0,x bytes"
         done; done
-        for v in base rule=tiles rule=fill merge=kernel merge=pdl stages=2 stages=4; do
+        for v in base rule=resident rule=tiles rule=fill merge=kernel merge=pdl stages=2 stages=4; do
             echo "FAKE,abc,lesson,$v,fp16,1,32,8,1,$n,128,ok,0.021,800.0,22 split(s) of 192 keys; 176 blocks"
         done
         echo "FAKE,abc,lesson,bc=alt,fp16,1,32,8,1,$n,128,failed-rc5,,,boom"

@@ -10,9 +10,11 @@
 #   Abf16 Ad64            B H_kv = 8 at 32768, bf16 / fp16 with d = 64
 # On every shape, each a ./solution12-like binary run as bench/decode.sh runs it (--bench-only,
 # CUDA events, median of R launches, L2 flushed by the harness before each):
-#   base          ./solution12 as committed (FD_RULE=wave, last-block merge, FD_STAGES=3, BC 64/128)
-#   rule=tiles    FD_RULE=tiles: the wave rule over the split counts whole tiles can make
-#   rule=fill     FD_RULE=fill: one wave of blocks, as full as it goes
+#   base          ./solution12 as committed (FD_RULE=wave: one slot per SM; last-block merge,
+#                 FD_STAGES=3, BC 64/128)
+#   rule=resident FD_RULE=resident: the wave rule over every resident block (SMs x blocks per SM)
+#   rule=tiles    FD_RULE=tiles: the same over the split counts whole tiles can make
+#   rule=fill     FD_RULE=fill: one wave of resident blocks, as full as it goes
 #   merge=kernel  FD_MERGE=kernel: a second kernel merges instead of the last block of a group
 #   merge=pdl     FD_MERGE=pdl: the same, launched with programmatic dependent launch
 #   stages=2      -DFD_STAGES=2 (3 blocks per SM; 1 tile in flight per block)
@@ -40,7 +42,7 @@ while [ $# -gt 0 ]; do
         [[ "$REPS" =~ ^[0-9]+$ ]] && [ "$REPS" -ge 1 ] && [ "$REPS" -le 1000 ] || { echo "decode_sweep.sh: --reps takes 1..1000" >&2; exit 2; } ;;
     --shapes) SHAPE_LIST="${2:?--shapes needs names}"; shift
         for s in $SHAPE_LIST; do [[ " $ALL_SHAPES " == *" $s "* ]] || { echo "decode_sweep.sh: unknown shape '$s' (one of: $ALL_SHAPES)" >&2; exit 2; }; done ;;
-    -h | --help) sed -n '2,34p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,31p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "decode_sweep.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
     esac
     shift
@@ -146,6 +148,7 @@ done
 echo "== lesson 12 variants (FD_PLAN=1 on every run: the plan goes to the CSV's note)"
 for s in $SHAPE_LIST; do
     lesson lesson base ./solution12 "" "$s"
+    lesson lesson rule=resident ./solution12 "FD_RULE=resident" "$s"
     lesson lesson rule=tiles ./solution12 "FD_RULE=tiles" "$s"
     lesson lesson rule=fill ./solution12 "FD_RULE=fill" "$s"
     lesson lesson merge=kernel ./solution12 "FD_MERGE=kernel" "$s"

@@ -19,7 +19,7 @@ import csv
 import re
 import sys
 
-VARIANTS = ["base", "rule=tiles", "rule=fill", "merge=kernel", "merge=pdl", "stages=2", "stages=4", "bc=alt"]
+VARIANTS = ["base", "rule=resident", "rule=tiles", "rule=fill", "merge=kernel", "merge=pdl", "stages=2", "stages=4", "bc=alt"]
 SPLITS = ["S=1", "S=8", "S=16", "S=33", "S=66", "S=132", "S=264"]
 
 

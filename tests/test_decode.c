@@ -148,7 +148,8 @@ Test(decode, command_line_defaults_and_refusals) {
 }
 
 /* The solution's split plan: every key in exactly one split, no empty split, for each split
- * rule (FD_RULE); the rules' choices on an H100-like GPU (132 SMs x 2 blocks). */
+ * rule (FD_RULE); the rules' choices on an H100-like GPU (132 SMs x 2 blocks; the default
+ * rule is given one slot per SM by the host, 132). */
 Test(decode, split_plan) {
     const long long slots = 264;
     for (int rule = FD_RULE_WAVE; rule <= FD_RULE_FILL; ++rule)
@@ -188,4 +189,13 @@ Test(decode, split_plan) {
     cr_assert_eq(fd_make_plan(1, 8, 1, 4096, 64, slots, 0, FD_RULE_FILL).S, 32);
     cr_assert_eq(fd_make_plan(1, 8, 1, 131072, 64, slots, 0, FD_RULE_TILES).S, 30);
     cr_assert_eq(fd_make_plan(1, 8, 1, 131072, 64, slots, 0, FD_RULE_FILL).S, 33);
+    /* FD_RULE=resident is the wave rule over the same resident slots */
+    cr_assert_eq(fd_make_plan(1, 8, 1, 4096, 64, slots, 0, FD_RULE_RESIDENT).S, 22);
+    /* what the solution's host passes for the default rule: one slot per SM (132). 8 groups:
+     * 15 splits by the rule (120 blocks), 13 once rounded to whole tiles at 4096 keys (5
+     * tiles each, 104 blocks); 32 groups: 4 (128 blocks); 128 groups (B = 16): no split */
+    cr_assert_eq(fd_make_plan(1, 8, 1, 4096, 64, 132, 0, FD_RULE_WAVE).S, 13);
+    cr_assert_eq(fd_make_plan(1, 8, 1, 32768, 64, 132, 0, FD_RULE_WAVE).S, 15);
+    cr_assert_eq(fd_make_plan(4, 8, 4, 4096, 64, 132, 0, FD_RULE_WAVE).S, 4);
+    cr_assert_eq(fd_make_plan(16, 8, 4, 4096, 64, 132, 0, FD_RULE_WAVE).S, 1);
 }

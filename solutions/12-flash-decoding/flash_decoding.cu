@@ -718,8 +718,8 @@ static void fd_rows_config(int R, int *WR, int *MT) {
 }
 
 // [region splits]
-/* The split count. A block per (group, split) and `slots` blocks resident on the GPU at once
- * (SMs x blocks per SM): with S splits the grid is units S blocks, units S / slots waves, and
+/* The split count. A block per (group, split) and `slots` blocks running at once (fd_launch
+ * passes one per SM): with S splits the grid is units S blocks, units S / slots waves, and
  * the last wave is partly idle: the work done / the time taken is
  *     eff(S) = waves / ceil(waves).
  * Take the smallest S within 10% of the best eff, so that each split stays as long as it can
@@ -742,16 +742,19 @@ static int fd_num_splits(long long units, int tiles, int min_tiles, long long sl
 
 /* Other split rules, for experiments (FD_RULE in the environment; bench/decode_sweep.sh
  * compares them with the default):
- *   FD_RULE_WAVE   fd_num_splits above, the default;
+ *   FD_RULE_WAVE   fd_num_splits above, the default, over one slot per SM (fd_launch);
+ *   FD_RULE_RESIDENT  fd_num_splits over every resident block, SMs x blocks per SM (the
+ *                  lesson's first rule; 8 groups on an H100: 22 to 30 splits where the
+ *                  default takes 13 to 15); FD_RULE_TILES and FD_RULE_FILL count those too;
  *   FD_RULE_TILES  the same rule over the counts whole tiles per split can make,
  *                  S = ceil(tiles / per): fd_make_plan rounds the wave rule's S to one of
  *                  those, downwards (8 groups, 64 tiles: the rule's 29 becomes 22, 176 blocks
  *                  where 256 would fit in one wave);
  *   FD_RULE_FILL   one wave as full as it goes: the largest such S with units S <= slots.
  * Same bounds as fd_num_splits (min_tiles, FD_MAX_SPLITS). */
-enum { FD_RULE_WAVE = 0, FD_RULE_TILES = 1, FD_RULE_FILL = 2 };
+enum { FD_RULE_WAVE = 0, FD_RULE_RESIDENT = 1, FD_RULE_TILES = 2, FD_RULE_FILL = 3 };
 static int fd_rule_splits(int rule, long long units, int tiles, int min_tiles, long long slots) {
-    if (rule == FD_RULE_WAVE) return fd_num_splits(units, tiles, min_tiles, slots);
+    if (rule == FD_RULE_WAVE || rule == FD_RULE_RESIDENT) return fd_num_splits(units, tiles, min_tiles, slots);
     const int max_s = (int)(tiles / min_tiles < FD_MAX_SPLITS ? tiles / min_tiles : FD_MAX_SPLITS);
     if (max_s <= 1 || slots < 1) return 1;
     int cand[FD_MAX_SPLITS + 1], n = 0, prev = max_s + 1; /* the counts whole tiles make, largest first */
@@ -827,7 +830,8 @@ static int fd_env_choice(const char *var, const char *const *names, int n) {
 }
 /* FD_MERGE: last (the default: the last block of each group merges), kernel (fd_merge_kernel,
  * launched after the split kernel), pdl (the same as a programmatic dependent launch, sm_90;
- * elsewhere a plain launch). FD_RULE: wave (the default), tiles, fill (fd_rule_splits). */
+ * elsewhere a plain launch). FD_RULE: wave (the default), resident, tiles, fill
+ * (fd_rule_splits). */
 static int fd_merge_mode() {
     static const char *const names[] = {"last", "kernel", "pdl"};
     static int v = -2;
@@ -835,9 +839,9 @@ static int fd_merge_mode() {
     return v;
 }
 static int fd_rule() {
-    static const char *const names[] = {"wave", "tiles", "fill"};
+    static const char *const names[] = {"wave", "resident", "tiles", "fill"};
     static int v = -2;
-    if (v == -2) v = fd_env_choice("FD_RULE", names, 3);
+    if (v == -2) v = fd_env_choice("FD_RULE", names, 4);
     return v;
 }
 static int fd_major = -1; /* compute capability of the current device (attention_forward) */
@@ -912,7 +916,7 @@ template <typename T, int D, int BC, int WR, int MT>
 static int fd_launch(const attn_args *a) {
     constexpr int smem = fd_smem_bytes<D, BC, WR, MT, FD_STAGES>();
     auto kernel = fd_split_kernel<T, D, BC, WR, MT, FD_STAGES>;
-    static long long slots = 0; /* blocks resident at once: SMs x blocks per SM */
+    static long long slots = 0, sm_count = 0; /* blocks resident at once (SMs x blocks per SM); SMs */
     if (!slots) {
         int dev = 0, optin = 0, sms = 0, per_sm = 0;
         if (cudaGetDevice(&dev) != cudaSuccess ||
@@ -924,10 +928,14 @@ static int fd_launch(const attn_args *a) {
             per_sm < 1)
             return ATTN_UNSUPPORTED;
         slots = (long long)sms * per_sm;
+        sm_count = sms;
     }
     const int G = a->H / a->H_kv, R = G * a->N, forced = fd_forced_splits(), merge = fd_merge_mode(), rule = fd_rule();
     if (forced < 0 || merge < 0 || rule < 0) return ATTN_UNSUPPORTED;
-    const FdPlan p = fd_make_plan(a->B, a->H_kv, R, a->N_kv, BC, slots, forced, rule);
+    /* The wave rule counts one slot per SM, not every resident block: this kernel streams K
+     * and V, and a second block on an SM adds little bandwidth but one more partial for the
+     * merge (make decode-sweep, rule=resident; the lesson's "How many splits"). */
+    const FdPlan p = fd_make_plan(a->B, a->H_kv, R, a->N_kv, BC, rule == FD_RULE_WAVE ? sm_count : slots, forced, rule);
     if (p.blocks > 0x7fffffffLL) return ATTN_UNSUPPORTED;
     FdArgs<T> args;
     args.Q = (const T *)a->Q; args.K = (const T *)a->K; args.V = (const T *)a->V;
