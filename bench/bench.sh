@@ -221,7 +221,7 @@ run() {
     rc=$?
     row=$(printf '%s\n' "$out" | awk -F, 'NF >= 14 && $2 != "status"' | tail -n1)
     if [ -n "$row" ] && [ "$rc" = 0 ]; then
-        IFS=, read -r _ status _ _ _ _ _ _ _ _ ms tf _ mem <<<"$row"
+        IFS=, read -r _ status _ _ _ _ _ _ _ _ ms tf _ mem _ <<<"$row" # mem: field 14 only (decode columns follow)
         [ "$status" = pass ] && status=ok # bench-only: timed, not graded (grading: make grade)
     else
         case $rc in
