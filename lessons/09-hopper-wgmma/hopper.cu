@@ -30,8 +30,8 @@
  *     "empty" one (consumers -> producer), phases told apart by their parity;
  *   - a producer warpgroup that only issues copies (24 registers per thread) and two consumer
  *     warpgroups of 64 query rows each (240 registers), setmaxnreg moving the registers; at
- *     d = 64 optionally three (FA64_WG=3: B_r = 192, 32 and 160 registers, FlashAttention-3's
- *     choice for that head dimension);
+ *     d = 64 three (B_r = 192, 32 and 160 registers, FlashAttention-3's choice for that head
+ *     dimension), except on short causal sequences (FA64_WG below);
  *   - the consumers take turns on the tensor cores (ping-pong, one named barrier each), and
  *     inside a consumer the softmax of S_j runs while S_{j+1} = Q_i K_{j+1}^T and P_j V_j
  *     are computed.
@@ -70,9 +70,13 @@ const lesson_info LESSON = {
 // [region config]
 /* FA9_STEP: which kernel of the ladder (see above); the default is the fastest one measured
  * so far (make ladder-09). Tiles: B_c keys per K/V tile, STAGES K/V slots each, and at d = 64
- * FA64_WG consumer warpgroups of 64 query rows (B_r = 64 FA64_WG: 2 or 3; d = 128 has 2).
- * B_c is the N of the wgmma that computes S (64, 96, 128, 176 or 192). To try another, define
- * both of a head dimension, e.g. -DFA128_BC=176 -DFA128_STAGES=2. */
+ * FA64_WG consumer warpgroups of 64 query rows (B_r = 64 FA64_WG; d = 128 has 2): 2 or 3
+ * forces that many; 0, the default, takes 3 except for causal attention with N at most
+ * FA64_WG2_MAX_N, where 2 were faster on the H100 (make ladder-09: at N = 1024 the 192-row
+ * tiles leave the last, longest causal tile a third full and mask more of each diagonal
+ * tile; at N = 2048 three win again). B_c is the N of the wgmma that computes S (64, 96,
+ * 128, 176 or 192). To try another, define both of a head dimension, e.g. -DFA128_BC=176
+ * -DFA128_STAGES=2. */
 #ifndef FA9_STEP
 #define FA9_STEP 7
 #endif
@@ -81,7 +85,13 @@ const lesson_info LESSON = {
 #define FA64_STAGES 3
 #endif
 #ifndef FA64_WG
-#define FA64_WG 3
+#define FA64_WG 0
+#endif
+#ifndef FA64_WG2_MAX_N
+#define FA64_WG2_MAX_N 1024
+#endif
+#if FA64_WG != 0 && FA64_WG != 2 && FA64_WG != 3
+#error "FA64_WG: 0 (per shape), 2 or 3 consumer warpgroups at d = 64"
 #endif
 #ifndef FA128_BC
 #define FA128_BC 128
@@ -1104,6 +1114,20 @@ static int launch(const attn_args *a) {
     return ATTN_OK;
 }
 
+/* d = 64: two or three consumer warpgroups (FA64_WG, region config). A forced count builds
+ * only that kernel, so that its registers are the only ones make check-09 sees. */
+template <typename T>
+static int launch64(const attn_args *a) {
+#if FA64_WG == 2
+    return launch<T, 64, FA64_BC, FA64_STAGES, 2>(a);
+#elif FA64_WG == 3
+    return launch<T, 64, FA64_BC, FA64_STAGES, 3>(a);
+#else
+    if (a->causal && a->N <= FA64_WG2_MAX_N) return launch<T, 64, FA64_BC, FA64_STAGES, 2>(a);
+    return launch<T, 64, FA64_BC, FA64_STAGES, 3>(a);
+#endif
+}
+
 /* Entry point (reference/attention.h): fp16/bf16, d = 64 or 128, scale > 0, a compute
  * capability 9.0 GPU; anything else is ATTN_UNSUPPORTED. */
 int attention_forward(const attn_args *a) {
@@ -1120,8 +1144,8 @@ int attention_forward(const attn_args *a) {
     if (STARTER_NOT_DONE) return ATTN_NOT_IMPLEMENTED;
     if (a->N < 1 || a->B < 1 || a->H < 1) return ATTN_OK;  // nothing to compute
     const int fp16 = a->dtype == DTYPE_FP16, bf16 = a->dtype == DTYPE_BF16;
-    if (a->d == 64 && fp16) return launch<__half, 64, FA64_BC, FA64_STAGES, FA64_WG>(a);
-    if (a->d == 64 && bf16) return launch<__nv_bfloat16, 64, FA64_BC, FA64_STAGES, FA64_WG>(a);
+    if (a->d == 64 && fp16) return launch64<__half>(a);
+    if (a->d == 64 && bf16) return launch64<__nv_bfloat16>(a);
     if (a->d == 128 && fp16) return launch<__half, 128, FA128_BC, FA128_STAGES, 2>(a);
     if (a->d == 128 && bf16) return launch<__nv_bfloat16, 128, FA128_BC, FA128_STAGES, 2>(a);
     return ATTN_UNSUPPORTED;
