@@ -84,7 +84,7 @@ GPU_MEM_BYTES=$(( $(echo "${gpu_line##*,}" | tr -dc '0-9') * 1048576 ))
 SLUG=$(echo "$GPU_NAME" | tr 'A-Z' 'a-z' | sed -E 's/[^a-z0-9]+/-/g; s/^-+//; s/-+$//')
 DATE=$(date -u +%Y-%m-%dT%H:%MZ)
 COMMIT=${GIT_COMMIT:-$(git describe --always --dirty 2>/dev/null || echo unknown)}
-TIMING="cuda-events median of reps after warm-up; 2xL2 flush between launches"
+TIMING="cuda-events median of reps after warm-up; 2xL2 read flush between launches"
 
 if [ -z "$OUT" ]; then
     if [ "$QUICK" = 1 ]; then OUT="build/bench-quick-$SLUG.csv"; else OUT="docs/results/bench-$SLUG.csv"; fi

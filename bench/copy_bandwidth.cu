@@ -1,7 +1,7 @@
 /* bench/copy_bandwidth.cu: the roofline of a memory-bound kernel, measured: a device-to-device
  * copy (cudaMemcpyAsync), timed like the course's harness (reference/runner_device.cu,
  * time_launches: CUDA events around the one operation, warm-up first, the median of the timed
- * ones, L2 flushed before each by overwriting a max(2 x L2, 64 MiB) buffer outside the events).
+ * ones, L2 flushed before each by reading a max(2 x L2, 64 MiB) buffer outside the events).
  *
  *   build/copy_bandwidth [MiB] [reps]           a copy of MiB (64..1048576, default 1024), 20 reps
  *   build/copy_bandwidth --bytes N [--reps R] [--op copy|read] [--flush write|read]
@@ -11,11 +11,11 @@
  *   "copy-same" rows).
  * --op read: instead of a copy, a plain streaming read of N bytes (a grid of int4 loads, nothing
  *   written): what a kernel that only reads, as a decoding step does, can reach.
- * --flush read: empty L2 by reading the flush buffer instead of writing it. Writing it, the
- *   harness's way (and the default), leaves up to an L2 of dirty lines, which the timed
- *   operation must write back to HBM while it reads: about 50 MB on an H100, some 17 us at
- *   3 TB/s, charged to whatever is timed next. Reading leaves L2 clean. Comparing the two
- *   measures that cost (bench/decode_sweep.sh does).
+ * --flush write: empty L2 by writing the flush buffer instead of reading it (reading is the
+ * default and the harness's way). Writing leaves up to an L2 of dirty lines, which the timed
+ * operation must write back to HBM while it reads: about 50 MB on an H100, some 17 us at
+ * 3 TB/s, charged to whatever is timed next. Reading leaves L2 clean. Comparing the two
+ * measures that cost (bench/decode_sweep.sh does).
  * Bandwidth = (bytes read + bytes written) / time: 2 N for a copy, N for a read.
  * Prints one CSV line: <op>,<N>,<median ms>,<GB/s>,<flush>.
  * Exit status: 0, 2 bad arguments, 4 no GPU, 5 CUDA error, 7 out of memory. Built and run by
@@ -56,7 +56,7 @@ static void usage(const char *prog) {
 int main(int argc, char **argv) {
     size_t bytes = (size_t)1024 << 20;
     long reps = 20;
-    bool read_op = false, read_flush = false;
+    bool read_op = false, read_flush = true;
     if (argc > 1 && argv[1][0] == '-') {
         for (int i = 1; i < argc; ++i) {
             const char *v = i + 1 < argc ? argv[i + 1] : NULL;

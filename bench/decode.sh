@@ -93,7 +93,7 @@ SLUG=$(echo "$GPU_NAME" | tr 'A-Z' 'a-z' | sed -E 's/[^a-z0-9]+/-/g; s/^-+//; s/
 DATE=$(date -u +%Y-%m-%dT%H:%MZ)
 COMMIT=${GIT_COMMIT:-$(git describe --always --dirty 2>/dev/null || echo unknown)}
 REPS=${DECODE_REPS:-$([ "$QUICK" = 1 ] && echo 10 || echo 20)}
-TIMING="cuda-events median of $REPS after warm-up; 2xL2 flush between launches"
+TIMING="cuda-events median of $REPS after warm-up; 2xL2 read flush between launches"
 if [ -z "$OUT" ]; then
     if [ "$QUICK" = 1 ]; then OUT="build/decode-quick-$SLUG.csv"; else OUT="docs/results/decode-$SLUG.csv"; fi
 fi

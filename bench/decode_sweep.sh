@@ -25,8 +25,9 @@
 #                 loop and their partial took, and the merge
 # On the B H_kv = 8 shapes also FD_SPLITS = 1 8 16 33 66 132 264 (at most one tile per split).
 # Per shape, build/copy_bandwidth on as many bytes as its K and V: a copy and a plain read, each
-# with the harness's L2 flush (writing a 2 x L2 buffer) and with a flush that reads it instead
-# (leaves no dirty line in L2 for the timed operation to write back); and the 1 GiB copy once.
+# with an L2 flush that writes a 2 x L2 buffer (the harness's way until it changed because of
+# this sweep) and with one that reads it (the harness's way now: it leaves no dirty line in L2
+# for the timed operation to write back); and the 1 GiB copy once (read flush).
 # Writes build/decode-sweep/sweep-<gpu>.csv (a row per timing) and prints the tables
 # (bench/decode_sweep_table.py), also saved as build/decode-sweep/sweep-<gpu>.md.
 set -uo pipefail
@@ -139,7 +140,7 @@ roofline() {
 
 echo "== rooflines: the 1 GiB copy; per shape a copy and a read of its K/V bytes, L2 flushed by writing and by reading"
 out=$(build/copy_bandwidth 1024 "$REPS" 2>"$ERR/copy") || { cat "$ERR/copy" >&2; exit 5; }
-echo "$GPU_NAME,$COMMIT,copy1g,write-flush,,,,,,,,ok,$(cut -d, -f3 <<<"$out"),$(cut -d, -f4 <<<"$out"),1 GiB" >>"$CSV"
+echo "$GPU_NAME,$COMMIT,copy1g,read-flush,,,,,,,,ok,$(cut -d, -f3 <<<"$out"),$(cut -d, -f4 <<<"$out"),1 GiB" >>"$CSV"
 echo "   1 GiB copy: $(cut -d, -f4 <<<"$out") GB/s"
 for s in $SHAPE_LIST; do
     for op in copy read; do for fl in write read; do roofline $op $fl "$s"; done; done

@@ -6,8 +6,8 @@
 Reads the sweep's CSV (gpu,commit,kind,variant,dtype,B,H,H_kv,N,N_kv,d,status,ms,gbps,note) and
 prints, in Markdown:
   1. rooflines per shape: the ideal time at the 1 GiB copy's bandwidth; a copy and a plain
-     read of the shape's K/V bytes, each with the harness's L2 flush (write) and with a read
-     flush; the write-back cost (read with the write flush minus read with the read flush);
+     read of the shape's K/V bytes, each with an L2 flush that writes and with one that reads
+     (the harness's); the write-back cost (read with the write flush minus read with the read flush);
      lesson 12 (base) as % of the 1 GiB copy, of the same-size copy and of the same-size read;
   2. lesson 12's variants per shape: microseconds, [the split count], change against base;
   3. FD_SPLITS on the B H_kv = 8 shapes;
@@ -66,8 +66,9 @@ def main():
     f0 = lambda x: "-" if x is None else f"{x:.0f}"
     out = [f"# Lesson 12 decode sweep on the {rows[0]['gpu']} (commit {rows[0]['commit']})", ""]
     out.append(f"1 GiB device-to-device copy: {f0(copy1g)} GB/s (read + write). Times in microseconds, CUDA "
-               "events, median; the L2 flushed before every timed operation, by writing a 2 x L2 buffer (the "
-               "harness's way: `write`) or by reading it (`read`).")
+               "events, median; the L2 flushed before every timed operation, by writing a 2 x L2 buffer "
+               "(`write`, the harness's way before this sweep) or by reading it (`read`, the harness's way now; "
+               "lesson 12's own times are the harness's).")
     out.append("")
     out.append("## 1. Rooflines of the same size")
     out.append("")

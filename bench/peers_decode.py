@@ -58,8 +58,14 @@ def main():
     props = torch.cuda.get_device_properties(dev)
     gpu = a.gpu or props.name
     l2 = getattr(props, "L2_cache_size", 50 << 20)
-    flush = torch.empty(max(2 * l2, 64 << 20), dtype=torch.uint8, device=dev)
-    timing = (f"cuda-events median of {a.reps} after {a.warmup} warm-up; 2xL2 flush between launches; "
+    # The L2 flush before each timed launch reads a 2 x L2 buffer (as the harness does,
+    # reference/runner_device.cu): writing it would leave L2 full of dirty lines that the timed
+    # kernel then writes back to HBM, some 10 us charged to it on an H100.
+    flush = torch.zeros(max(2 * l2, 64 << 20) // 4, dtype=torch.int32, device=dev)
+
+    def empty_l2():
+        flush.max()
+    timing = (f"cuda-events median of {a.reps} after {a.warmup} warm-up; 2xL2 read flush between launches; "
               f"torch {torch.__version__}")
     dtypes = {"fp16": torch.float16, "bf16": torch.bfloat16}
     backends = {"torch-flash": SDPBackend.FLASH_ATTENTION, "torch-cudnn": SDPBackend.CUDNN_ATTENTION,
@@ -73,7 +79,7 @@ def main():
         torch.cuda.synchronize()
         times = []
         for i in range(a.reps):
-            flush.fill_(i & 0xFF)
+            empty_l2()
             start.record()
             fn()
             end.record()

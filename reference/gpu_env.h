@@ -35,8 +35,8 @@ void wait_stream(cudaStream_t stream, double timeout_s, const char *what);
 void fill_pattern(void *p, size_t n, int elem_bytes, uint32_t pattern, cudaStream_t s);
 
 /* Median milliseconds of `reps` launches of fn(arg) after `warmup` untimed
- * ones, with L2 flushed (a 2x-L2 buffer overwritten) before each timed launch,
- * outside the events. */
+ * ones, with L2 flushed (a max(2x L2, 64 MiB) buffer read, which leaves L2 clean)
+ * before each timed launch, outside the events. */
 double time_launches(int (*fn)(void *), void *arg, cudaStream_t s, int warmup, int reps,
                      double timeout_s, const gpu_env *g);
 #endif

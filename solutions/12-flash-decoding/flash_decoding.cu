@@ -71,7 +71,7 @@ const lesson_info LESSON = {
 // [end config]
 /* Splits whose partials one merge thread loads before it uses any (region merge) */
 #ifndef FD_MERGE_BATCH
-#define FD_MERGE_BATCH 8
+#define FD_MERGE_BATCH 16
 #endif
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
@@ -144,10 +144,12 @@ __device__ __forceinline__ void fd_wait_primary() {
 }
 #ifdef FD_TRACE
 /* -DFD_TRACE (bench/decode_sweep.sh): thread 0 of each block stamps the GPU's global timer
- * (ns, one clock for every SM) at its start (and its SM), after its K/V loop, after its
- * partial, and after the merge; the host prints a summary of the last launch at exit. */
+ * (ns, one clock for every SM) at its start (0; and its SM, 4), after its K/V loop (1), after
+ * its partial (2), and in the block that merges after its arrival (5), after L (6) and after
+ * the merge (3); the host prints a summary of the last launch at exit. */
 #define FD_TRACE_MAX 8192
-__device__ unsigned long long fd_trace_buf[FD_TRACE_MAX][5];
+#define FD_TRACE_COLS 7
+__device__ unsigned long long fd_trace_buf[FD_TRACE_MAX][FD_TRACE_COLS];
 __device__ __forceinline__ void fd_trace_point(int k) {
     if (threadIdx.x != 0 || blockIdx.x >= FD_TRACE_MAX) return;
     unsigned long long t;
@@ -158,6 +160,7 @@ __device__ __forceinline__ void fd_trace_point(int k) {
         asm volatile("mov.u32 %0, %%smid;\n" : "=r"(sm));
         fd_trace_buf[blockIdx.x][4] = sm;
         fd_trace_buf[blockIdx.x][1] = fd_trace_buf[blockIdx.x][2] = fd_trace_buf[blockIdx.x][3] = 0;
+        fd_trace_buf[blockIdx.x][5] = fd_trace_buf[blockIdx.x][6] = 0;
     }
 }
 #define FD_TRACE_POINT(k) fd_trace_point(k)
@@ -600,6 +603,7 @@ __global__ void __launch_bounds__(FD_THREADS) fd_split_kernel(const FdArgs<T> a)
     if (tid == 0) a.count[counter] = 0;
     fd_fence();
     // [end arrive]
+    FD_TRACE_POINT(5);
 
     fd_merge<T, D>(a, grp, b, h_kv, r0, rows, splits, reinterpret_cast<float *>(fa_smem)); /* Q's tile is free */
     FD_TRACE_POINT(3);
@@ -622,20 +626,51 @@ __device__ void fd_merge(const FdArgs<T> &a, int grp, int b, int h_kv, int r0, i
      * make L_s ~ 100, and exp(100) overflows fp32), then O = sum_s exp(L_s - L) O_s. A warp
      * per row for L (its lanes share the splits), then every thread some (row, 4 columns)
      * of O. Reads go through L2 (ld.cg); the order of the sums is fixed, so every run gives
-     * the same bits. */
-    for (int r = warp; r < rows; r += NT / 32) {
-        const float *Lp = a.Lpart + (size_t)grp * a.S * a.R + r0 + r; /* split s2 at Lp[s2 R] */
-        float mx = -INFINITY;
-        for (int s2 = lane; s2 < splits; s2 += 32) mx = fmaxf(mx, fd_ld_cg(Lp + (size_t)s2 * a.R));
+     * the same bits.
+     * The partials were written by other SMs: each read is an L2 round trip, and the merge
+     * is the launch's tail, so it is built to wait for as few of them as it can. A thread
+     * issues the loads of FD_MERGE_BATCH splits before it uses any; its first batch of O
+     * does not need L, so it is in flight while the warps compute L; a lane keeps its L_s
+     * in registers between the max and the sum. Up to 128 splits and FD_MERGE_BATCH of
+     * them: one round trip for L beside the first batch of O, then one per further batch. */
+    constexpr int U = FD_MERGE_BATCH, PL = 4; /* PL: splits per lane per L round trip */
+    const size_t p0 = (size_t)grp * a.S * a.R + r0;  /* split s2, row r: p0 + s2 R + r */
+    const int items = rows * (D / 4);
+    float lv[U];
+    float4 v[U];
+    auto load_batch = [&](int item, int s0) {
+        const size_t pr = p0 + item / (D / 4);
+        const int c = (item % (D / 4)) * 4;
 #pragma unroll
-        for (int x = 16; x > 0; x >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, x));
-        float sum = 0.f;
-        for (int s2 = lane; s2 < splits; s2 += 32) {
-            const float v = fd_ld_cg(Lp + (size_t)s2 * a.R);
-            sum += v == -INFINITY ? 0.f : expf(v - mx);
+        for (int u = 0; u < U; ++u) { /* past the last split: a valid address, weight 0 */
+            const size_t part = pr + (size_t)min(s0 + u, splits - 1) * a.R;
+            lv[u] = fd_ld_cg(a.Lpart + part);
+            v[u] = fd_ld_cg4(reinterpret_cast<const float4 *>(a.Opart + part * D + c));
+        }
+    };
+    if (tid < items) load_batch(tid, 0);
+    for (int r = warp; r < rows; r += NT / 32) {
+        const float *Lp = a.Lpart + p0 + r; /* split s2 at Lp[s2 R] */
+        float mx = -INFINITY, sum = 0.f;    /* mx: the same in every lane */
+        for (int s0 = 0; s0 < splits; s0 += 32 * PL) {
+            float x[PL], cm = -INFINITY;
+#pragma unroll
+            for (int q = 0; q < PL; ++q) {
+                const int s2 = s0 + q * 32 + lane;
+                x[q] = s2 < splits ? fd_ld_cg(Lp + (size_t)s2 * a.R) : -INFINITY;
+            }
+#pragma unroll
+            for (int q = 0; q < PL; ++q) cm = fmaxf(cm, x[q]);
+#pragma unroll
+            for (int o = 16; o > 0; o >>= 1) cm = fmaxf(cm, __shfl_xor_sync(0xffffffffu, cm, o));
+            const float nm = fmaxf(mx, cm);
+            if (mx != -INFINITY) sum *= expf(mx - nm); /* more than 32 PL splits: rescale */
+#pragma unroll
+            for (int q = 0; q < PL; ++q) sum += x[q] == -INFINITY ? 0.f : expf(x[q] - nm);
+            mx = nm;
         }
 #pragma unroll
-        for (int x = 16; x > 0; x >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, x);
+        for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
         const float Lr = mx == -INFINITY ? -INFINITY : mx + logf(sum);
         if (lane == 0) {
             Lfin[r] = Lr;
@@ -643,25 +678,13 @@ __device__ void fd_merge(const FdArgs<T> &a, int grp, int b, int h_kv, int r0, i
         }
     }
     __syncthreads();
-    for (int item = tid; item < rows * (D / 4); item += NT) {
+    FD_TRACE_POINT(6);
+    for (int item = tid; item < items; item += NT) {
         const int r = item / (D / 4), c = (item % (D / 4)) * 4;
         const float Lr = Lfin[r];
-        const size_t p0 = (size_t)grp * a.S * a.R + r0 + r;
         float acc[4] = {0.f, 0.f, 0.f, 0.f};
-        /* The merge is a chain of L2 round trips (its partials were written by other SMs):
-         * issue the loads of FD_MERGE_BATCH splits before using any, so that a group of 30
-         * splits waits four round trips, not thirty. Past the last split the index is clamped
-         * (a valid address) and the weight is 0; the sum keeps its order. */
-        constexpr int U = FD_MERGE_BATCH;
         for (int s0 = 0; s0 < splits; s0 += U) {
-            float lv[U];
-            float4 v[U];
-#pragma unroll
-            for (int u = 0; u < U; ++u) {
-                const size_t part = p0 + (size_t)min(s0 + u, splits - 1) * a.R;
-                lv[u] = fd_ld_cg(a.Lpart + part);
-                v[u] = fd_ld_cg4(reinterpret_cast<const float4 *>(a.Opart + part * D + c));
-            }
+            if (item != tid || s0 > 0) load_batch(item, s0); /* the first was loaded above */
 #pragma unroll
             for (int u = 0; u < U; ++u) {
                 const float w = (Lr == -INFINITY || s0 + u >= splits) ? 0.f : expf(lv[u] - Lr);
@@ -852,14 +875,14 @@ static int fd_major = -1; /* compute capability of the current device (attention
 static long long fd_trace_blocks = 0;
 static void fd_trace_report() {
     const int n = (int)(fd_trace_blocks < FD_TRACE_MAX ? fd_trace_blocks : FD_TRACE_MAX);
-    static unsigned long long t[FD_TRACE_MAX][5];
+    static unsigned long long t[FD_TRACE_MAX][FD_TRACE_COLS];
     if (n < 1 || cudaDeviceSynchronize() != cudaSuccess ||
         cudaMemcpyFromSymbol(t, fd_trace_buf, sizeof(t[0]) * n) != cudaSuccess) {
         fprintf(stderr, "fd-trace: no trace (the launch or the copy failed)\n");
         return;
     }
     unsigned long long t0 = ~0ull, start_last = 0, end = 0, step = ~0ull;
-    std::vector<double> loop, part, merge;
+    std::vector<double> loop, part, merge, arrive, lphase, ophase;
     int per_sm[1024] = {0}, sms = 0;
     for (int i = 0; i < n; ++i) {
         t0 = std::min(t0, t[i][0]);
@@ -868,6 +891,11 @@ static void fd_trace_report() {
         if (t[i][1]) loop.push_back((t[i][1] - t[i][0]) * 1e-3);
         if (t[i][2]) part.push_back((t[i][2] - t[i][1]) * 1e-3);
         if (t[i][3]) merge.push_back((t[i][3] - t[i][2]) * 1e-3);
+        if (t[i][3] && t[i][5] && t[i][6]) {
+            arrive.push_back((t[i][5] - t[i][2]) * 1e-3);
+            lphase.push_back((t[i][6] - t[i][5]) * 1e-3);
+            ophase.push_back((t[i][3] - t[i][6]) * 1e-3);
+        }
         if (t[i][4] < 1024 && per_sm[t[i][4]]++ == 0) ++sms;
         for (int j = 0; j < i && j < 64; ++j)
             if (t[i][0] != t[j][0]) step = std::min(step, t[i][0] > t[j][0] ? t[i][0] - t[j][0] : t[j][0] - t[i][0]);
@@ -879,9 +907,11 @@ static void fd_trace_report() {
         if (per_sm[i]) ++hist[per_sm[i] < 7 ? per_sm[i] : 7];
     fprintf(stderr, "fd-trace: %d blocks on %d SMs (SMs with 1/2/3/4+ blocks: %d/%d/%d/%d); last block started at "
             "%.2f us; K/V loop per block median %.2f max %.2f us; partial median %.2f max %.2f us; merge %.2f us "
-            "(%zu blocks merged); last stamp %.2f us; timer step >= %.3f us\n", n, sms, hist[1], hist[2], hist[3],
+            "(%zu blocks merged: fence and count %.2f, L %.2f, O %.2f us, the slowest of each); last stamp %.2f us; "
+            "timer step >= %.3f us\n", n, sms, hist[1], hist[2], hist[3],
             hist[4] + hist[5] + hist[6] + hist[7], (start_last - t0) * 1e-3, med(loop), mx(loop), med(part), mx(part),
-            mx(merge), merge.size(), (end - t0) * 1e-3, step == ~0ull ? 0.0 : step * 1e-3);
+            mx(merge), merge.size(), mx(arrive), mx(lphase), mx(ophase), (end - t0) * 1e-3,
+            step == ~0ull ? 0.0 : step * 1e-3);
 }
 #endif
 
