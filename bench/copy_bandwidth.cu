@@ -7,8 +7,8 @@
  *   build/copy_bandwidth --bytes N [--reps R] [--op copy|read] [--flush write|read]
  *
  * --bytes N (4096 .. 2^40): the size of the copy, e.g. the bytes of K and V of one decode shape:
- *   the roofline of a kernel that moves that much, with the same fixed costs (bench/decode.sh's
- *   "copy-same" rows).
+ *   the roofline of a kernel that moves that much, with the same fixed costs (with --op read,
+ *   bench/decode.sh's "read-same" rows).
  * --op read: instead of a copy, a plain streaming read of N bytes (a grid of int4 loads, nothing
  *   written): what a kernel that only reads, as a decoding step does, can reach.
  * --flush write: empty L2 by writing the flush buffer instead of reading it (reading is the

@@ -15,23 +15,25 @@
 #   12-flash-decoding-splits1  the same binary with FD_SPLITS=1: one block per group, the
 #                              schedule of lessons 03-08
 #   torch-flash, torch-cudnn, torch-efficient  PyTorch's SDPA backends (bench/peers_decode.py)
-#   copy-same                  a device-to-device copy of as many bytes as the shape's K and V
-#                              (build/copy_bandwidth --bytes): the roofline at that size, with
-#                              the same fixed costs (launch, ramp-up, what the L2 flush leaves)
+#   read-same                  a plain streaming read of as many bytes as the shape's K and V
+#                              (build/copy_bandwidth --op read --bytes): the roofline of a kernel
+#                              that only reads, at that size, with the same fixed costs (launch,
+#                              ramp-up). (Not a copy: after the read flush a small copy's writes
+#                              stay in L2, and the copy looks faster than HBM.)
 # and, once at the start, `copy`: a device-to-device copy of 1 GiB (build/copy_bandwidth),
 # (bytes read + written) / time: the roofline of issue 13. All are timed the same way (CUDA
 # events, warm-up, median, L2 flushed before each launch). Bandwidth = bytes of K and V
 # (2 B H_kv N_kv d x 2 bytes) / time; a copy's = (bytes read + written) / time; pct_of_copy =
-# that / the 1 GiB copy's (the summary also divides by the same-size copy's).
+# that / the 1 GiB copy's (the summary also divides by the same-size read's).
 #
 # CSV (docs/results/decode-<gpu>.csv, or build/decode-quick-<gpu>.csv), a row per run:
 #   gpu,date,commit,method,dtype,B,H,H_kv,N,N_kv,d,status,ms,kv_gbps,pct_of_copy,copy_gbps,reps,timing
 # status: ok, oom, unsupported (a PyTorch backend without a kernel for the shape), timeout,
 # cuda-error, failed-rcN. Then bench/decode_summary.py writes the summary table
-# (docs/results/decode-<gpu>.md: per shape the % of the 1 GiB copy and of the same-size copy,
+# (docs/results/decode-<gpu>.md: per shape the % of the 1 GiB copy and of the same-size read,
 # and the ratio to the fastest SDPA backend) and the data of the chart, which
 # bench/plot_decode.gp draws (docs/results/decode-<gpu>-bandwidth.svg: GB/s against KV length,
-# the 1 GiB copy as a line, the same-size copies as points).
+# the 1 GiB copy as a line, the same-size reads as points).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -144,13 +146,13 @@ run() {
     fi
 }
 
-# copy_same DTYPE B H HKV N NKV D: the copy of the shape's K and V bytes, once per byte count
+# read_same DTYPE B H HKV N NKV D: a read of the shape's K and V bytes, once per byte count
 declare -A SAME_MS SAME_GBPS SAME_ST
-copy_same() {
+read_same() {
     local dt=$1 B=$2 H=$3 hkv=$4 N=$5 nkv=$6 d=$7 bytes out rc pct="" st=ok
     bytes=$((2 * B * hkv * nkv * d * 2))
     if [ -z "${SAME_ST[$bytes]:-}" ]; then
-        out=$(build/copy_bandwidth --bytes "$bytes" --reps "$REPS" 2>"$ERR/copy-same")
+        out=$(build/copy_bandwidth --bytes "$bytes" --op read --reps "$REPS" 2>"$ERR/read-same")
         rc=$?
         case $rc in 0) ;; 7) st=oom ;; 5) st=cuda-error ;; *) st=failed-rc$rc ;; esac
         SAME_ST[$bytes]=$st
@@ -159,11 +161,11 @@ copy_same() {
     fi
     st=${SAME_ST[$bytes]}
     [ "$st" = ok ] && pct=$(awk -v g="${SAME_GBPS[$bytes]}" -v c="$COPY_GBPS" 'BEGIN{printf "%.1f", 100*g/c}')
-    echo "$GPU_NAME,$DATE,$COMMIT,copy-same,$dt,$B,$H,$hkv,$N,$nkv,$d,$st,${SAME_MS[$bytes]},${SAME_GBPS[$bytes]},$pct,$COPY_GBPS,$REPS,$TIMING; copy of $bytes bytes" >>"$OUT"
+    echo "$GPU_NAME,$DATE,$COMMIT,read-same,$dt,$B,$H,$hkv,$N,$nkv,$d,$st,${SAME_MS[$bytes]},${SAME_GBPS[$bytes]},$pct,$COPY_GBPS,$REPS,$TIMING; read of $bytes bytes" >>"$OUT"
     if [ "$st" = ok ]; then
-        printf '%-28s %-4s %4s %3s %4s %3s %7s %4s %10.4f %9.1f %6.1f%%\n' "copy-same ($((bytes >> 20)) MiB)" "$dt" "$B" "$H" "$hkv" "$N" "$nkv" "$d" "${SAME_MS[$bytes]}" "${SAME_GBPS[$bytes]}" "$pct"
+        printf '%-28s %-4s %4s %3s %4s %3s %7s %4s %10.4f %9.1f %6.1f%%\n' "read-same ($((bytes >> 20)) MiB)" "$dt" "$B" "$H" "$hkv" "$N" "$nkv" "$d" "${SAME_MS[$bytes]}" "${SAME_GBPS[$bytes]}" "$pct"
     else
-        printf '%-28s %-4s %4s %3s %4s %3s %7s %4s %10s   %s\n' "copy-same" "$dt" "$B" "$H" "$hkv" "$N" "$nkv" "$d" "$st" "$(tail -n1 "$ERR/copy-same" | cut -c1-140)"
+        printf '%-28s %-4s %4s %3s %4s %3s %7s %4s %10s   %s\n' "read-same" "$dt" "$B" "$H" "$hkv" "$N" "$nkv" "$d" "$st" "$(tail -n1 "$ERR/read-same" | cut -c1-140)"
     fi
 }
 
@@ -185,7 +187,7 @@ for d in $DS; do
             for nkv in $KVS; do
                 run 12-flash-decoding "" "$dt" "$B" 32 "$hkv" 1 "$nkv" "$d"
                 run 12-flash-decoding-splits1 "FD_SPLITS=1" "$dt" "$B" 32 "$hkv" 1 "$nkv" "$d"
-                copy_same "$dt" "$B" 32 "$hkv" 1 "$nkv" "$d"
+                read_same "$dt" "$B" 32 "$hkv" 1 "$nkv" "$d"
                 echo "$dt,$B,32,$hkv,1,$nkv,$d" >>"$SHAPES"
             done
         done

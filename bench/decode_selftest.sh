@@ -22,7 +22,7 @@ csv=$TMP/decode-fake-gpu.csv
     echo "FAKE,2000-01-01T00:00Z,abc,copy,,,,,,,,ok,0.7,3000.0,100.0,3000.0,20,fake"
     for B in 1 4 16 64; do
         for n in 4096 16384 32768 65536 131072; do
-            for m in 12-flash-decoding 12-flash-decoding-splits1 torch-flash torch-cudnn torch-efficient copy-same; do
+            for m in 12-flash-decoding 12-flash-decoding-splits1 torch-flash torch-cudnn torch-efficient read-same; do
                 g=$(awk -v b=$B -v n=$n -v m=$m 'BEGIN{x = 2900 * (1 - 1/(1 + b*n/20000)); if (m ~ /splits1/) x = x*b/64; if (m ~ /torch/) x = x*0.9; if (m ~ /copy/) x = x*1.1; printf "%.1f", x}')
                 st=ok; [ $m = torch-efficient ] && [ $n = 131072 ] && { st=unsupported; g=""; }
                 echo "FAKE,2000-01-01T00:00Z,abc,$m,fp16,$B,32,8,1,$n,128,$st,1.0,$g,,3000.0,20,fake"
@@ -32,10 +32,10 @@ csv=$TMP/decode-fake-gpu.csv
 } >"$csv"
 python3 bench/decode_summary.py --csv "$csv" --md "$TMP/s.md" --plot-dir "$TMP/plot" >/dev/null || fail "decode_summary.py"
 grep -q "Target 1, >= 90% of the copy bandwidth" "$TMP/s.md" || fail "no target line in the summary"
-grep -q "Target 1 against the same-size copy instead" "$TMP/s.md" || fail "no same-size target line in the summary"
-grep -q "The same-size copy itself reaches" "$TMP/s.md" || fail "no line on the same-size copy in the summary"
-grep -q "| lesson 12 | % of copy | same-size copy | % of same |" "$TMP/s.md" || fail "no same-size columns"
-[ -s "$TMP/plot/p0-copy-same.dat" ] || fail "no chart data for the same-size copies"
+grep -q "Target 1 against the same-size read instead" "$TMP/s.md" || fail "no same-size target line in the summary"
+grep -q "The same-size read itself reaches" "$TMP/s.md" || fail "no line on the same-size copy in the summary"
+grep -q "| lesson 12 | % of copy | same-size read | % of same |" "$TMP/s.md" || fail "no same-size columns"
+[ -s "$TMP/plot/p0-read-same.dat" ] || fail "no chart data for the same-size reads"
 grep -q "^| fp16 | 128 | 64 | 32 | 8 | 1 | 131072 |" "$TMP/s.md" || fail "no row for the largest shape"
 if command -v gnuplot >/dev/null 2>&1; then
     gnuplot -e "dir='$TMP/plot'; out='$TMP/chart.svg'" bench/plot_decode.gp 2>"$TMP/gp.log" || fail "gnuplot: $(cat "$TMP/gp.log")"

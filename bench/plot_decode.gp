@@ -29,6 +29,6 @@ do for [i = 0:npanels - 1] {
          sprintf("%s/p%d-torch-flash.dat", dir, i) u 1:2 w lp lw 1 pt 5 lc rgb "#1f77b4" title "SDPA flash", \
          sprintf("%s/p%d-torch-cudnn.dat", dir, i) u 1:2 w lp lw 1 pt 9 lc rgb "#2ca02c" title "SDPA cuDNN", \
          sprintf("%s/p%d-torch-efficient.dat", dir, i) u 1:2 w lp lw 1 pt 11 lc rgb "#9467bd" title "SDPA efficient", \
-         sprintf("%s/p%d-copy-same.dat", dir, i) u 1:2 w lp lw 1 dt 3 pt 2 lc rgb "#555555" title "copy of the same bytes"
+         sprintf("%s/p%d-read-same.dat", dir, i) u 1:2 w lp lw 1 dt 3 pt 2 lc rgb "#555555" title "read of the same bytes"
 }
 unset multiplot

@@ -149,10 +149,12 @@ __device__ __forceinline__ void fd_wait_primary() {
 }
 #ifdef FD_TRACE
 /* -DFD_TRACE (bench/decode_sweep.sh): thread 0 of each block stamps the GPU's global timer
- * (ns, one clock for every SM) at its start (and its SM), after its K/V loop, after its
- * partial, and after the merge; the host prints a summary of the last launch at exit. */
+ * (ns, one clock for every SM) at its start (0; and its SM, 4), after its K/V loop (1), after
+ * its partial (2), and in the block that merges after its arrival (5), after L (6) and after
+ * the merge (3); the host prints a summary of the last launch at exit. */
 #define FD_TRACE_MAX 8192
-__device__ unsigned long long fd_trace_buf[FD_TRACE_MAX][5];
+#define FD_TRACE_COLS 7
+__device__ unsigned long long fd_trace_buf[FD_TRACE_MAX][FD_TRACE_COLS];
 __device__ __forceinline__ void fd_trace_point(int k) {
     if (threadIdx.x != 0 || blockIdx.x >= FD_TRACE_MAX) return;
     unsigned long long t;
@@ -163,6 +165,7 @@ __device__ __forceinline__ void fd_trace_point(int k) {
         asm volatile("mov.u32 %0, %%smid;\n" : "=r"(sm));
         fd_trace_buf[blockIdx.x][4] = sm;
         fd_trace_buf[blockIdx.x][1] = fd_trace_buf[blockIdx.x][2] = fd_trace_buf[blockIdx.x][3] = 0;
+        fd_trace_buf[blockIdx.x][5] = fd_trace_buf[blockIdx.x][6] = 0;
     }
 }
 #define FD_TRACE_POINT(k) fd_trace_point(k)
@@ -598,20 +601,27 @@ __global__ void __launch_bounds__(FD_THREADS) fd_split_kernel(const FdArgs<T> a)
     if (direct || a.merge_kernel) return;
 
     // [region arrive]
-    /* The last block of the group to arrive does the merge. Each block makes its partial
-     * visible to the other SMs (fence) before it counts itself in; the one that counts
-     * `splits` resets the counter for the next launch, and fences again so that its reads
-     * of the other partials come after. */
-    fd_fence();
+    /* The last block of the group to arrive does the merge. The barrier orders every
+     * thread's partial before thread 0's fence, which makes them visible to the other SMs
+     * before it counts the block in (the release pattern of cooperative groups' grid sync);
+     * the one that counts `splits` resets the counter for the next launch and fences again,
+     * so that its block's reads of the other partials, after the next barrier, come after. */
     __syncthreads();
     const size_t counter = (size_t)grp * a.n_rc + rc;
     int *last = reinterpret_cast<int *>(Lb + WK * RB); /* one int after the partials */
-    if (tid == 0) *last = fd_atomic_add(a.count + counter, 1) == splits - 1;
+    if (tid == 0) {
+        fd_fence();
+        const int is_last = fd_atomic_add(a.count + counter, 1) == splits - 1;
+        if (is_last) {
+            a.count[counter] = 0;
+            fd_fence();
+        }
+        *last = is_last;
+    }
     __syncthreads();
     if (!*last) return;
-    if (tid == 0) a.count[counter] = 0;
-    fd_fence();
     // [end arrive]
+    FD_TRACE_POINT(5);
 
     fd_merge<T, D>(a, grp, b, h_kv, r0, rows, splits, reinterpret_cast<float *>(fa_smem)); /* Q's tile is free */
     FD_TRACE_POINT(3);
@@ -810,14 +820,14 @@ static int fd_major = -1; /* compute capability of the current device (attention
 static long long fd_trace_blocks = 0;
 static void fd_trace_report() {
     const int n = (int)(fd_trace_blocks < FD_TRACE_MAX ? fd_trace_blocks : FD_TRACE_MAX);
-    static unsigned long long t[FD_TRACE_MAX][5];
+    static unsigned long long t[FD_TRACE_MAX][FD_TRACE_COLS];
     if (n < 1 || cudaDeviceSynchronize() != cudaSuccess ||
         cudaMemcpyFromSymbol(t, fd_trace_buf, sizeof(t[0]) * n) != cudaSuccess) {
         fprintf(stderr, "fd-trace: no trace (the launch or the copy failed)\n");
         return;
     }
     unsigned long long t0 = ~0ull, start_last = 0, end = 0, step = ~0ull;
-    std::vector<double> loop, part, merge;
+    std::vector<double> loop, part, merge, arrive, lphase, ophase;
     int per_sm[1024] = {0}, sms = 0;
     for (int i = 0; i < n; ++i) {
         t0 = std::min(t0, t[i][0]);
@@ -826,6 +836,11 @@ static void fd_trace_report() {
         if (t[i][1]) loop.push_back((t[i][1] - t[i][0]) * 1e-3);
         if (t[i][2]) part.push_back((t[i][2] - t[i][1]) * 1e-3);
         if (t[i][3]) merge.push_back((t[i][3] - t[i][2]) * 1e-3);
+        if (t[i][3] && t[i][5] && t[i][6]) {
+            arrive.push_back((t[i][5] - t[i][2]) * 1e-3);
+            lphase.push_back((t[i][6] - t[i][5]) * 1e-3);
+            ophase.push_back((t[i][3] - t[i][6]) * 1e-3);
+        }
         if (t[i][4] < 1024 && per_sm[t[i][4]]++ == 0) ++sms;
         for (int j = 0; j < i && j < 64; ++j)
             if (t[i][0] != t[j][0]) step = std::min(step, t[i][0] > t[j][0] ? t[i][0] - t[j][0] : t[j][0] - t[i][0]);
@@ -837,9 +852,11 @@ static void fd_trace_report() {
         if (per_sm[i]) ++hist[per_sm[i] < 7 ? per_sm[i] : 7];
     fprintf(stderr, "fd-trace: %d blocks on %d SMs (SMs with 1/2/3/4+ blocks: %d/%d/%d/%d); last block started at "
             "%.2f us; K/V loop per block median %.2f max %.2f us; partial median %.2f max %.2f us; merge %.2f us "
-            "(%zu blocks merged); last stamp %.2f us; timer step >= %.3f us\n", n, sms, hist[1], hist[2], hist[3],
+            "(%zu blocks merged: fence and count %.2f, L %.2f, O %.2f us, the slowest of each); last stamp %.2f us; "
+            "timer step >= %.3f us\n", n, sms, hist[1], hist[2], hist[3],
             hist[4] + hist[5] + hist[6] + hist[7], (start_last - t0) * 1e-3, med(loop), mx(loop), med(part), mx(part),
-            mx(merge), merge.size(), (end - t0) * 1e-3, step == ~0ull ? 0.0 : step * 1e-3);
+            mx(merge), merge.size(), mx(arrive), mx(lphase), mx(ophase), (end - t0) * 1e-3,
+            step == ~0ull ? 0.0 : step * 1e-3);
 }
 #endif
 

@@ -589,19 +589,25 @@ __global__ void __launch_bounds__(FD_THREADS) fd_split_kernel(const FdArgs<T> a)
     if (direct || a.merge_kernel) return;
 
     // [region arrive]
-    /* The last block of the group to arrive does the merge. Each block makes its partial
-     * visible to the other SMs (fence) before it counts itself in; the one that counts
-     * `splits` resets the counter for the next launch, and fences again so that its reads
-     * of the other partials come after. */
-    fd_fence();
+    /* The last block of the group to arrive does the merge. The barrier orders every
+     * thread's partial before thread 0's fence, which makes them visible to the other SMs
+     * before it counts the block in (the release pattern of cooperative groups' grid sync);
+     * the one that counts `splits` resets the counter for the next launch and fences again,
+     * so that its block's reads of the other partials, after the next barrier, come after. */
     __syncthreads();
     const size_t counter = (size_t)grp * a.n_rc + rc;
     int *last = reinterpret_cast<int *>(Lb + WK * RB); /* one int after the partials */
-    if (tid == 0) *last = fd_atomic_add(a.count + counter, 1) == splits - 1;
+    if (tid == 0) {
+        fd_fence();
+        const int is_last = fd_atomic_add(a.count + counter, 1) == splits - 1;
+        if (is_last) {
+            a.count[counter] = 0;
+            fd_fence();
+        }
+        *last = is_last;
+    }
     __syncthreads();
     if (!*last) return;
-    if (tid == 0) a.count[counter] = 0;
-    fd_fence();
     // [end arrive]
     FD_TRACE_POINT(5);
 
@@ -631,8 +637,10 @@ __device__ void fd_merge(const FdArgs<T> &a, int grp, int b, int h_kv, int r0, i
      * is the launch's tail, so it is built to wait for as few of them as it can. A thread
      * issues the loads of FD_MERGE_BATCH splits before it uses any; its first batch of O
      * does not need L, so it is in flight while the warps compute L; a lane keeps its L_s
-     * in registers between the max and the sum. Up to 128 splits and FD_MERGE_BATCH of
-     * them: one round trip for L beside the first batch of O, then one per further batch. */
+     * in registers between the max and the sum. Up to FD_MERGE_BATCH splits the first batch
+     * is all there is: each thread computes its row's L from the L_s it loaded, one round
+     * trip in all. Up to 128: one round trip for L beside the first batch of O, then one per
+     * further batch. */
     constexpr int U = FD_MERGE_BATCH, PL = 4; /* PL: splits per lane per L round trip */
     const size_t p0 = (size_t)grp * a.S * a.R + r0;  /* split s2, row r: p0 + s2 R + r */
     const int items = rows * (D / 4);
@@ -649,6 +657,30 @@ __device__ void fd_merge(const FdArgs<T> &a, int grp, int b, int h_kv, int r0, i
         }
     };
     if (tid < items) load_batch(tid, 0);
+    if (splits <= U) { /* the batch holds every L_s of the row: L in each thread, one round trip */
+        for (int item = tid; item < items; item += NT) {
+            if (item != tid) load_batch(item, 0);
+            float M = -INFINITY, sum = 0.f, acc[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+            for (int u = 0; u < U; ++u)
+                if (u < splits) M = fmaxf(M, lv[u]);
+#pragma unroll
+            for (int u = 0; u < U; ++u)
+                if (u < splits && lv[u] != -INFINITY) sum += expf(lv[u] - M);
+            const float Lr = M == -INFINITY ? -INFINITY : M + logf(sum);
+#pragma unroll
+            for (int u = 0; u < U; ++u) {
+                const float w = (Lr == -INFINITY || u >= splits) ? 0.f : expf(lv[u] - Lr);
+                acc[0] += w * v[u].x; acc[1] += w * v[u].y; acc[2] += w * v[u].z; acc[3] += w * v[u].w;
+            }
+            const int r = item / (D / 4), c = (item % (D / 4)) * 4;
+            const size_t at = group_row(a, b, h_kv, r0 + r, D);
+            *reinterpret_cast<uint2 *>(a.O + at + c) = make_uint2(pack2<T>(acc[0], acc[1]), pack2<T>(acc[2], acc[3]));
+            if (c == 0) a.L[at / D] = Lr;
+        }
+        FD_TRACE_POINT(6);
+        return;
+    }
     for (int r = warp; r < rows; r += NT / 32) {
         const float *Lp = a.Lpart + p0 + r; /* split s2 at Lp[s2 R] */
         float mx = -INFINITY, sum = 0.f;    /* mx: the same in every lane */

@@ -176,7 +176,7 @@ int main(int argc, char **argv) {
         {1, 2, 2, 5, 5, 1, 0, 1.f, 0, 132},     /* an ordinary causal shape, N_kv = N */
         {2, 2, 1, 1, 1, 0, 0, 30.f, 0, 132},    /* one key */
         {2, 4, 1, 1, 1400, 0, 1, 30.f, 11, 0},  /* 11 splits: one merge batch, partly past the end */
-        {2, 4, 1, 1, 2600, 0, 1, 30.f, 20, 0},  /* 20 splits: two merge batches (the first loaded before L) */
+        {2, 4, 1, 1, 1280, 0, 1, 30.f, 20, 0},  /* 20 splits: two merge batches (the first loaded before L) */
         {1, 4, 1, 1, 8960, 0, 0, 30.f, 140, 0}, /* 140 splits: L over two rounds of 128, rescaled */
         {1, 16, 1, 2, 2100, 1, 0, 30.f, 33, 0}, /* 32 rows: 8 (row, columns) items a merge thread, 3 batches */
     };
