@@ -27,25 +27,7 @@
 #include <algorithm>
 #include <vector>
 #include "cuda_check.h"
-
-/* Read n16 16-byte words of p, 4 independent loads per thread per step (so that each thread
- * keeps 64 bytes in flight), grid-stride. The XOR of everything is stored only when it equals
- * a value it cannot be for the buffers here (all bytes equal: the XOR of 4 words is 0), which
- * keeps the loads alive without writing anything. */
-__global__ void read_all(const int4 *__restrict__ p, size_t n16, int *sink) {
-    const size_t stride = (size_t)gridDim.x * blockDim.x;
-    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    int acc = 0;
-    for (; i + 3 * stride < n16; i += 4 * stride) {
-        const int4 a = p[i], b = p[i + stride], c = p[i + 2 * stride], d = p[i + 3 * stride];
-        acc ^= a.x ^ a.y ^ a.z ^ a.w ^ b.x ^ b.y ^ b.z ^ b.w ^ c.x ^ c.y ^ c.z ^ c.w ^ d.x ^ d.y ^ d.z ^ d.w;
-    }
-    for (; i < n16; i += stride) {
-        const int4 a = p[i];
-        acc ^= a.x ^ a.y ^ a.z ^ a.w;
-    }
-    if (acc == 0x5eed1234) *sink = acc;
-}
+#include "l2_read.h"
 
 static void usage(const char *prog) {
     fprintf(stderr, "usage: %s [MiB 64..1048576] [reps 1..1000]\n"
@@ -133,12 +115,12 @@ int main(int argc, char **argv) {
      * small the buffer (a thread with no word to read exits at once) */
     const unsigned read_blocks = 8u * (unsigned)prop.multiProcessorCount;
     auto op = [&] {
-        if (read_op) read_all<<<read_blocks, 256, 0, s>>>((const int4 *)src, bytes / 16, sink);
+        if (read_op) l2_read_all<<<read_blocks, 256, 0, s>>>((const int4 *)src, bytes / 16, sink);
         else CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, s));
         CUDA_CHECK(cudaGetLastError());
     };
     auto empty_l2 = [&](long i) {
-        if (read_flush) read_all<<<read_blocks, 256, 0, s>>>((const int4 *)flush, flush_bytes / 16, sink);
+        if (read_flush) l2_read_all<<<read_blocks, 256, 0, s>>>((const int4 *)flush, flush_bytes / 16, sink);
         else CUDA_CHECK(cudaMemsetAsync(flush, (int)(i & 0xff), flush_bytes, s));
         CUDA_CHECK(cudaGetLastError());
     };

@@ -92,7 +92,7 @@ decode-cli: solution8 solution12
 
 test:: check-12 emu-12 test-decode decode-selftest decode-cli
 
-build/copy_bandwidth: bench/copy_bandwidth.cu reference/cuda_check.h reference/attention.h
+build/copy_bandwidth: bench/copy_bandwidth.cu reference/cuda_check.h reference/attention.h reference/l2_read.h
 	@mkdir -p build
 	$(NVCC) -O3 -std=c++17 $(ARCH_FLAGS) -Ireference $< -o $@
 

@@ -1,5 +1,6 @@
 #include "gpu_env.h"
 #include "cuda_check.h"
+#include "l2_read.h"
 #include <algorithm>
 #include <stdio.h>
 #include <string.h>
@@ -129,26 +130,6 @@ void fill_pattern(void *p, size_t n, int elem_bytes, uint32_t pattern, cudaStrea
     CUDA_CHECK(cudaGetLastError());
 }
 
-/* The L2 flush of time_launches: reads n16 16-byte words of p (zeros), 4 independent loads a
- * thread a step, and stores only when their OR is not 0, which never happens: the loads stay,
- * nothing is written. Reading, not writing, matters: a flush that writes leaves L2 full of
- * dirty lines (about 50 MB on an H100), which the timed kernel would have to write back to
- * HBM while it reads, some 10 us charged to it (bench/decode_sweep.sh measured it). */
-__global__ void l2_flush_read(const int4 *__restrict__ p, size_t n16, int *sink) {
-    const size_t stride = (size_t)gridDim.x * blockDim.x;
-    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    int acc = 0;
-    for (; i + 3 * stride < n16; i += 4 * stride) {
-        const int4 a = p[i], b = p[i + stride], c = p[i + 2 * stride], d = p[i + 3 * stride];
-        acc |= a.x | a.y | a.z | a.w | b.x | b.y | b.z | b.w | c.x | c.y | c.z | c.w | d.x | d.y | d.z | d.w;
-    }
-    for (; i < n16; i += stride) {
-        const int4 a = p[i];
-        acc |= a.x | a.y | a.z | a.w;
-    }
-    if (acc) *sink = acc;
-}
-
 double time_launches(int (*fn)(void *), void *arg, cudaStream_t s, int warmup, int reps,
                      double timeout_s, const gpu_env *g) {
     size_t flush_bytes = std::max<size_t>(2 * (size_t)g->prop.l2CacheSize, 64u << 20) & ~(size_t)15;
@@ -168,7 +149,7 @@ double time_launches(int (*fn)(void *), void *arg, cudaStream_t s, int warmup, i
     }
     std::vector<float> ms(reps);
     for (int i = 0; i < reps; ++i) {
-        l2_flush_read<<<flush_blocks, 256, 0, s>>>((const int4 *)flush, flush_bytes / 16, sink);
+        l2_read_all<<<flush_blocks, 256, 0, s>>>((const int4 *)flush, flush_bytes / 16, sink);
         CUDA_CHECK(cudaGetLastError());
         CUDA_CHECK(cudaEventRecord(a, s));
         fn(arg);
