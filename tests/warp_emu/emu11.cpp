@@ -41,7 +41,7 @@ struct Guarded {
 
 template <typename T> static T bits16(uint16_t b) { T x; memcpy(&x, &b, 2); return x; }
 
-template <typename T, int D, int BR, int BC, int W, int S, bool KV, int PS, int PF, bool SM, bool DQ, bool DH>
+template <typename T, int D, int BR, int BC, int W, int S, bool KV, int PS, int PF, bool SM, int DQ, bool DH>
 static int run(const char *tn, int B, int H, int N, int causal, float qmul, unsigned seed) {
     using C = BwdTiles<D, BR, BC, W, S, PS>;
     static_assert(C::SMEM <= 227 * 1024, "more shared memory than a block may have");
@@ -118,14 +118,14 @@ static int run(const char *tn, int B, int H, int N, int causal, float qmul, unsi
     if (!guards) { emu_fail("a kernel wrote outside its buffers (a guard region changed)"); ok = false; }
     printf("%-4s d=%-3d Br=%-3d Bc=%-3d W=%d S=%d KV=%d PS=%d PF=%d SM=%d DQ=%d DH=%d B=%d H=%d N=%-4d causal=%d qx%-3g  "
            "err dQ %.1e (plain %.1e) dK %.1e (%.1e) dV %.1e (%.1e) nonfinite=%ld %s\n",
-           tn, D, BR, BC, W, S, (int)KV, PS, PF, (int)SM, (int)DQ, (int)DH, B, H, N, causal, qmul, e_k[0], e_lp[0], e_k[1], e_lp[1], e_k[2], e_lp[2],
+           tn, D, BR, BC, W, S, (int)KV, PS, PF, (int)SM, DQ, (int)DH, B, H, N, causal, qmul, e_k[0], e_lp[0], e_k[1], e_lp[1], e_k[2], e_lp[2],
            bad_values, ok ? "ok" : "FAIL");
     return ok ? 0 : 1;
 }
 
 /* One configuration over a list of shapes: ragged N around the tile sizes, N = 1,
  * causal and not, fp16 (x30 logits on odd N) and bf16. */
-template <int D, int BR, int BC, int W, int S, bool KV, int PS, int PF = 0, bool SM = false, bool DQ = false,
+template <int D, int BR, int BC, int W, int S, bool KV, int PS, int PF = 0, bool SM = false, int DQ = 0,
           bool DH = false>
 static int sweep(bool quick) {
     int fails = 0;
@@ -150,9 +150,9 @@ int main(int argc, char **argv) {
     /* the defaults (solutions/11-backward-tensor-cores/backward.cu, region config), or the
      * configuration given as -D flags (make emu-11 EMU11_DEFS="-DFB64_PFIRST=2 ...") */
     fails += sweep<64, FB64_BR, FB64_BC, FB64_WARPS, FB64_STAGES, FB64_KVREG != 0, FB64_PSMEM, FB64_PFIRST,
-                   FB64_STSM != 0, FB64_DQFIRST != 0, FB64_DSH != 0>(quick);
+                   FB64_STSM != 0, FB64_DQFIRST, FB64_DSH != 0>(quick);
     fails += sweep<128, FB128_BR, FB128_BC, FB128_WARPS, FB128_STAGES, FB128_KVREG != 0, FB128_PSMEM, FB128_PFIRST,
-                   FB128_STSM != 0, FB128_DQFIRST != 0, FB128_DSH != 0>(quick);
+                   FB128_STSM != 0, FB128_DQFIRST, FB128_DSH != 0>(quick);
     /* other shapes the template allows: one buffer, 16 or 32 keys per warp, K/V in registers
      * or re-read, P^T in registers or through shared memory, Br < Bc and Br = Bc */
     fails += sweep<64, 64, 128, 4, 1, true, 0>(quick);
