@@ -37,6 +37,7 @@
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
 #include <stdint.h>
+#include <type_traits>
 #include <stdio.h>
 #include <math.h>
 #include "attention.h"
@@ -79,18 +80,20 @@ const lesson_info LESSON = {
 #endif
 /* Four more knobs per head dimension (the lesson text's sweep says what each
  * one is for; all 0 is the plain kernel of the text's walk-through). The
- * defaults are what make sweep-11 measured fastest on an H100 (fp16, N 1k to
- * 16k) among the options that grade on every shape: at d = 64 P^T interleaved
- * with dP^T and stored by stmatrix (+1 to +5% over plain); at d = 128 the
- * plain kernel (every option there costs 24-44 bytes of spill and was no
- * faster above N = 1k). DSH = 1 was 1-2% faster but rounds
+ * defaults are what make sweep-11 and A/B runs measured fastest on an H100
+ * (fp16, N 1k to 16k) among the options that grade on every shape: at d = 64
+ * P^T interleaved with dP^T and stored by stmatrix, dQ_i first (DQFIRST = 1);
+ * at d = 128 FlashAttention-2's order, dV_j, dQ_i, dK_j (DQFIRST = 2: +3 to
+ * +5% over dQ_i last), the rest plain (stmatrix and P^T first or interleaved
+ * were 1-5% slower there). DSH = 1 was 1-2% faster but rounds
  * dP - D to 16 bits before the product: one more rounding than the plain
  * backward, and ./solution11 --fuzz 100 --seed 1 then fails one element of
  * dK (1.6 ulp off at -b 1 -H 5 -n 44 -d 128). PFIRST (0: P^T after dP^T; 1: before
  * it; 2: interleaved with its slices), STSM (1: P^T, dS^T stored with sm_90's
- * stmatrix instead of 4-byte st.shared), DQFIRST (1, PSMEM = 1 only: dQ_i and
- * its atomics before dV, dK instead of after them) and DSH (1: dS from the
- * 16-bit P^T, two elements per instruction, instead of from P^T in fp32). */
+ * stmatrix instead of 4-byte st.shared), DQFIRST (PSMEM = 1 only; 0: dQ_i and
+ * its atomics after dV_j, dK_j; 1: before them; 2: between them, its atomics
+ * issued a part per slice of dK_j) and DSH (1: dS from the 16-bit P^T, two
+ * elements per instruction, instead of from P^T in fp32). */
 #ifndef FB64_PFIRST
 #define FB64_PFIRST 2
 #endif
@@ -98,7 +101,7 @@ const lesson_info LESSON = {
 #define FB64_STSM 1
 #endif
 #ifndef FB64_DQFIRST
-#define FB64_DQFIRST 0
+#define FB64_DQFIRST 1
 #endif
 #ifndef FB128_PFIRST
 #define FB128_PFIRST 0
@@ -107,7 +110,7 @@ const lesson_info LESSON = {
 #define FB128_STSM 0
 #endif
 #ifndef FB128_DQFIRST
-#define FB128_DQFIRST 0
+#define FB128_DQFIRST 2
 #endif
 #ifndef FB64_DSH
 #define FB64_DSH 0
@@ -293,6 +296,29 @@ __device__ __forceinline__ uint32_t swz(int row, int chunk) {
     static_assert(W >= 64, "the swizzle needs at least 8 chunks per row");
     return (uint32_t)(row * (W * 2) + ((chunk ^ (row & 7)) << 4));
 }
+// [region swz-lane]
+/* The same addresses without the arithmetic at every load (CUTLASS's
+ * swizzled layouts do the same): a lane's address of (row, chunk) is computed
+ * once per tile and operand role, and at(dr, dc) moves it by dr rows and dc
+ * chunks, both compile-time constants, with one XOR and a constant the load
+ * instruction carries as an immediate. Exact when dr % 8 == 0 (row % 8, which
+ * selects the permutation, stays), dc shares no bit with `chunk` (then chunk
+ * + dc == chunk ^ dc, and (chunk + dc) ^ (row % 8) == (chunk ^ (row % 8)) ^
+ * dc; every use below has chunk = a multiple of a power of two, plus 0 or 1,
+ * and an even dc under that power of two), and the tile starts at a multiple
+ * of W * 2 bytes (BwdTiles checks its offsets), so that the XOR touches only
+ * the chunk bits. */
+template <int W>
+struct SwzLane {
+    uint32_t a;
+    __device__ __forceinline__ SwzLane(uint32_t tile, int row, int chunk) : a(tile + swz<W>(row, chunk)) {}
+    /* from a tile's start plus a lane offset swz<W>(row, chunk) computed earlier */
+    __device__ __forceinline__ explicit SwzLane(uint32_t addr) : a(addr) {}
+    __device__ __forceinline__ uint32_t at(int dr, int dc) const {
+        return (a ^ (uint32_t)(dc << 4)) + (uint32_t)(dr * W * 2);
+    }
+};
+// [end swz-lane]
 
 // [region load-async]
 /* Lesson 08's tile copy: rows [row0, row0 + ROWS) of a [N, D] matrix into a
@@ -355,6 +381,9 @@ struct BwdTiles {
     static_assert(WARPS % WM == 0 && CQ % 16 == 0 && WM * RQ == BR, "dQ tile must split over the warps");
     static_assert(STAGES == 1 || STAGES == 2, "1 or 2 Q_i/dO_i buffers");
     static_assert(BC * (D / 8) % NT == 0 && NT >= BR / 2, "epilogue and L/D copies split evenly over the threads");
+    static_assert(KV_BYTES % (D * 2) == 0 && Q_BYTES % (D * 2) == 0 && DS_OFF % (BR * 2) == 0 &&
+                      DS_BYTES % (BR * 2) == 0,
+                  "every tile starts at a multiple of its row length (SwzLane)");
 };
 /* Launch geometry of the three kernels and the workspace size, for the host
  * code and the CPU emulator alike. */
@@ -443,7 +472,7 @@ fa2_bwd_preprocess_kernel(const T *__restrict__ O, const T *__restrict__ dO, con
  * scale_log2 = scale * log2(e) (exponentials as ex2); scale multiplies dK here
  * and dQ in the convert kernel (dS is the gradient of the scaled scores). */
 template <typename T, int D, int BR, int BC, int WARPS, int STAGES, bool KVREG, int PSMEM, int PFIRST = 0,
-          bool STSM = false, bool DQFIRST = false, bool DSH = false>
+          bool STSM = false, int DQFIRST = 0, bool DSH = false>
 __global__ void __launch_bounds__(WARPS * 32)
 fa2_bwd_kernel(const T *__restrict__ Q, const T *__restrict__ K, const T *__restrict__ V, const T *__restrict__ dO,
                const float *__restrict__ L2, const float *__restrict__ Dv, float *__restrict__ dQacc,
@@ -453,7 +482,7 @@ fa2_bwd_kernel(const T *__restrict__ Q, const T *__restrict__ K, const T *__rest
     constexpr int NT = C::NT, MK = C::MK, WQ = C::WQ, QW = C::QW, DW = C::DW, CH = D / 8;
     constexpr bool USE_STSM = STSM && FA_SM90;
     static_assert(PFIRST >= 0 && PFIRST <= 2, "PFIRST is 0, 1 or 2");
-    extern __shared__ __align__(128) unsigned char fa_smem[];
+    extern __shared__ __align__(1024) unsigned char fa_smem[];  // SwzLane: tiles on whole rows
     const uint32_t base = smem_u32(fa_smem);
     const uint32_t aK = base + C::K_OFF, aV = base + C::V_OFF, aS = base + C::DS_OFF, aP = base + C::P_OFF;
 
@@ -516,6 +545,18 @@ fa2_bwd_kernel(const T *__restrict__ Q, const T *__restrict__ K, const T *__rest
     const int key_row0 = (warp / WQ) * MK * 16;  // this warp's first key in the tile
     const int q_off = (warp % WQ) * QW;          // its first query of the tile in S^T
     const int d_off = (warp % WQ) * DW;          // its first column of dK_j, dV_j
+    /* This lane's addresses in each operand role (SwzLane), computed once:
+     * the rows of K_j, V_j as A (S^T, dP^T); the columns of K_j as B trans
+     * (dQ); the rows of P^T, dS^T as A (dV, dK) and the columns of dS^T as A
+     * trans (dQ); the stores of P^T and dS^T (stmatrix: the rows a_row,
+     * chunks a_chunk; st.shared: row g, word t). Q_i, dO_i: offsets in a
+     * slot (qB as B, qT as B trans), made addresses at each step. */
+    const SwzLane<D> kA(aK, key_row0 + a_row, a_chunk), vA(aV, key_row0 + a_row, a_chunk);
+    const SwzLane<D> kT(aK, t_row, (warp % C::WN) * C::CQ / 8 + t_chunk);
+    const SwzLane<BR> pA(aP, key_row0 + a_row, a_chunk), sA(aS, key_row0 + a_row, a_chunk);
+    const SwzLane<BR> sT(aS, b_row, (warp / C::WN) * C::RQ / 8 + b_chunk);
+    const uint32_t stm = swz<BR>(key_row0 + a_row, q_off / 8 + a_chunk), sts = swz<BR>(key_row0 + g, q_off / 8) + 4 * t;
+    const uint32_t qB = swz<D>(q_off + b_row, b_chunk), qT = swz<D>(t_row, d_off / 8 + t_chunk);
 
     float dk[MK][DW / 8][4], dv[MK][DW / 8][4];
 #pragma unroll
@@ -577,13 +618,13 @@ fa2_bwd_kernel(const T *__restrict__ Q, const T *__restrict__ K, const T *__rest
 #pragma unroll
                     for (int x = 0; x < 4; ++x) ka[mk][x] = kf[mk][kk][x];
                 } else {
-                    ldmatrix_x4(ka[mk], aK + swz<D>(key_row0 + mk * 16 + a_row, 2 * kk + a_chunk));
+                    ldmatrix_x4(ka[mk], kA.at(mk * 16, 2 * kk));
                 }
             }
 #pragma unroll
             for (int np = 0; np < QW / 16; ++np) {
                 uint32_t b[4];
-                ldmatrix_x4(b, aQ + swz<D>(q_off + np * 16 + b_row, 2 * kk + b_chunk));
+                ldmatrix_x4(b, SwzLane<D>(aQ + qB).at(np * 16, 2 * kk));
 #pragma unroll
                 for (int mk = 0; mk < MK; ++mk) {
                     mma_16816<T>(s[mk][2 * np], ka[mk], b[0], b[1]);
@@ -609,14 +650,14 @@ fa2_bwd_kernel(const T *__restrict__ Q, const T *__restrict__ K, const T *__rest
 #pragma unroll
             for (int mk = 0; mk < MK; ++mk) {
                 if constexpr (USE_STSM) {
-                    stmatrix_x4(tile + swz<BR>(key_row0 + mk * 16 + a_row, q_off / 8 + nb + a_chunk), v[mk][nb][0],
+                    stmatrix_x4(SwzLane<BR>(tile + stm).at(mk * 16, nb), v[mk][nb][0],
                                 v[mk][nb][1], v[mk][nb + 1][0], v[mk][nb + 1][1]);
                 } else {
 #pragma unroll
                     for (int n2 = nb; n2 < nb + 2; ++n2)
 #pragma unroll
                         for (int r = 0; r < 2; ++r)
-                            sts32(tile + swz<BR>(key_row0 + mk * 16 + g + 8 * r, q_off / 8 + n2) + 4 * t, v[mk][n2][r]);
+                            sts32(SwzLane<BR>(tile + sts).at(mk * 16 + 8 * r, n2), v[mk][n2][r]);
                 }
             }
         };
@@ -732,14 +773,15 @@ fa2_bwd_kernel(const T *__restrict__ Q, const T *__restrict__ K, const T *__rest
 #pragma unroll
                     for (int x = 0; x < 4; ++x) va[mk][x] = vf[mk][kk][x];
                 } else {
-                    ldmatrix_x4(va[mk], aV + swz<D>(key_row0 + mk * 16 + a_row, 2 * kk + a_chunk));
+                    ldmatrix_x4(va[mk], vA.at(mk * 16, 2 * kk));
                 }
             }
 #pragma unroll
             for (int np = 0; np < QW / 16; ++np) {
                 // TODO(3): the B fragments of dO_i for queries q_off + np * 16 .. + 15, d-slice kk
-                //   (transposed or not? compare with Q_i in S^T above), then for every mk two
-                //   mma_16816<T> calls: dP^T n-blocks 2np and 2np + 1 += va[mk] times them.
+                //   (transposed or not? compare with Q_i in S^T above: the same lane offset qB, in
+                //   dO_i's slot aDO), then for every mk two mma_16816<T> calls: dP^T n-blocks 2np
+                //   and 2np + 1 += va[mk] times them.
                 (void)va;
             }
             if constexpr (PFIRST == 2) {
@@ -763,30 +805,35 @@ fa2_bwd_kernel(const T *__restrict__ Q, const T *__restrict__ K, const T *__rest
          * transposed (keys are k). The partial sum goes to the fp32
          * accumulator with atomic adds: the other key tiles' blocks add to the
          * same dQ_i in an order that changes from run to run. Called after the
-         * barrier that makes dS^T visible, after dV, dK (or, DQFIRST, before
-         * them, so that its atomics leave while dV and dK compute). */
-        auto dq_step = [&] {
-            const int wm = warp / C::WN, wn = warp % C::WN;
-            constexpr int MQ = C::RQ / 16, NQ = C::CQ / 8;
-            float dq[MQ][NQ][4];
+         * barrier that makes dS^T visible: after dV_j and dK_j, before them,
+         * or between them (DQFIRST, region dv-dk). A warp's 2 * MQ * NQ
+         * atomics are 8-byte reductions the warp does not wait for, but they
+         * queue in the same memory pipeline as ldmatrix: all at once, they
+         * stall the loads that follow them (ncu: "MIO throttle"); DQFIRST = 2
+         * spreads them over the slices of dK_j. */
+        constexpr int MQ = C::RQ / 16, NQ = C::CQ / 8;
+        float dq[MQ][NQ][4];
+        /* the loop over the Bc keys unrolled 4 slices at a time at d = 128
+         * (all 8 was 1-2% slower on an H100), whole at d = 64 (3% faster) */
+        constexpr int DQ_UNROLL = D >= 128 ? 4 : BC / 16;
+        auto dq_mma = [&] {
 #pragma unroll
             for (int mq = 0; mq < MQ; ++mq)
 #pragma unroll
                 for (int nb = 0; nb < NQ; ++nb) dq[mq][nb][0] = dq[mq][nb][1] = dq[mq][nb][2] = dq[mq][nb][3] = 0.f;
-            /* unrolled 4 slices at a time, not all: with every slice's loads
-             * hoisted ahead of the mma, d = 128 would spill */
-#pragma unroll 4
+#pragma unroll DQ_UNROLL
             for (int kk = 0; kk < BC / 16; ++kk) {
                 uint32_t a[MQ][4];
                 // TODO(6): a[mq], the A fragments of dS (queries wm * RQ + mq * 16 .. + 15 x keys
-                //   kk * 16 .. + 15) from the dS^T tile at aS, whose rows are keys: which ldmatrix,
-                //   and which lanes point at which row and chunk (swz<BR>)?
+                //   kk * 16 .. + 15) from the dS^T tile, whose rows are keys, through the lane
+                //   address sT (region prologue: which lanes point at which row and chunk, and
+                //   why those): which ldmatrix, and which move sT.at(dr, dc) for kk and mq?
 #pragma unroll
                 for (int mq = 0; mq < MQ; ++mq) a[mq][0] = a[mq][1] = a[mq][2] = a[mq][3] = 0u;
 #pragma unroll
                 for (int dpair = 0; dpair < NQ / 2; ++dpair) {
                     uint32_t b[4];
-                    ldmatrix_x4_trans(b, aK + swz<D>(kk * 16 + t_row, wn * C::CQ / 8 + 2 * dpair + t_chunk));
+                    ldmatrix_x4_trans(b, kT.at(kk * 16, 2 * dpair));
 #pragma unroll
                     for (int mq = 0; mq < MQ; ++mq) {
                         mma_16816<T>(dq[mq][2 * dpair], a[mq], b[0], b[1]);
@@ -794,16 +841,24 @@ fa2_bwd_kernel(const T *__restrict__ Q, const T *__restrict__ K, const T *__rest
                     }
                 }
             }
-            /* Rows past N land in the padded rows of the accumulator, which
-             * nobody reads: no bounds test. */
+        };
+        /* The atomics of part `part` of `parts` of this warp's dQ fragments
+         * (all of them: 0, 1). Rows past N land in the padded rows of the
+         * accumulator, which nobody reads: no bounds test. */
+        auto dq_red = [&](int part, int parts) {
+            const int wm = warp / C::WN, wn = warp % C::WN;
 #pragma unroll
-            for (int mq = 0; mq < MQ; ++mq)
-#pragma unroll
-                for (int nb = 0; nb < NQ; ++nb) {
-                    // TODO(6), continued: add this accumulator's 4 values (rows g and g + 8, columns
-                    //   2t, 2t + 1 of the n-block) to dQacc, atomically, with red_add_f32x2.
-                    (void)dq[mq][nb];
-                }
+            for (int f = part * MQ * NQ / parts; f < (part + 1) * MQ * NQ / parts; ++f) {
+                const int mq = f / NQ, nb = f % NQ;
+                float *dst = dQacc + (size_t)(q0 + wm * C::RQ + mq * 16 + g) * D + wn * C::CQ + nb * 8 + 2 * t;
+                // TODO(6), continued: add this accumulator's 4 values (rows g and g + 8, columns
+                //   2t, 2t + 1 of the n-block) to dQacc, atomically, with red_add_f32x2.
+                (void)dst;
+            }
+        };
+        auto dq_step = [&] {
+            dq_mma();
+            dq_red(0, 1);
         };
         // [end dq]
 
@@ -814,53 +869,85 @@ fa2_bwd_kernel(const T *__restrict__ Q, const T *__restrict__ K, const T *__rest
          * PSMEM = 0 the packed registers of this warp (it has all Br queries
          * of its keys), with PSMEM = 1 read from shared memory after the
          * barrier (half of them come from the other warp of its keys). */
-        auto dv_dk = [&](auto a_of) {
+        /* a_p, a_s: where the A fragments of P^T and dS^T come from; dv_on,
+         * dk_on (std::true_type or false_type): which of the two products
+         * this pass computes (DQFIRST = 2 splits them to put dQ_i between);
+         * after_kk(kk) runs after each slice (there: a part of dQ_i's atomics). */
+        auto dv_dk = [&](auto a_p, auto a_s, auto dv_on, auto dk_on, auto after_kk) {
+            constexpr bool DV = decltype(dv_on)::value, DK = decltype(dk_on)::value;
 #pragma unroll
             for (int kk = 0; kk < BR / 16; ++kk) {
                 uint32_t pa[MK][4], sa[MK][4];
-                a_of(kk, pa, sa);
+                if constexpr (DV) a_p(kk, pa);
+                if constexpr (DK) a_s(kk, sa);
 #pragma unroll
                 for (int dpair = 0; dpair < DW / 16; ++dpair) {
-                    uint32_t bo[4];
-                    ldmatrix_x4_trans(bo, aDO + swz<D>(kk * 16 + t_row, d_off / 8 + 2 * dpair + t_chunk));
-                    // TODO(5): bq, the same B fragments of Q_i; then for every mk four mma_16816<T>
-                    //   calls: dV n-blocks 2dpair, 2dpair + 1 += pa[mk] times bo (b[0], b[1] and
-                    //   b[2], b[3]), dK n-blocks 2dpair, 2dpair + 1 += sa[mk] times bq.
-                    (void)bo; (void)pa; (void)sa;
+                    uint32_t bo[4], bq[4];
+                    if constexpr (DV) ldmatrix_x4_trans(bo, SwzLane<D>(aDO + qT).at(kk * 16, 2 * dpair));
+                    // TODO(5): bq, the same B fragments of Q_i (when DK), then the dK products below.
+#pragma unroll
+                    for (int mk = 0; mk < MK; ++mk) {
+                        if constexpr (DV) {
+                            mma_16816<T>(dv[mk][2 * dpair], pa[mk], bo[0], bo[1]);
+                            mma_16816<T>(dv[mk][2 * dpair + 1], pa[mk], bo[2], bo[3]);
+                        }
+                        if constexpr (DK) {
+                            // TODO(5), continued: two mma_16816<T> calls: dK n-blocks 2dpair, 2dpair + 1
+                            //   += sa[mk] times bq (b[0], b[1] and b[2], b[3]), as dV does with bo above.
+                            (void)bq; (void)sa;
+                        }
+                    }
                 }
+                after_kk(kk);
             }
         };
+        constexpr std::true_type ON{};
+        constexpr std::false_type OFF{};
         if constexpr (!PSMEM) {
-            dv_dk([&](int kk, uint32_t (&pa)[MK][4], uint32_t (&sa)[MK][4]) {
+            auto reg = [&](const uint32_t (&v)[MK][QW / 8][2]) {
+                return [&](int kk, uint32_t (&a)[MK][4]) {
 #pragma unroll
-                for (int mk = 0; mk < MK; ++mk) {
-                    pa[mk][0] = pp[mk][2 * kk][0]; pa[mk][1] = pp[mk][2 * kk][1];
-                    pa[mk][2] = pp[mk][2 * kk + 1][0]; pa[mk][3] = pp[mk][2 * kk + 1][1];
-                    sa[mk][0] = dsp[mk][2 * kk][0]; sa[mk][1] = dsp[mk][2 * kk][1];
-                    sa[mk][2] = dsp[mk][2 * kk + 1][0]; sa[mk][3] = dsp[mk][2 * kk + 1][1];
-                }
-            });
+                    for (int mk = 0; mk < MK; ++mk) {
+                        a[mk][0] = v[mk][2 * kk][0]; a[mk][1] = v[mk][2 * kk][1];
+                        a[mk][2] = v[mk][2 * kk + 1][0]; a[mk][3] = v[mk][2 * kk + 1][1];
+                    }
+                };
+            };
+            dv_dk(reg(pp), reg(dsp), ON, ON, [](int) {});
         }
         /* dS^T (and P^T) complete. PSMEM = 0: every warp is also done with
          * Q_i, dO_i, L2_i, D_i, so with one buffer the next step's copies
          * start now and fly during dQ. */
         __syncthreads();
-        if constexpr (PSMEM && DQFIRST) dq_step();
         if constexpr (PSMEM) {
-            dv_dk([&](int kk, uint32_t (&pa)[MK][4], uint32_t (&sa)[MK][4]) {
+            auto p_smem = [&](int kk, uint32_t (&a)[MK][4]) {
 #pragma unroll
-                for (int mk = 0; mk < MK; ++mk) {
-                    ldmatrix_x4(pa[mk], aP + swz<BR>(key_row0 + mk * 16 + a_row, 2 * kk + a_chunk));
-                    ldmatrix_x4(sa[mk], aS + swz<BR>(key_row0 + mk * 16 + a_row, 2 * kk + a_chunk));
-                }
-            });
+                for (int mk = 0; mk < MK; ++mk) ldmatrix_x4(a[mk], pA.at(mk * 16, 2 * kk));
+            };
+            auto s_smem = [&](int kk, uint32_t (&a)[MK][4]) {
+#pragma unroll
+                for (int mk = 0; mk < MK; ++mk) ldmatrix_x4(a[mk], sA.at(mk * 16, 2 * kk));
+            };
+            // [region dq-order]
+            if constexpr (DQFIRST == 1) {  // dQ_i first: its atomics leave while dV_j, dK_j compute
+                dq_mma();
+                dq_red(0, 1);
+                dv_dk(p_smem, s_smem, ON, ON, [](int) {});
+            } else if constexpr (DQFIRST == 2) {  // FlashAttention-2's order: dV_j, dQ_i, dK_j
+                dv_dk(p_smem, s_smem, ON, OFF, [](int) {});
+                dq_mma();  // its atomics go out a part per slice of dK_j, not at once
+                dv_dk(p_smem, s_smem, OFF, ON, [&](int kk) { dq_red(kk, BR / 16); });
+            } else {
+                dv_dk(p_smem, s_smem, ON, ON, [](int) {});
+            }
+            // [end dq-order]
             if constexpr (STAGES == 1) __syncthreads();  // before the refill: Q_i, dO_i were just read
         }
         if constexpr (STAGES == 1) {
             if (it + 1 < n_steps) load_step(it + 1);
             cp_async_commit();
         }
-        if constexpr (!(PSMEM && DQFIRST)) dq_step();
+        if constexpr (!PSMEM || DQFIRST == 0) dq_step();
         // [end dv-dk]
     }
 
@@ -948,7 +1035,7 @@ template <typename T, int D, int BR, int BC, int WARPS, int STAGES, int KVREG, i
           int DQFIRST, int DSH>
 static int launch(const attn_bwd_args *a) {
     using C = BwdTiles<D, BR, BC, WARPS, STAGES, PSMEM>;
-    auto kernel = fa2_bwd_kernel<T, D, BR, BC, WARPS, STAGES, KVREG != 0, PSMEM, PFIRST, STSM != 0, DQFIRST != 0,
+    auto kernel = fa2_bwd_kernel<T, D, BR, BC, WARPS, STAGES, KVREG != 0, PSMEM, PFIRST, STSM != 0, DQFIRST,
                                  DSH != 0>;
     static int ready = 0;  // once per instantiation: allow > 48 KiB of shared memory
     if (!ready) {

@@ -285,6 +285,7 @@ __device__ __forceinline__ uint32_t swz(int row, int chunk) {
     static_assert(W >= 64, "the swizzle needs at least 8 chunks per row");
     return (uint32_t)(row * (W * 2) + ((chunk ^ (row & 7)) << 4));
 }
+// [region swz-lane]
 /* The same addresses without the arithmetic at every load (CUTLASS's
  * swizzled layouts do the same): a lane's address of (row, chunk) is computed
  * once per tile and operand role, and at(dr, dc) moves it by dr rows and dc
@@ -306,6 +307,7 @@ struct SwzLane {
         return (a ^ (uint32_t)(dc << 4)) + (uint32_t)(dr * W * 2);
     }
 };
+// [end swz-lane]
 
 // [region load-async]
 /* Lesson 08's tile copy: rows [row0, row0 + ROWS) of a [N, D] matrix into a
@@ -897,6 +899,7 @@ fa2_bwd_kernel(const T *__restrict__ Q, const T *__restrict__ K, const T *__rest
 #pragma unroll
                 for (int mk = 0; mk < MK; ++mk) ldmatrix_x4(a[mk], sA.at(mk * 16, 2 * kk));
             };
+            // [region dq-order]
             if constexpr (DQFIRST == 1) {  // dQ_i first: its atomics leave while dV_j, dK_j compute
                 dq_mma();
                 dq_red(0, 1);
@@ -908,6 +911,7 @@ fa2_bwd_kernel(const T *__restrict__ Q, const T *__restrict__ K, const T *__rest
             } else {
                 dv_dk(p_smem, s_smem, ON, ON, [](int) {});
             }
+            // [end dq-order]
             if constexpr (STAGES == 1) __syncthreads();  // before the refill: Q_i, dO_i were just read
         }
         if constexpr (STAGES == 1) {
