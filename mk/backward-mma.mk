@@ -23,10 +23,9 @@
 #                   one build of solution 11 with another configuration, ptxas -v beside it
 .PHONY: check-11 emu-11 sweep-11 sweep11-variant
 
-# The kernels use all 255 registers. At d = 64 the default options (P^T interleaved with dP^T,
-# stored by stmatrix) cost 4 bytes of spill on sm_90 (nvcc 13.0) and were still 1-5% faster
-# on an H100 (make sweep-11); at d = 128 on sm_80 the pair of scalar atomicAdd that replaces
-# sm_90's 8-byte red.global.add.v2.f32 costs 20. More than 24 is a regression.
+# The kernels use all 255 registers. The defaults spill nothing with nvcc 13.0 (sm_80 and
+# sm_90); option sets of make sweep-11 spill 4-28 bytes on sm_90 and were timed all the same
+# (docs/results/lessons/tuning-11-*.md). More than 24 in the defaults is a regression.
 SPILL_BUDGET_11_SM80 := 24
 SPILL_BUDGET_11_SM90 := 24
 check-11:
