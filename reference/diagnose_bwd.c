@@ -125,7 +125,7 @@ double bwd_factor(const double *got, const double *ref, size_t n) {
         med = nf % 2 ? f[nf / 2] : 0.5 * (f[nf / 2 - 1] + f[nf / 2]);
         size_t agree = 0;
         for (size_t k = 0; k < nf; ++k) agree += fabs(f[k] - med) <= 0.02 * fabs(med);
-        if (10 * agree < 9 * nf) med = NAN;
+        if (10 * agree < 9 * nf || fabs(med - 1) <= 0.02) med = NAN;
     }
     free(f);
     return med;
@@ -257,6 +257,9 @@ void diagnose_bwd(const bwd_facts *f, char *out, size_t cap) {
                      "%s", BWD_NAME[g], c, BWD_NAME[g], g == BWD_DQ ? "dS K" : "dS^T Q");
         else if (g != BWD_DV && fabs(c / s - 1) < 0.02)
             snprintf(out, cap, "%s is the reference x scale (%.4g): the softmax scale is applied twice", BWD_NAME[g], c);
+        else if (g == BWD_DV && fabs(c / s - 1) < 0.02)
+            snprintf(out, cap, "dV is the reference x scale (%.4g): dV = P^T dO takes no softmax scale (only dQ and "
+                     "dK do: dS is the gradient of the scaled scores)", c);
         else if (fabs(c + 1) < 0.02)
             snprintf(out, cap, "%s is minus the reference: a sign (dS = P o (dP - D), not (D - dP))", BWD_NAME[g]);
         else

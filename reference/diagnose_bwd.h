@@ -67,7 +67,8 @@ double bwd_fit(const double *got, const double *ref, size_t n, tolerance t, doub
 
 /* The factor got / ref when it is one constant for the whole gradient (median over the
  * elements whose |ref| is above 5% of the largest, at least 90% of them within 2% of it);
- * NAN otherwise. */
+ * NAN otherwise, and NAN when it is within 2% of 1: a gradient right on most elements and
+ * wrong on a few (a row or a tile) has the median 1, which explains none of its errors. */
 double bwd_factor(const double *got, const double *ref, size_t n);
 
 /* What the runner found about one failing case, for the cross-gradient diagnosis. */

@@ -85,11 +85,14 @@ Test(backward_fit, fit_and_factor) {
     cr_assert_float_eq(bwd_fit(got, got, 100, t, 1), 0.99, 1e-12);
     for (int i = 0; i < 100; ++i) got[i] = ref[i] + 0.3 * cos(7.0 * i); /* no constant factor */
     cr_assert(isnan(bwd_factor(got, ref, 100)));
+    for (int i = 0; i < 100; ++i) got[i] = i < 95 ? ref[i] : -ref[i]; /* right but for a few rows */
+    cr_assert(isnan(bwd_factor(got, ref, 100)), "a median of 1 is no factor");
 }
 
 /* ---- a simulated fp32 kernel ---- */
 
-typedef enum { BUG_NONE, BUG_NO_D, BUG_L_BASE2, BUG_S_UNSCALED, BUG_DV_UNMASKED, BUG_SWAP, BUG_DS_NO_SCALE, BUG_DK_ROWS } bug;
+typedef enum { BUG_NONE, BUG_NO_D, BUG_L_BASE2, BUG_S_UNSCALED, BUG_DV_UNMASKED, BUG_SWAP, BUG_DS_NO_SCALE, BUG_DK_ROWS, BUG_DV_SCALED,
+              BUG_DQ_LAST_ROW } bug;
 
 /* Algorithm 2 in float, the way lesson 10 computes it, with one bug planted. */
 static void sim_kernel(const slice *s, bug b, double *dQ, double *dK, double *dV) {
@@ -118,12 +121,13 @@ static void sim_kernel(const slice *s, bug b, double *dQ, double *dK, double *dV
             }
             const float e = exp2f(sc * (b == BUG_S_UNSCALED ? log2e : scale_log2) - L2);
             const int masked = s->causal && j > i;
-            const float p = masked ? 0.f : e, pv = b == BUG_DV_UNMASKED ? e : p;
+            const float p = masked ? 0.f : e, pv = (b == BUG_DV_UNMASKED ? e : p) * (b == BUG_DV_SCALED ? scale : 1.f);
             const float ds = p * (dp - Dv[i]) * (b == BUG_DS_NO_SCALE ? 1.f : scale);
             const int jk = b == BUG_DK_ROWS ? (j + 1) % N : j; /* dK written to the wrong key row */
             for (int c = 0; c < d; ++c) {
                 fv[(size_t)j * d + c] = fmaf(pv, s->dO[(size_t)i * d + c], fv[(size_t)j * d + c]);
-                fq[(size_t)i * d + c] = fmaf(ds, s->K[(size_t)j * d + c], fq[(size_t)i * d + c]);
+                if (!(b == BUG_DQ_LAST_ROW && i == N - 1 && j == 0)) /* the last query misses key 0 */
+                    fq[(size_t)i * d + c] = fmaf(ds, s->K[(size_t)j * d + c], fq[(size_t)i * d + c]);
                 fk[(size_t)jk * d + c] = fmaf(ds, s->Q[(size_t)i * d + c], fk[(size_t)jk * d + c]);
             }
         }
@@ -197,6 +201,12 @@ Test(backward_sim, bugs_are_named) {
     expect_diagnosis(60, 32, 0, 1, BUG_SWAP, "dK and dV are swapped");
     expect_diagnosis(60, 32, 0, 1, BUG_DS_NO_SCALE, "the softmax scale is missing");
     expect_diagnosis(60, 32, 0, 1, BUG_DK_ROWS, "dQ and dV pass, so P and dS are right; dK is wrong");
+    expect_diagnosis(60, 32, 1, 1, BUG_DV_SCALED, "dV = P^T dO takes no softmax scale");
+}
+
+/* Most of dQ right: its median ratio to the reference is 1, which is no "constant factor". */
+Test(backward_sim, a_few_wrong_rows_are_no_factor) {
+    expect_diagnosis(60, 32, 0, 1, BUG_DQ_LAST_ROW, "dK and dV pass, so P and dS are right; dQ is wrong");
 }
 
 Test(backward_diagnose, patterns_and_silence) {
