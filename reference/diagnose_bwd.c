@@ -57,9 +57,11 @@ static void forward_stats(const float *Q, const float *K, const float *V, const 
     free(o);
 }
 
-void attention_backward_slice_variant(const float *Q, const float *K, const float *V, const float *dO, int N,
-                                      int d, double scale, int causal, bwd_variant v, double *dQ, double *dK,
-                                      double *dV) {
+/* attention_backward_slice_variant, where also the pairs (i, j) with skip_q[i] && skip_k[j] add
+ * nothing (skip_q, skip_k: N flags each, or NULL for none). */
+static void backward_variant(const float *Q, const float *K, const float *V, const float *dO, int N, int d,
+                             double scale, int causal, bwd_variant v, const unsigned char *skip_q,
+                             const unsigned char *skip_k, double *dQ, double *dK, double *dV) {
     double *L = malloc(sizeof(double) * (size_t)N), *D = malloc(sizeof(double) * (size_t)N);
     forward_stats(Q, K, V, dO, N, d, scale, causal, L, D);
     memset(dQ, 0, sizeof(double) * (size_t)N * d);
@@ -68,6 +70,7 @@ void attention_backward_slice_variant(const float *Q, const float *K, const floa
     for (int i = 0; i < N; ++i) {
         const double Di = v == BWD_NO_D ? 0.0 : D[i];
         for (int j = 0; j < N; ++j) {
+            if (skip_q && skip_q[i] && skip_k[j]) continue;
             const int vis = visible(i, j, causal);
             const int for_dv = vis || v == BWD_DV_UNMASKED, for_ds = vis || v == BWD_DS_UNMASKED;
             if (!for_dv && !for_ds) continue;
@@ -95,6 +98,25 @@ void attention_backward_slice_variant(const float *Q, const float *K, const floa
     }
     free(L);
     free(D);
+}
+
+void attention_backward_slice_variant(const float *Q, const float *K, const float *V, const float *dO, int N,
+                                      int d, double scale, int causal, bwd_variant v, double *dQ, double *dK,
+                                      double *dV) {
+    backward_variant(Q, K, V, dO, N, d, scale, causal, v, NULL, NULL, dQ, dK, dV);
+}
+
+/* Flags the rows of an [N, d] gradient with an element outside tolerance t; returns how many. */
+static int wrong_rows(const double *got, const double *ref, int N, int d, tolerance t, unsigned char *row) {
+    int count = 0;
+    for (int i = 0; i < N; ++i) {
+        for (int c = 0; c < d; ++c) {
+            const size_t e = (size_t)i * d + c;
+            if (!(fabs(got[e] - ref[e]) <= t.atol + t.rtol * fabs(ref[e]))) { row[i] = 1; break; }
+        }
+        count += row[i];
+    }
+    return count;
 }
 
 double bwd_fit(const double *got, const double *ref, size_t n, tolerance t, double slack) {
@@ -163,10 +185,20 @@ void bwd_examine_slice(const float *Q, const float *K, const float *V, const flo
         try_v[nt++] = BWD_S_UNSCALED;
     }
     if (v && !q && !k && f->causal) try_v[nt++] = BWD_DV_UNMASKED;
+    /* Some dQ rows and some dK or dV rows wrong: were their (query, key) pairs left out? */
+    unsigned char *skip_q = calloc((size_t)N, 1), *skip_k = calloc((size_t)N, 1);
+    if (q && (k || v)) {
+        f->skip_rows[0] = wrong_rows(got[BWD_DQ], ref[BWD_DQ], N, d, tol[BWD_DQ], skip_q);
+        wrong_rows(got[BWD_DK], ref[BWD_DK], N, d, tol[BWD_DK], skip_k);
+        f->skip_rows[1] = wrong_rows(got[BWD_DV], ref[BWD_DV], N, d, tol[BWD_DV], skip_k); /* dK's or dV's */
+        try_v[nt++] = BWD_PAIRS_SKIPPED;
+    }
 #pragma omp parallel for schedule(dynamic, 1)
     for (int t = 0; t < nt; ++t) {
         double *h = malloc(sizeof(double) * 3 * n);
-        attention_backward_slice_variant(Q, K, V, dO, N, d, f->scale, f->causal, try_v[t], h, h + n, h + 2 * n);
+        const int pairs = try_v[t] == BWD_PAIRS_SKIPPED;
+        backward_variant(Q, K, V, dO, N, d, f->scale, f->causal, try_v[t], pairs ? skip_q : NULL,
+                         pairs ? skip_k : NULL, h, h + n, h + 2 * n);
         double differs = 0, fit = 0;
         for (int g = 0; g < 3; ++g) {
             const double *hg = h + g * n;
@@ -195,6 +227,8 @@ void bwd_examine_slice(const float *Q, const float *K, const float *V, const flo
         f->variant_fit[try_v[t]] = differs / 3 >= 0.1 / 3 ? fit / 3 : -1;
         free(h);
     }
+    free(skip_q);
+    free(skip_k);
 }
 
 /* The sentence for each hypothesis, when the kernel's gradients match it. */
@@ -237,6 +271,14 @@ void diagnose_bwd(const bwd_facts *f, char *out, size_t cap) {
     int best = -1;
     for (int v = 1; v < BWD_VARIANT_COUNT; ++v)
         if (f->variant_fit[v] >= 0.9 && (best < 0 || f->variant_fit[v] > f->variant_fit[best])) best = v;
+    if (best == BWD_PAIRS_SKIPPED) {
+        snprintf(out, cap, "dQ, dK and dV match a backward that leaves out every pair (query i, key j) with i "
+                 "among the %d rows where dQ is wrong and j among the %d rows where dK or dV is wrong: those "
+                 "(query tile, K/V tile) pairs were never computed: check the bounds of the tile loops (where "
+                 "a block starts and stops, the causal skip) and which blocks the grid launches",
+                 f->skip_rows[0], f->skip_rows[1]);
+        return;
+    }
     if (best > 0) {
         snprintf(out, cap, "%s", variant_text((bwd_variant)best));
         return;
@@ -260,6 +302,10 @@ void diagnose_bwd(const bwd_facts *f, char *out, size_t cap) {
         else if (g == BWD_DV && fabs(c / s - 1) < 0.02)
             snprintf(out, cap, "dV is the reference x scale (%.4g): dV = P^T dO takes no softmax scale (only dQ and "
                      "dK do: dS is the gradient of the scaled scores)", c);
+        else if (fabs(c) < 0.02)
+            snprintf(out, cap, "%s is zero on most elements: the products that add into it did not run there, or "
+                     "their sums never reached it (which tiles a block visits, where %s is stored%s)", BWD_NAME[g],
+                     BWD_NAME[g], g == BWD_DQ ? " or accumulated" : "");
         else if (fabs(c + 1) < 0.02)
             snprintf(out, cap, "%s is minus the reference: a sign (dS = P o (dP - D), not (D - dP))", BWD_NAME[g]);
         else

@@ -50,6 +50,10 @@ typedef enum {
     BWD_S_UNSCALED,    /* P = exp(Q.K - L): the scores not multiplied by the softmax scale */
     BWD_DV_UNMASKED,   /* causal: dV += P^T dO with P not masked (dS masked) */
     BWD_DS_UNMASKED,   /* causal: dS from P not masked (dV masked) */
+    BWD_PAIRS_SKIPPED, /* the pairs (i, j) with dQ's row i and dK's or dV's row j both wrong left
+                          out: (query tile, K/V tile) pairs never computed. Needs the kernel's rows,
+                          so only bwd_examine_slice tries it (attention_backward_slice_variant
+                          computes it as BWD_EXACT) */
     BWD_VARIANT_COUNT
 } bwd_variant;
 
@@ -83,6 +87,7 @@ typedef struct {
     double factor[3];         /* bwd_factor per gradient; NAN when none or not measured */
     double variant_fit[BWD_VARIANT_COUNT]; /* bwd_fit of all three gradients against the
                                               variant's; -1 when not measured */
+    int skip_rows[2];         /* BWD_PAIRS_SKIPPED: how many rows of dQ, and of dK or dV, are wrong */
 } bwd_facts;
 
 /* Initializes *f: nothing bad, nothing measured. */
@@ -93,7 +98,8 @@ void bwd_facts_init(bwd_facts *f);
  * scale. Nothing is measured when a gradient holds unwritten or non-finite elements. Which
  * hypotheses are recomputed follows the pattern of bad gradients (dQ and dK bad, dV right: D
  * missing, or causal dS unmasked; all three bad: the L and scale hypotheses; dV alone bad and
- * causal: dV unmasked), and only when 6 N^2 d <= 2e9 (a prompt answer). A hypothesis counts only
+ * causal: dV unmasked; dQ and dK or dV bad on some rows: the pairs of those rows skipped), and
+ * only when 6 N^2 d <= 2e9 (a prompt answer). A hypothesis counts only
  * where it differs from the right answer on at least 10% of the elements; the kernel matches it
  * when its gradients are within 5% of the hypothesis' in relative L2 norm and, element by
  * element, within 10 x the tolerance (grown by the ratio of the hypothesis' median magnitude to

@@ -87,12 +87,14 @@ Test(backward_fit, fit_and_factor) {
     cr_assert(isnan(bwd_factor(got, ref, 100)));
     for (int i = 0; i < 100; ++i) got[i] = i < 95 ? ref[i] : -ref[i]; /* right but for a few rows */
     cr_assert(isnan(bwd_factor(got, ref, 100)), "a median of 1 is no factor");
+    for (int i = 0; i < 100; ++i) got[i] = i < 95 ? 0 : ref[i];
+    cr_assert_float_eq(bwd_factor(got, ref, 100), 0.0, 1e-12, "mostly zero: the factor 0");
 }
 
 /* ---- a simulated fp32 kernel ---- */
 
 typedef enum { BUG_NONE, BUG_NO_D, BUG_L_BASE2, BUG_S_UNSCALED, BUG_DV_UNMASKED, BUG_SWAP, BUG_DS_NO_SCALE, BUG_DK_ROWS, BUG_DV_SCALED,
-              BUG_DQ_LAST_ROW } bug;
+              BUG_DQ_LAST_ROW, BUG_PAIRS_SKIPPED } bug;
 
 /* Algorithm 2 in float, the way lesson 10 computes it, with one bug planted. */
 static void sim_kernel(const slice *s, bug b, double *dQ, double *dK, double *dV) {
@@ -114,6 +116,8 @@ static void sim_kernel(const slice *s, bug b, double *dQ, double *dK, double *dV
     for (int i = 0; i < N; ++i) {
         const float L2 = b == BUG_L_BASE2 ? L[i] : L[i] * log2e;
         for (int j = 0; j < N; ++j) {
+            /* a block of 20 keys that never visits the first 32 queries (causal: the last 20) */
+            if (b == BUG_PAIRS_SKIPPED && (s->causal ? i >= N - 20 && j < 20 : i < 32 && j >= N - 20)) continue;
             float sc = 0, dp = 0;
             for (int c = 0; c < d; ++c) {
                 sc = fmaf(s->Q[(size_t)i * d + c], s->K[(size_t)j * d + c], sc);
@@ -207,6 +211,24 @@ Test(backward_sim, bugs_are_named) {
 /* Most of dQ right: its median ratio to the reference is 1, which is no "constant factor". */
 Test(backward_sim, a_few_wrong_rows_are_no_factor) {
     expect_diagnosis(60, 32, 0, 1, BUG_DQ_LAST_ROW, "dK and dV pass, so P and dS are right; dQ is wrong");
+}
+
+/* A loop bound that drops (query tile, K/V tile) pairs: wrong rows in all three gradients, but
+ * P is right; the rows that are wrong say which pairs. */
+Test(backward_sim, skipped_tile_pairs_are_named) {
+    expect_diagnosis(60, 32, 0, 1, BUG_PAIRS_SKIPPED, "among the 32 rows where dQ is wrong and j among the 20 rows");
+    expect_diagnosis(60, 32, 1, 1, BUG_PAIRS_SKIPPED, "among the 20 rows where dQ is wrong and j among the 20 rows");
+}
+
+Test(backward_diagnose, zero_gradient) {
+    bwd_facts f;
+    char out[600];
+    bwd_facts_init(&f);
+    f.scale = 0.125;
+    f.bad[BWD_DQ] = 5;
+    f.factor[BWD_DQ] = 0;
+    diagnose_bwd(&f, out, sizeof out);
+    cr_assert(strstr(out, "dQ is zero on most elements") == out, "%s", out);
 }
 
 Test(backward_diagnose, patterns_and_silence) {
