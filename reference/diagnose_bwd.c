@@ -331,7 +331,7 @@ void diagnose_bwd(const bwd_facts *f, char *out, size_t cap) {
     else if (q)
         msg = "dK and dV pass, so P and dS are right; dQ is wrong: dQ_i += scale dS_ij K_j (the K rows it "
               "reads), or how the key blocks' partial dQ are added up (atomics, or the separate dQ pass) "
-              "and turned into dQ (the fp32 accumulator's layout, the final scale)";
+              "and turned into dQ (the fp32 accumulator: zeroed before every call, its layout; the final scale)";
     else if (k)
         msg = "dQ and dV pass, so P and dS are right; dK is wrong: dK_j += scale dS_ij Q_i (the transpose, the "
               "Q rows it reads)";

@@ -411,7 +411,9 @@ static bool rerun_check(Problem &p, const Reference &R, const Outputs &o1, bool 
                g_atomic ? " (beyond the tolerance)" : "", nd[1], nd[2],
                outside ? "blocks that write outside their rows (above) race with the blocks that own those rows"
                        : g_atomic && nd[0] && !nd[1] && !nd[2]
-                             ? "dQ's atomics lose or double updates? every partial dQ must be added exactly once"
+                             ? "dQ's atomics lose or double updates, or its accumulator is not zeroed before "
+                               "every call (a re-run then adds onto the last one's sums)? every partial dQ must be "
+                               "added exactly once, into zeros"
                              : "a missing __syncthreads()? `make sanitize-lessonN` runs racecheck");
         return false;
     }
