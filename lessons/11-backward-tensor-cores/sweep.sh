@@ -10,16 +10,16 @@
 #   --n "1024 4096 16384" sequence lengths (B = 16384 / N, at least 1; H = 2048 / d)
 #   --causal 0|1|0,1     (default both)
 #   --dtype fp16|bf16    (default fp16)
-#   --configs "Br,Bc,W,S,KV,PS[,PF,ST,DQ,DH] ..."  override the list for every --d given
+#   --configs "Br,Bc,W,S,KV,PS[,PF,ST,DQ,DH,QA] ..."  override the list for every --d given
 #   --jobs J             parallel builds (default: number of CPUs)
 #   --no-build           reuse build/sweep11/* from the last run
 #   --no-peers           skip PyTorch
 #   --quick              N = 4096 only
 # A configuration is Br,Bc,W,S,KV,PS: query rows per step, keys per block, warps, Q_i/dO_i
 # buffers, K/V fragments in registers, P^T through shared memory; then, optional (0 when
-# left out), PF,ST,DQ,DH: P^T before dP^T (1) or interleaved with it (2), stmatrix stores,
-# dQ before dV/dK (1) or between dV and dK (2), dS from the 16-bit P^T (the FB64_* / FB128_* macros of backward.cu,
-# region config). Variants that spill registers (ptxas -v) are still timed and flagged. TFLOP/s are counted as the issue does: 2.5 x the forward's
+# left out), PF,ST,DQ,DH,QA: P^T before dP^T (1) or interleaved with it (2), stmatrix stores,
+# dQ before dV/dK (1) or between dV and dK (2), dS from the 16-bit P^T, the dQ accumulator in
+# fragment order (the FB64_* / FB128_* macros of backward.cu, region config). Variants that spill registers (ptxas -v) are still timed and flagged. TFLOP/s are counted as the issue does: 2.5 x the forward's
 # 4 B H N^2 d, halved when causal. Every timing: build/sweep11/sweep.csv.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -47,11 +47,12 @@ case "$DTYPE" in fp16 | bf16) ;; *) echo "sweep.sh: --dtype must be fp16 or bf16
 # Candidates (the lesson text says why each is here); the first of each list is the default
 # (the fastest on an H100, N 1k-16k, among the options that keep the plain backward's
 # roundings, DSH = 0): at d = 64 P^T interleaved, stmatrix, dQ first; at d = 128 dQ between
-# dV and dK (FlashAttention-2's order), the rest plain.
+# dV and dK (FlashAttention-2's order), the rest plain; at both, the dQ accumulator in fragment
+# order (the second of each list is the same without it).
 # The tile shapes were compared first (the lesson text's table); these lists now compare the
 # step's instruction-level options on the two winners.
-D64_CONFIGS="128,128,8,2,0,1,2,1,1,0 128,128,8,2,0,1,2,1,0,0 128,128,8,2,0,1,2,1,2,0 128,128,8,2,0,1,0,1,1,0 128,128,8,2,0,1,2,0,1,0 128,128,8,2,0,1 128,128,8,2,0,1,2,1,1,1 64,128,8,2,1,1,2,1,1,1"
-D128_CONFIGS="64,128,8,2,0,1,0,0,2,0 64,128,8,2,0,1 64,128,8,2,0,1,0,0,1,0 64,128,8,2,0,1,1,0,2,0 64,128,8,2,0,1,2,1,2,0 64,128,8,2,0,1,0,1,2,0 64,128,8,2,0,1,0,0,2,1"
+D64_CONFIGS="128,128,8,2,0,1,2,1,1,0,1 128,128,8,2,0,1,2,1,1,0 128,128,8,2,0,1,2,1,0,0,1 128,128,8,2,0,1,2,1,2,0,1 128,128,8,2,0,1,2,1,0,0 128,128,8,2,0,1,2,1,2,0 128,128,8,2,0,1,0,1,1,0 128,128,8,2,0,1,2,0,1,0 128,128,8,2,0,1 128,128,8,2,0,1,2,1,1,1 64,128,8,2,1,1,2,1,1,1"
+D128_CONFIGS="64,128,8,2,0,1,0,0,2,0,1 64,128,8,2,0,1,0,0,2,0 64,128,8,2,0,1,0,0,1,0,1 64,128,8,2,0,1,0,0,0,0,1 64,128,8,2,0,1 64,128,8,2,0,1,0,0,1,0 64,128,8,2,0,1,1,0,2,0 64,128,8,2,0,1,2,1,2,0 64,128,8,2,0,1,0,1,2,0 64,128,8,2,0,1,0,0,2,1"
 
 OUTDIR=build/sweep11
 mkdir -p "$OUTDIR"
@@ -60,20 +61,22 @@ GPU_ARCH="${GPU_ARCH:-90}"
 
 name_of() { echo "d$1_$(echo "$2" | tr ',' '_')"; }
 defs_of() { # d cfg -> -D flags
-    local d=$1 br bc w s kv ps pf st dq dh
-    IFS=, read -r br bc w s kv ps pf st dq dh <<< "$2"
+    local d=$1 br bc w s kv ps pf st dq dh qa
+    IFS=, read -r br bc w s kv ps pf st dq dh qa <<< "$2"
     echo "-DFB${d}_BR=$br -DFB${d}_BC=$bc -DFB${d}_WARPS=$w -DFB${d}_STAGES=$s -DFB${d}_KVREG=$kv -DFB${d}_PSMEM=$ps" \
-         "-DFB${d}_PFIRST=${pf:-0} -DFB${d}_STSM=${st:-0} -DFB${d}_DQFIRST=${dq:-0} -DFB${d}_DSH=${dh:-0}"
+         "-DFB${d}_PFIRST=${pf:-0} -DFB${d}_STSM=${st:-0} -DFB${d}_DQFIRST=${dq:-0} -DFB${d}_DSH=${dh:-0}" \
+         "-DFB${d}_DQACC=${qa:-0}"
 }
 opts_of() { # cfg -> the optional knobs in words ("-" when none)
-    local br bc w s kv ps pf st dq dh o=""
-    IFS=, read -r br bc w s kv ps pf st dq dh <<< "$1"
+    local br bc w s kv ps pf st dq dh qa o=""
+    IFS=, read -r br bc w s kv ps pf st dq dh qa <<< "$1"
     [ "${pf:-0}" = 1 ] && o="$o P-first"
     [ "${pf:-0}" = 2 ] && o="$o P-interleaved"
     [ "${st:-0}" = 1 ] && o="$o stmatrix"
     [ "${dq:-0}" = 1 ] && o="$o dQ-first"
     [ "${dq:-0}" = 2 ] && o="$o dQ-between"
     [ "${dh:-0}" = 1 ] && o="$o dS-16bit"
+    [ "${qa:-0}" = 1 ] && o="$o dQacc-fragment-order"
     echo "${o# }" | sed 's/^$/-/'
 }
 configs_for() { if [ -n "$CONFIGS" ]; then echo "$CONFIGS"; elif [ "$1" = 64 ]; then echo "$D64_CONFIGS"; else echo "$D128_CONFIGS"; fi; }

@@ -41,7 +41,7 @@ struct Guarded {
 
 template <typename T> static T bits16(uint16_t b) { T x; memcpy(&x, &b, 2); return x; }
 
-template <typename T, int D, int BR, int BC, int W, int S, bool KV, int PS, int PF, bool SM, int DQ, bool DH>
+template <typename T, int D, int BR, int BC, int W, int S, bool KV, int PS, int PF, bool SM, int DQ, bool DH, bool QA>
 static int run(const char *tn, int B, int H, int N, int causal, float qmul, unsigned seed) {
     using C = BwdTiles<D, BR, BC, W, S, PS>;
     static_assert(C::SMEM <= 227 * 1024, "more shared memory than a block may have");
@@ -82,12 +82,17 @@ static int run(const char *tn, int B, int H, int N, int causal, float qmul, unsi
         fa2_bwd_preprocess_kernel<T, D>(O.data(), dO.data(), L.data(), L2, Dv, dQacc, N, geo.Npad, geo.rows);
     });
     emu_launch(dim3((unsigned)geo.main_blocks), W * 32, C::SMEM, [&] {
-        fa2_bwd_kernel<T, D, BR, BC, W, S, KV, PS, PF, SM, DQ, DH>(Q.data(), K.data(), V.data(), dO.data(), L2, Dv, dQacc, dK.data(),
+        fa2_bwd_kernel<T, D, BR, BC, W, S, KV, PS, PF, SM, DQ, DH, QA>(Q.data(), K.data(), V.data(), dO.data(), L2, Dv, dQacc, dK.data(),
                                                dV.data(), N, geo.Npad, scale * 1.4426950408889634f, scale, causal);
     });
     /* a small grid, so that the grid-stride loop of the convert kernel runs */
     const unsigned cb = (unsigned)(geo.conv_blocks < 3 ? geo.conv_blocks : 3);
-    emu_launch(dim3(cb), 256, 0, [&] { fa2_bwd_convert_dq_kernel<T, D>(dQacc, dQ.data(), N, geo.Npad, scale, geo.chunks); });
+    if constexpr (QA) {  // the accumulator in fragment order (DQACC = 1)
+        const long long quads = geo.rows * D / 4;
+        emu_launch(dim3(cb), 256, 0, [&] { fa2_bwd_convert_dq_frag_kernel<T, D, C>(dQacc, dQ.data(), N, geo.Npad, scale, quads); });
+    } else {
+        emu_launch(dim3(cb), 256, 0, [&] { fa2_bwd_convert_dq_kernel<T, D>(dQacc, dQ.data(), N, geo.Npad, scale, geo.chunks); });
+    }
 
     /* grade against float64, with the plain same-precision backward's error as the yardstick */
     double e_k[3] = {0, 0, 0}, e_lp[3] = {0, 0, 0}, mref[3] = {0, 0, 0};
@@ -116,9 +121,9 @@ static int run(const char *tn, int B, int H, int N, int causal, float qmul, unsi
                         O.guards_intact() && L.guards_intact() && ws.guards_intact() && dQ.guards_intact() &&
                         dK.guards_intact() && dV.guards_intact();
     if (!guards) { emu_fail("a kernel wrote outside its buffers (a guard region changed)"); ok = false; }
-    printf("%-4s d=%-3d Br=%-3d Bc=%-3d W=%d S=%d KV=%d PS=%d PF=%d SM=%d DQ=%d DH=%d B=%d H=%d N=%-4d causal=%d qx%-3g  "
+    printf("%-4s d=%-3d Br=%-3d Bc=%-3d W=%d S=%d KV=%d PS=%d PF=%d SM=%d DQ=%d DH=%d QA=%d B=%d H=%d N=%-4d causal=%d qx%-3g  "
            "err dQ %.1e (plain %.1e) dK %.1e (%.1e) dV %.1e (%.1e) nonfinite=%ld %s\n",
-           tn, D, BR, BC, W, S, (int)KV, PS, PF, (int)SM, DQ, (int)DH, B, H, N, causal, qmul, e_k[0], e_lp[0], e_k[1], e_lp[1], e_k[2], e_lp[2],
+           tn, D, BR, BC, W, S, (int)KV, PS, PF, (int)SM, DQ, (int)DH, (int)QA, B, H, N, causal, qmul, e_k[0], e_lp[0], e_k[1], e_lp[1], e_k[2], e_lp[2],
            bad_values, ok ? "ok" : "FAIL");
     return ok ? 0 : 1;
 }
@@ -126,7 +131,7 @@ static int run(const char *tn, int B, int H, int N, int causal, float qmul, unsi
 /* One configuration over a list of shapes: ragged N around the tile sizes, N = 1,
  * causal and not, fp16 (x30 logits on odd N) and bf16. */
 template <int D, int BR, int BC, int W, int S, bool KV, int PS, int PF = 0, bool SM = false, int DQ = 0,
-          bool DH = false>
+          bool DH = false, bool QA = false>
 static int sweep(bool quick) {
     int fails = 0;
     const int quick_ns[] = {1, 77, 130};
@@ -135,9 +140,9 @@ static int sweep(bool quick) {
     const int nn = quick ? 3 : 9;
     for (int causal = 0; causal <= 1; ++causal)
         for (int k = 0; k < nn; ++k)
-            fails += run<__half, D, BR, BC, W, S, KV, PS, PF, SM, DQ, DH>("fp16", 1, 1, ns[k], causal, (ns[k] % 2) ? 30.f : 1.f, 11 + ns[k]);
-    fails += run<__nv_bfloat16, D, BR, BC, W, S, KV, PS, PF, SM, DQ, DH>("bf16", 1, 2, 77, 1, 1.f, 5);
-    fails += run<__nv_bfloat16, D, BR, BC, W, S, KV, PS, PF, SM, DQ, DH>("bf16", 2, 1, 130, 0, 30.f, 6);
+            fails += run<__half, D, BR, BC, W, S, KV, PS, PF, SM, DQ, DH, QA>("fp16", 1, 1, ns[k], causal, (ns[k] % 2) ? 30.f : 1.f, 11 + ns[k]);
+    fails += run<__nv_bfloat16, D, BR, BC, W, S, KV, PS, PF, SM, DQ, DH, QA>("bf16", 1, 2, 77, 1, 1.f, 5);
+    fails += run<__nv_bfloat16, D, BR, BC, W, S, KV, PS, PF, SM, DQ, DH, QA>("bf16", 2, 1, 130, 0, 30.f, 6);
     return fails;
 }
 
@@ -150,17 +155,18 @@ int main(int argc, char **argv) {
     /* the defaults (solutions/11-backward-tensor-cores/backward.cu, region config), or the
      * configuration given as -D flags (make emu-11 EMU11_DEFS="-DFB64_PFIRST=2 ...") */
     fails += sweep<64, FB64_BR, FB64_BC, FB64_WARPS, FB64_STAGES, FB64_KVREG != 0, FB64_PSMEM, FB64_PFIRST,
-                   FB64_STSM != 0, FB64_DQFIRST, FB64_DSH != 0>(quick);
+                   FB64_STSM != 0, FB64_DQFIRST, FB64_DSH != 0, FB64_DQACC != 0>(quick);
     fails += sweep<128, FB128_BR, FB128_BC, FB128_WARPS, FB128_STAGES, FB128_KVREG != 0, FB128_PSMEM, FB128_PFIRST,
-                   FB128_STSM != 0, FB128_DQFIRST, FB128_DSH != 0>(quick);
+                   FB128_STSM != 0, FB128_DQFIRST, FB128_DSH != 0, FB128_DQACC != 0>(quick);
     /* other shapes the template allows: one buffer, 16 or 32 keys per warp, K/V in registers
-     * or re-read, P^T in registers or through shared memory, Br < Bc and Br = Bc */
+     * or re-read, P^T in registers or through shared memory, Br < Bc and Br = Bc; the dQ
+     * accumulator in both layouts (DQACC) */
     fails += sweep<64, 64, 128, 4, 1, true, 0>(quick);
-    fails += sweep<128, 64, 128, 8, 1, false, 0>(quick);
+    fails += sweep<128, 64, 128, 8, 1, false, 0, 0, false, 0, false, true>(quick);
     if (!quick) {
         fails += sweep<64, 64, 128, 8, 2, true, 0>(quick);
         fails += sweep<64, 64, 128, 8, 1, true, 1>(quick);
-        fails += sweep<64, 64, 64, 4, 2, true, 1>(quick);
+        fails += sweep<64, 64, 64, 4, 2, true, 1, 0, false, 1, false, true>(quick);
         fails += sweep<128, 64, 64, 4, 2, false, 1>(quick);
         fails += sweep<64, 128, 128, 8, 2, true, 0>(quick);
     }

@@ -17,6 +17,7 @@
  *   red_add_f32x2  red.global.add.v2.f32: two atomic float adds (std::atomic_ref),
  *                8-byte alignment checked; out-of-bounds writes show up in the
  *                driver's guard regions.
+ *   red_add_f32x4  red.global.add.v4.f32: the same with four, 16-byte alignment checked.
  */
 #pragma once
 #include "emu.h"
@@ -126,4 +127,9 @@ static inline void red_add_f32x2(float *p, float a, float b) {
     if ((uintptr_t)p % 8) { emu_fail("red.global.add.v2.f32 address not 8-byte aligned"); return; }
     std::atomic_ref<float>(p[0]).fetch_add(a, std::memory_order_relaxed);
     std::atomic_ref<float>(p[1]).fetch_add(b, std::memory_order_relaxed);
+}
+static inline void red_add_f32x4(float *p, float a, float b, float c, float e) {
+    if ((uintptr_t)p % 16) { emu_fail("red.global.add.v4.f32 address not 16-byte aligned"); return; }
+    const float v[4] = {a, b, c, e};
+    for (int k = 0; k < 4; ++k) std::atomic_ref<float>(p[k]).fetch_add(v[k], std::memory_order_relaxed);
 }
