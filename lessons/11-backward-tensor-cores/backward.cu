@@ -494,8 +494,9 @@ fa2_bwd_preprocess_kernel(const T *__restrict__ O, const T *__restrict__ dO, con
  * grid = Tc * B * H blocks in one dimension (see "schedule"), block = 32 *
  * WARPS threads; warp w owns keys k0 + (w / WQ) * MK * 16 .. + MK * 16 - 1
  * (BwdTiles). Dynamic shared memory: BwdTiles::SMEM bytes.
- * L2, Dv: [BH, Npad] from the preprocess kernel; dQacc: [BH, Npad, D] fp32,
- * zeroed; dK, dV: [BH, N, D] of T, every row < N written once.
+ * L2, Dv: [BH, Npad] from the preprocess kernel; dQacc: BH * Npad * D fp32,
+ * zeroed, row-major [BH, Npad, D] or (DQACC) per query tile in fragment
+ * order; dK, dV: [BH, N, D] of T, every row < N written once.
  * scale_log2 = scale * log2(e) (exponentials as ex2); scale multiplies dK here
  * and dQ in the convert kernel (dS is the gradient of the scaled scores). */
 template <typename T, int D, int BR, int BC, int WARPS, int STAGES, bool KVREG, int PSMEM, int PFIRST = 0,
@@ -843,13 +844,14 @@ fa2_bwd_kernel(const T *__restrict__ Q, const T *__restrict__ K, const T *__rest
          * spreads them over the slices of dK_j.
          * Where they land: DQACC = 0, dQ_i's own row-major layout, so that a
          * lane adds two floats to each of rows g and g + 8 (8-byte
-         * reductions; a warp's instruction touches 8 rows x 32 bytes, 16 L2
-         * sectors in 8 lines). DQACC = 1: nobody reads the accumulator but
+         * reductions; a warp's instruction touches 8 rows x 32 bytes, 8 L2
+         * sectors in 8 lines, two per fragment). DQACC = 1: nobody reads the accumulator but
          * the convert kernel, so its layout is ours to choose; in fragment
          * order (warp, fragment, lane, the fragment's 4 floats: dq_frag) a
          * lane adds its 4 floats with one 16-byte reduction and a warp's
-         * instruction covers 512 contiguous bytes, 4 whole L2 lines: half the
-         * instructions, and a quarter of the lines, for the same additions.
+         * instruction covers 512 contiguous bytes, 16 sectors in 4 whole L2
+         * lines: half the instructions, and a quarter of the lines, for the
+         * same additions.
          * The convert kernel undoes the order (it knows the tile map). */
         constexpr int MQ = C::MQ, NQ = C::NQ;
         float dq[MQ][NQ][4];
