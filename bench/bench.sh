@@ -342,7 +342,7 @@ fi
 # The backward targets of issue 12: each backward solution against PyTorch's FlashAttention-2 and
 # cuDNN backward, same shape and dtype, from the rows above (time of the peer / time of the lesson).
 if has_pass backward && [ ${#BMETHODS[@]} -gt 0 ]; then
-    awk -F, '$20 == "backward" && $11 == "ok" && $12 > 0 {
+    awk -F, '{ sub(/\r$/, "") } $20 == "backward" && $11 == "ok" && $12 > 0 {
             key = $5 "," $6 "," $7 "," $8 "," $9 "," $10 "," $17
             if ($4 == "torch-flash") fl[key] = $12; else if ($4 == "torch-cudnn") cu[key] = $12
             else if ($4 ~ /^[0-9][0-9]-/) { sol[NR] = $4; sk[NR] = key; ms[NR] = $12 } }

@@ -167,7 +167,9 @@ def main():
         return statistics.median(times), reps
 
     out_f = open(a.csv, "a", newline="")
-    w = csv.writer(out_f)
+    # "\n", not the csv module's default "\r\n": the harness writes "\n", and awk's last field
+    # (the pass column) would otherwise end in "\r" and match no filter in bench/plot.sh
+    w = csv.writer(out_f, lineterminator="\n")
     last = {}  # series -> (ms, B*N^2) of its previous run
     dead = set()
     print(f"{'method':<28} {'dtype':<4} {'B':>5} {'H':>3} {'N':>6} {'d':>4} {'cau':>3} {'ms':>10} "

@@ -88,7 +88,9 @@ def main():
         return statistics.median(times)
 
     out_f = open(a.csv, "a", newline="")
-    w = csv.writer(out_f)
+    # "\n", not the csv module's default "\r\n": the harness writes "\n", and awk's last field
+    # (the pass column) would otherwise end in "\r" and match no filter in bench/plot.sh
+    w = csv.writer(out_f, lineterminator="\n")
     with open(a.shapes) as f:
         shapes = [ln.strip().split(",") for ln in f if ln.strip()]
     for dt, B, H, H_kv, N, N_kv, d in shapes:

@@ -34,12 +34,17 @@ BASE=$OUTDIR/$(basename "$CSV" .csv)
 LADDER_N=${LADDER_N:-4096} LADDER_D=${LADDER_D:-128}
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
+# Rows read without carriage returns: PyTorch rows written by bench/peers.py before it set
+# lineterminator ended in "\r\n", which left "\r" in the last field (pass) and kept them
+# out of every filter below.
+tr -d '\r' <"$CSV" >"$TMP/rows.csv"
+ROWS=$TMP/rows.csv
 
 # Columns: 1 gpu 2 date 3 commit 4 method 5 dtype 6 B 7 H 8 N 9 d 10 causal 11 status 12 ms
 #          13 tflops 14 mem_bytes 15 speedup 16 reps 17 sweep 18 gpu_mem_bytes 19 timing 20 pass
-GPU=$(awk -F, 'NR == 2 {print $1; exit}' "$CSV")
-CAPMIB=$(awk -F, 'NR == 2 {printf "%.0f", $18 / 1048576; exit}' "$CSV")
-DATE=$(awk -F, 'NR == 2 {print substr($2, 1, 10); exit}' "$CSV")
+GPU=$(awk -F, 'NR == 2 {print $1; exit}' "$ROWS")
+CAPMIB=$(awk -F, 'NR == 2 {printf "%.0f", $18 / 1048576; exit}' "$ROWS")
+DATE=$(awk -F, 'NR == 2 {print substr($2, 1, 10); exit}' "$ROWS")
 
 # Series file name: its drawing order (0 standard, 1 lessons, 2 PyTorch), method, dtype.
 group_of='function group(m) { return m == "standard" ? 0 : m ~ /^torch-/ ? 2 : 1 }'
@@ -52,7 +57,7 @@ split_series() { # dir awk-condition value-expression
             f = dir "/" group($4) "-" $4 "-" $5 ".dat"
             if (!(f in seen)) { seen[f] = 1; printf "N \"%s %s\"\n", $4, $5 > f }
             print $8, '"$3"' >> f
-        }' "$CSV"
+        }' "$ROWS"
     local f
     for f in "$1"/*.dat; do # sort each series by N, keeping its title line
         [ -e "$f" ] || continue
@@ -70,7 +75,7 @@ echo "== charts from $CSV"
 for pass in forward backward; do
     prow=$([ $pass = forward ] && echo '($20 == "" || $20 == "forward")' || echo '$20 == "backward"')
     pfx=$([ $pass = forward ] && echo "" || echo "-backward")
-    if ! awk -F, "NR > 1 && $prow {n++} END {exit !n}" "$CSV"; then
+    if ! awk -F, "NR > 1 && $prow {n++} END {exit !n}" "$ROWS"; then
         [ $pass = backward ] && echo "   (no backward rows: no backward charts)"
         continue
     fi
@@ -86,7 +91,7 @@ for pass in forward backward; do
 
     # Memory: the B = 1, H = 32, d = 64 non-causal rows (memory sweep + the grid's B = 1 rows)
     # of the methods in the memory sweep, fp32/fp16 only.
-    MEM_METHODS=$(awk -F, "NR > 1 && $prow"' && $17 == "memory" {print $4 ":" $5}' "$CSV" | sort -u | tr '\n' ' ')
+    MEM_METHODS=$(awk -F, "NR > 1 && $prow"' && $17 == "memory" {print $4 ":" $5}' "$ROWS" | sort -u | tr '\n' ' ')
     memrow="$prow && (\$17 == \"memory\" || (\$17 == \"grid\" && \$6 == 1)) && \$7 == 32 && \$9 == 64 && \$10 == 0 && (\$5 == \"fp32\" || \$5 == \"fp16\") && index(\" $MEM_METHODS\", \" \" \$4 \":\" \$5 \" \") > 0"
     split_series "$TMP/$pass-memory" "$memrow && \$11 == \"ok\" && \$14 > 0" '$14 / 1048576'
     mkdir -p "$TMP/$pass-memory"
@@ -94,7 +99,7 @@ for pass in forward backward; do
             f = dir "/0-oom-" $4 "-" $5 ".dat"
             if (!(f in seen)) { seen[f] = 1; printf "N \"%s %s: out of memory (would need)\"\n", $4, $5 > f }
             print $8, $14 / 1048576 >> f
-        }' "$CSV"
+        }' "$ROWS"
     draw memory "$TMP/$pass-memory" "$BASE$pfx-memory.svg" \
         "device memory vs N$([ $pass = backward ] && echo ", backward (S and P kept)"): standard attention O(N^2), flash O(N): $GPU ($DATE)"
 done
@@ -103,7 +108,7 @@ done
 mkdir -p "$TMP/ladder"
 awk -F, "$group_of"' NR > 1 && ($20 == "" || $20 == "forward") && $17 == "grid" && $8 == '"$LADDER_N"' && $9 == '"$LADDER_D"' && $10 == 0 && $5 != "bf16" && $11 == "ok" && $13 > 0 {
         printf "%d\t%s\t\"%s %s\"\t%s\t%d\n", group($4), $4, $4, $5, $13, group($4) + 1
-    }' "$CSV" | sort -s -t$'\t' -k1,1n -k2,2 | cut -f3- >"$TMP/ladder/bars.dat.tmp"
+    }' "$ROWS" | sort -s -t$'\t' -k1,1n -k2,2 | cut -f3- >"$TMP/ladder/bars.dat.tmp"
 [ -s "$TMP/ladder/bars.dat.tmp" ] && tr '\t' ' ' <"$TMP/ladder/bars.dat.tmp" >"$TMP/ladder/bars.dat"
 rm -f "$TMP/ladder/bars.dat.tmp"
 draw ladder "$TMP/ladder" "$BASE-ladder.svg" \

@@ -95,9 +95,22 @@ none '$4 == "07-tensor-cores" && $20 != "forward"' "a forward solution was timed
 n=$(awk -F, 'NR == 1 {print NF}' "$CSV")
 awk -F, -v n="$n" 'NF != n {exit 1}' "$CSV" || fail "rows with a different number of fields than the header"
 
+# PyTorch rows as bench/peers.py wrote them before it set lineterminator: "\r\n" (the charts
+# left them out, since the pass column then read "forward\r")
+for p in forward backward; do
+    for n in 1024 2048; do
+        printf 'Fake GPU,2026-01-01T00:00Z,x,torch-flash,fp16,%d,32,%d,64,0,ok,%s,100.0,1000,,10,grid,85520809984,fake; torch 0,%s\r\n' \
+            $((16384 / n)) $n "$([ $n = 1024 ] && echo 0.5 || echo 1.5)" $p >>"$CSV"
+    done
+done
+
 # 3. charts
 if command -v gnuplot >/dev/null; then
     bash bench/plot.sh "$CSV" "$TMP/out" >"$TMP/plot.log" 2>&1 || { cat "$TMP/plot.log"; fail "plot.sh failed"; }
+    for s in time-d64 backward-time-d64; do
+        grep -q "<title>torch-flash fp16</title>" "$TMP/out/bench-fake-$s.svg" ||
+            fail "bench-fake-$s.svg has no torch-flash series: rows ending in \\r\\n were left out"
+    done
     for s in time-d64 time-d128 time-d64-causal time-d128-causal memory ladder backward-time-d64 \
         backward-time-d128 backward-time-d64-causal backward-time-d128-causal backward-memory; do
         f="$TMP/out/bench-fake-$s.svg"
