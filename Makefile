@@ -99,22 +99,27 @@ sass-%: %
 	@mkdir -p build && cuobjdump --dump-sass ./$* > build/$*.sass
 	@echo "== instruction counts in ./$* (full listing: build/$*.sass)"
 	@grep -oE '\b(HMMA|LDSM|LDGSTS|HGMMA|UTMALDG|SYNCS|FFMA|MUFU\.EX2|BAR\.SYNC|LDL|STL)[.A-Z0-9]*' build/$*.sass | sort | uniq -c
-SAN_ARGS = --check-only -b 1 -H 2 -n 77 -d 64 --dtype $(or $(DTYPE),$(if $(filter 1 2 3 4 5,$(call num_of,$*)),fp32,fp16))
+# Every head dimension the grid uses: each is its own kernel instantiation (tiles, registers,
+# shared memory), so a bug in one is invisible in the other. SAN_D=128 runs just one.
+SAN_D = 64 128
+SAN_ARGS = --check-only -b 1 -H 2 -n 77 --dtype $(or $(DTYPE),$(if $(filter 1 2 3 4 5,$(call num_of,$*)),fp32,fp16))
 # racecheck sees __syncthreads and named barriers, not mbarriers: an mbarrier's arrive (release)
 # and wait (acquire) order plain shared-memory accesses that racecheck then reports as hazards,
 # and it does not see TMA writes or wgmma reads of shared memory at all. So for a source built
 # for sm_90a (lesson 09: TMA + mbarrier rings) memcheck is the gate and racecheck's report is
 # printed with that note; the grader's determinism re-run and the mutants catch its races.
 SAN_MBARRIER = $(if $(shell grep -l '^// build: sm_90a' $(call src_of,$(call kind_of,$*),$(call num_of,$*)) 2>/dev/null),1,0)
+SAN_MEMCHECK = compute-sanitizer --tool memcheck --error-exitcode 9 ./$* $(SAN_ARGS)
 SAN_RACECHECK = compute-sanitizer --tool racecheck --racecheck-report all --error-exitcode 9 ./$* $(SAN_ARGS)
 SAN_RACE_NOTE = racecheck on $*: the hazards above (if any) are not a verdict: this kernel orders its shared memory with mbarriers, which racecheck does not model (memcheck above is the gate)
+# Causal runs from lesson 05 on (the first with a causal kernel).
 sanitize-%: %
-	compute-sanitizer --tool memcheck --error-exitcode 9 ./$* $(SAN_ARGS)
-	@if [ $(SAN_MBARRIER) = 1 ]; then $(SAN_RACECHECK) || true; echo "$(SAN_RACE_NOTE)"; else set -x; $(SAN_RACECHECK); fi
-	@if [ $(call num_of,$*) -ge 5 ]; then set -e; \
-	  compute-sanitizer --tool memcheck --error-exitcode 9 ./$* $(SAN_ARGS) --causal; \
-	  if [ $(SAN_MBARRIER) = 1 ]; then $(SAN_RACECHECK) --causal || true; echo "$(SAN_RACE_NOTE)"; \
-	  else compute-sanitizer --tool racecheck --racecheck-report all --error-exitcode 9 ./$* $(SAN_ARGS) --causal; fi; fi
+	@set -e; for d in $(SAN_D); do \
+	  for c in "" $(if $(shell [ $(call num_of,$*) -ge 5 ] && echo y),--causal); do \
+	    echo "+ $(SAN_MEMCHECK) -d $$d $$c"; $(SAN_MEMCHECK) -d $$d $$c; \
+	    echo "+ $(SAN_RACECHECK) -d $$d $$c"; \
+	    $(if $(filter 1,$(SAN_MBARRIER)),$(SAN_RACECHECK) -d $$d $$c || true; echo "$(SAN_RACE_NOTE)",$(SAN_RACECHECK) -d $$d $$c); \
+	  done; done
 
 grade:
 	@bash reference/grade.sh $(if $(SOLUTIONS),solutions,lessons)
