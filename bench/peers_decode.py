@@ -88,8 +88,8 @@ def main():
         return statistics.median(times)
 
     out_f = open(a.csv, "a", newline="")
-    # "\n", not the csv module's default "\r\n": the harness writes "\n", and awk's last field
-    # (the pass column) would otherwise end in "\r" and match no filter in bench/plot.sh
+    # "\n", not the csv module's default "\r\n": bench/decode.sh writes its rows with "\n", and
+    # one CSV should not mix the two (awk would read a "\r" into each row's last field)
     w = csv.writer(out_f, lineterminator="\n")
     with open(a.shapes) as f:
         shapes = [ln.strip().split(",") for ln in f if ln.strip()]
