@@ -30,7 +30,7 @@ BUILD := build/$(ARCH_TAG)
 
 # Shared C part of the harness (no CUDA): lesson 01 and the unit tests link only this.
 HARNESS_C := reference/cli.c reference/grade.c reference/cpu_reference.c reference/cpu_reference_bwd.c reference/diagnose.c reference/diagnose_bwd.c reference/rng.c
-HARNESS_H := $(wildcard reference/*.h)
+HARNESS_H := $(wildcard reference/*.h reference/include/*.h)
 HARNESS_C_OBJ := $(patsubst reference/%.c,build/host/%.o,$(HARNESS_C))
 # GPU part: the device helpers every GPU binary links (device report, timing, watchdog,
 # poison), plus one runner (main: cases, grading) per kind of lesson. HARNESS_CU_OBJ is what a
@@ -63,9 +63,9 @@ lessons: $(addprefix lesson,$(LESSON_NUMS))
 solutions: $(addprefix solution,$(LESSON_NUMS))
 
 build/host/%.o: reference/%.c $(HARNESS_H) | build/host
-	$(CC) $(CFLAGS) -Ireference -c $< -o $@
+	$(CC) $(CFLAGS) -Ireference/include -Ireference -c $< -o $@
 $(BUILD)/%.o: reference/%.cu $(HARNESS_H) | $(BUILD)
-	$(NVCC) $(NVCC_FLAGS) $(ARCH_FLAGS) -DBUILD_TARGET='"$(ARCH_TAG)"' -Ireference -c $< -o $@
+	$(NVCC) $(NVCC_FLAGS) $(ARCH_FLAGS) -DBUILD_TARGET='"$(ARCH_TAG)"' -Ireference/include -Ireference -c $< -o $@
 build/host $(BUILD):
 	@mkdir -p $@
 
@@ -74,8 +74,8 @@ build/host $(BUILD):
 define link_lesson
 	@if [ -z "$(2)" ]; then echo "no source for $(1) (expected lessons/NN-*/*.cu)"; exit 2; fi
 	$(if $(filter %.c,$(2)),\
-	  $(CC) $(CFLAGS) -Ireference $(2) reference/runner_softmax.c $(HARNESS_C_OBJ) -o $(1) -lm,\
-	  $(NVCC) $(NVCC_FLAGS) $(call arch_of,$(2)) -Ireference $(2) $(call runner_obj_of,$(2)) $(HARNESS_C_OBJ) -o $(1) -lgomp)
+	  $(CC) $(CFLAGS) -Ireference/include -Ireference $(2) reference/runner_softmax.c $(HARNESS_C_OBJ) -o $(1) -lm,\
+	  $(NVCC) $(NVCC_FLAGS) $(call arch_of,$(2)) -Ireference/include -Ireference $(2) $(call runner_obj_of,$(2)) $(HARNESS_C_OBJ) -o $(1) -lgomp)
 endef
 
 # Binaries depend on the target architecture: changing GPU_ARCH relinks them.
@@ -93,7 +93,7 @@ kind_of = $(if $(filter solution%,$(1)),solutions,lessons)
 num_of = $(patsubst solution%,%,$(patsubst lesson%,%,$(1)))
 ptxas-%:
 	@src=$(call src_of,$(call kind_of,$*),$(call num_of,$*)); echo "== nvcc -Xptxas -v $$src ($(ARCH_TAG))"; \
-	$(NVCC) $(NVCC_FLAGS) $(call arch_of,$(call src_of,$(call kind_of,$*),$(call num_of,$*))) -Ireference -Xptxas -v -c $$src -o /dev/null 2>&1 \
+	$(NVCC) $(NVCC_FLAGS) $(call arch_of,$(call src_of,$(call kind_of,$*),$(call num_of,$*))) -Ireference/include -Ireference -Xptxas -v -c $$src -o /dev/null 2>&1 \
 	  | grep -E 'Compiling entry|Function properties|registers|spill|stack frame' | sed -E 's/^ptxas info *: //'
 sass-%: %
 	@mkdir -p build && cuobjdump --dump-sass ./$* > build/$*.sass
@@ -133,10 +133,10 @@ results:
 TEST_UNIT_SRC := tests/test_reference.c tests/test_grade.c tests/test_diagnose.c tests/test_cli.c tests/test_lesson01.c
 tests/bin/unit: $(TEST_UNIT_SRC) $(HARNESS_C_OBJ) solutions/01-online-softmax/online_softmax.c $(HARNESS_H)
 	@mkdir -p tests/bin
-	$(CC) $(CFLAGS) -Ireference $(filter %.c %.o,$^) -o $@ -lcriterion -lm
+	$(CC) $(CFLAGS) -Ireference/include -Ireference $(filter %.c %.o,$^) -o $@ -lcriterion -lm
 tests/bin/binaries: tests/test_binaries.c $(HARNESS_H)
 	@mkdir -p tests/bin
-	$(CC) $(CFLAGS) -Ireference $< -o $@ -lcriterion
+	$(CC) $(CFLAGS) -Ireference/include -Ireference $< -o $@ -lcriterion
 .PHONY: test-unit test-binaries test-results
 test-unit: tests/bin/unit
 	tests/bin/unit --jobs 2

@@ -22,14 +22,14 @@ check-03-05:
 	@if ! command -v $(NVCC) >/dev/null 2>&1; then echo "check-03-05: SKIP (no nvcc)"; exit 0; fi; \
 	for f in $(addprefix lessons/,$(FP32_LESSONS)) $(addprefix solutions/,$(FP32_LESSONS)); do \
 	  for a in 75 90; do \
-	    out=$$($(NVCC) -O3 -std=c++17 -Xcompiler -Wall -gencode arch=compute_$$a,code=sm_$$a -Ireference \
+	    out=$$($(NVCC) -O3 -std=c++17 -Xcompiler -Wall -gencode arch=compute_$$a,code=sm_$$a -Ireference/include -Ireference \
 	           -Xptxas -v -c $$f -o /dev/null 2>&1) || { echo "$$out"; exit 1; }; \
 	    if echo "$$out" | grep -qiE 'warning'; then echo "check-03-05: $$f sm_$$a warns:"; echo "$$out"; exit 1; fi; \
 	    if echo "$$out" | grep -qE '[1-9][0-9]* bytes spill'; then \
 	      echo "check-03-05: $$f sm_$$a spills:"; echo "$$out" | grep -E 'spill|registers'; exit 1; fi; \
 	  done; \
 	done; \
-	out=$$($(NVCC) -O3 -std=c++17 -DRUNTIME_INDEX -gencode arch=compute_90,code=sm_90 -Ireference \
+	out=$$($(NVCC) -O3 -std=c++17 -DRUNTIME_INDEX -gencode arch=compute_90,code=sm_90 -Ireference/include -Ireference \
 	       -Xptxas -v -c solutions/04-register-outputs/registers.cu -o /dev/null 2>&1); \
 	if ! echo "$$out" | grep -qE '[1-9][0-9]* bytes stack frame'; then \
 	  echo "check-03-05: -DRUNTIME_INDEX no longer puts o[][] in local memory; lesson 04's text is wrong:"; \
@@ -41,7 +41,7 @@ emu-03-05: build/host/cpu_reference.o
 	for f in $(if $(EMU_SRC),$(EMU_SRC),$(addprefix solutions/,$(FP32_LESSONS))); do \
 	  n=$$(basename $$(dirname $$f) | cut -c1-2); \
 	  python3 tests/fp32_emu/prep.py $$f build/emu0305/kernel$$n.cpp && \
-	  $(CXX_0305) -O2 -std=c++20 -Wall -Wno-unknown-pragmas -Itests/fp32_emu -Ireference \
+	  $(CXX_0305) -O2 -std=c++20 -Wall -Wno-unknown-pragmas -Itests/fp32_emu -Ireference/include -Ireference \
 	    -x c++ build/emu0305/kernel$$n.cpp tests/fp32_emu/emu_fp32.cpp -x none build/host/cpu_reference.o \
 	    -o build/emu0305/emu$$n -lpthread -lm && \
 	  timeout 600 ./build/emu0305/emu$$n || exit 1; \
@@ -62,7 +62,7 @@ $(R4_PTXAS): ptxas-%:
 	  NVCC_FLAGS='$(NVCC_FLAGS) $(R4_FLAGS_$(call r4_variant,$*))'
 
 $(R4_BINS): %: $(HARNESS_C_OBJ) $(HARNESS_CU_OBJ) FORCE_R4
-	$(NVCC) $(NVCC_FLAGS) $(R4_FLAGS_$(call r4_variant,$@)) $(ARCH_FLAGS) -Ireference \
+	$(NVCC) $(NVCC_FLAGS) $(R4_FLAGS_$(call r4_variant,$@)) $(ARCH_FLAGS) -Ireference/include -Ireference \
 	  $(call src_of,$(call r4_kind,$@)s,4) $(HARNESS_CU_OBJ) $(HARNESS_C_OBJ) -o $@ -lgomp
 .PHONY: FORCE_R4
 FORCE_R4:

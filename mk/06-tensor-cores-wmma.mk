@@ -16,7 +16,7 @@ check-06:
 	@if ! command -v $(NVCC) >/dev/null 2>&1; then echo "check-06: SKIP (no nvcc)"; exit 0; fi; \
 	for f in lessons/06-tensor-cores-wmma/wmma.cu solutions/06-tensor-cores-wmma/wmma.cu; do \
 	  for a in 75 90; do \
-	    out=$$($(NVCC) -O3 -std=c++17 -gencode arch=compute_$$a,code=sm_$$a -Ireference \
+	    out=$$($(NVCC) -O3 -std=c++17 -gencode arch=compute_$$a,code=sm_$$a -Ireference/include -Ireference \
 	           -Xptxas -v -c $$f -o /dev/null 2>&1) || { echo "$$out"; exit 1; }; \
 	    if echo "$$out" | grep -qE '[1-9][0-9]* bytes spill'; then \
 	      echo "check-06: $$f sm_$$a spills:"; echo "$$out" | grep -E 'spill|registers'; exit 1; fi; \
@@ -30,7 +30,7 @@ emu-06:
 	  | sed -e '/#include <mma.h>/d' \
 	        -e 's/extern __shared__ __align__(128) unsigned char smem\[\];/unsigned char *smem = emu_smem_ptr;/' \
 	  > build/emu06/kernel.inc && \
-	$(CXX_06) -O2 -std=c++20 -Wno-unknown-pragmas -Wno-attributes -I$(CUDA_INC_06) -Ireference \
+	$(CXX_06) -O2 -std=c++20 -Wno-unknown-pragmas -Wno-attributes -I$(CUDA_INC_06) -Ireference/include -Ireference \
 	  -DEMU_KERNEL='"$(CURDIR)/build/emu06/kernel.inc"' tests/wmma_emu/emu06.cpp build/host/cpu_reference.o \
 	  -o build/emu06/emu06 -lpthread -lm && \
 	echo "emu-06: $(EMU06_SRC) on the CPU (wmma emulated, scrambled fragment layout)" && \

@@ -28,7 +28,7 @@ check-07-08:
 	@if ! command -v $(NVCC) >/dev/null 2>&1; then echo "check-07-08: SKIP (no nvcc)"; exit 0; fi; \
 	for f in $(call src_of,lessons,7) $(call src_of,solutions,7) $(call src_of,lessons,8) $(call src_of,solutions,8); do \
 	  for a in 75 90; do \
-	    out=$$($(NVCC) -O3 -std=c++17 -gencode arch=compute_$$a,code=sm_$$a -Ireference \
+	    out=$$($(NVCC) -O3 -std=c++17 -gencode arch=compute_$$a,code=sm_$$a -Ireference/include -Ireference \
 	           -Xptxas -v -c $$f -o /dev/null 2>&1) || { echo "$$out"; exit 1; }; \
 	    worst=$$(echo "$$out" | sed -nE 's/.* ([0-9]+) bytes spill stores.*/\1/p' | sort -n | tail -n1); \
 	    if [ "$${f#solutions/}" != "$$f" ] && [ "$${worst:-0}" -gt $(SPILL_BUDGET) ]; then \
@@ -47,7 +47,7 @@ EMU_CUDA_INC := $(dir $(NVCC))../include
 EMU_BUILD = if [ ! -f $(EMU_CUDA_INC)/cuda_fp16.h ]; then echo "$@: SKIP (no CUDA headers)"; exit 0; fi; \
 	mkdir -p build/emu && emu=$$(mktemp -d "$(CURDIR)/build/emu/$@.XXXXXX") && trap 'rm -rf "$$emu"' EXIT && \
 	bash tests/warp_emu/strip.sh $(1) > "$$emu/kernel.cu" && \
-	$(EMU_CXX) -std=c++20 -O1 -w -I$(EMU_CUDA_INC) -Ireference -Itests/warp_emu \
+	$(EMU_CXX) -std=c++20 -O1 -w -I$(EMU_CUDA_INC) -Itests/warp_emu -Ireference/include -Ireference \
 	  -DEMU_SRC="\"$$emu/kernel.cu\"" -DEMU_NAME='"$(1)"' -x c++ tests/warp_emu/emu$(2).cpp \
 	  -o "$$emu/emu$(2)" -lpthread
 EMU_ARG = $(if $(filter 1,$(EMU_QUICK)),quick,)
@@ -65,6 +65,6 @@ SWEEP8_DEFS ?=
 SWEEP8_OUT ?= build/sweep8/solution8
 sweep8-variant: $(HARNESS_C_OBJ) $(HARNESS_CU_OBJ)
 	@mkdir -p $(dir $(SWEEP8_OUT))
-	$(NVCC) $(NVCC_FLAGS) $(ARCH_FLAGS) $(SWEEP8_DEFS) -Xptxas -v -Ireference $(SWEEP8_SRC) \
+	$(NVCC) $(NVCC_FLAGS) $(ARCH_FLAGS) $(SWEEP8_DEFS) -Xptxas -v -Ireference/include -Ireference $(SWEEP8_SRC) \
 	  $(HARNESS_CU_OBJ) $(HARNESS_C_OBJ) -o $(SWEEP8_OUT) -lgomp 2> $(SWEEP8_OUT).ptxas \
 	  || { cat $(SWEEP8_OUT).ptxas; exit 1; }

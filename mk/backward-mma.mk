@@ -33,7 +33,7 @@ check-11:
 	if [ -z "$(call src_of,solutions,11)" ]; then echo "check-11: SKIP (no solutions/11-*/)"; exit 0; fi; \
 	for f in $(call src_of,lessons,11) $(call src_of,solutions,11); do \
 	  for a in 75 80 90; do \
-	    out=$$($(NVCC) -O3 -std=c++17 -Xcompiler -Wall -gencode arch=compute_$$a,code=sm_$$a -Ireference \
+	    out=$$($(NVCC) -O3 -std=c++17 -Xcompiler -Wall -gencode arch=compute_$$a,code=sm_$$a -Ireference/include -Ireference \
 	           -Xptxas -v -c $$f -o /dev/null 2>&1) || { echo "$$out"; echo "check-11: $$f does not build for sm_$$a"; exit 1; }; \
 	    if echo "$$out" | grep -qiE 'warning'; then echo "check-11: $$f sm_$$a warns:"; echo "$$out" | grep -iA3 warning; exit 1; fi; \
 	    worst=$$(echo "$$out" | sed -nE 's/.* ([0-9]+) bytes spill stores.*/\1/p' | sort -n | tail -n1); \
@@ -49,9 +49,9 @@ EMU11_SRC ?= $(call src_of,solutions,11)
 EMU11_BUILD = if [ ! -f $(EMU_CUDA_INC)/cuda_fp16.h ]; then echo "$@: SKIP (no CUDA headers)"; exit 0; fi; \
 	mkdir -p build/emu && emu=$$(mktemp -d "$(CURDIR)/build/emu/$@.XXXXXX") && trap 'rm -rf "$$emu"' EXIT && \
 	bash tests/warp_emu/strip.sh $(EMU11_SRC) > "$$emu/kernel.cu" && \
-	$(CC) -O2 -std=c11 -Ireference -c reference/cpu_reference.c -o "$$emu/ref.o" && \
-	$(CC) -O2 -std=c11 -Ireference -c reference/cpu_reference_bwd.c -o "$$emu/ref_bwd.o" && \
-	$(EMU_CXX) -std=c++20 -O1 -w -I$(EMU_CUDA_INC) -Ireference -Itests/warp_emu $(EMU11_DEFS) \
+	$(CC) -O2 -std=c11 -Ireference/include -Ireference -c reference/cpu_reference.c -o "$$emu/ref.o" && \
+	$(CC) -O2 -std=c11 -Ireference/include -Ireference -c reference/cpu_reference_bwd.c -o "$$emu/ref_bwd.o" && \
+	$(EMU_CXX) -std=c++20 -O1 -w -I$(EMU_CUDA_INC) -Itests/warp_emu -Ireference/include -Ireference $(EMU11_DEFS) \
 	  -DEMU_SRC="\"$$emu/kernel.cu\"" -DEMU_NAME='"$(EMU11_SRC)$(if $(EMU11_DEFS), $(EMU11_DEFS))"' -x c++ tests/warp_emu/emu11.cpp \
 	  -x none "$$emu/ref.o" "$$emu/ref_bwd.o" -o "$$emu/emu11" -lpthread -lm
 
@@ -65,7 +65,7 @@ SWEEP11_DEFS ?=
 SWEEP11_OUT ?= build/sweep11/solution11
 sweep11-variant: $(HARNESS_C_OBJ) $(HARNESS_BWD_CU_OBJ)
 	@mkdir -p $(dir $(SWEEP11_OUT))
-	$(NVCC) $(NVCC_FLAGS) $(ARCH_FLAGS) $(SWEEP11_DEFS) -Xptxas -v -Ireference $(SWEEP11_SRC) \
+	$(NVCC) $(NVCC_FLAGS) $(ARCH_FLAGS) $(SWEEP11_DEFS) -Xptxas -v -Ireference/include -Ireference $(SWEEP11_SRC) \
 	  $(HARNESS_BWD_CU_OBJ) $(HARNESS_C_OBJ) -o $(SWEEP11_OUT) -lgomp 2> $(SWEEP11_OUT).ptxas \
 	  || { cat $(SWEEP11_OUT).ptxas; exit 1; }
 

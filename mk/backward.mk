@@ -16,13 +16,13 @@
 .PHONY: check-10 emu-10 test-backward-unit
 
 standard_backward: reference/standard_attention_bwd.cu $(HARNESS_BWD_CU_OBJ) $(HARNESS_C_OBJ) $(HARNESS_H)
-	$(NVCC) $(NVCC_FLAGS) $(ARCH_FLAGS) -Ireference reference/standard_attention_bwd.cu $(HARNESS_BWD_CU_OBJ) \
+	$(NVCC) $(NVCC_FLAGS) $(ARCH_FLAGS) -Ireference/include -Ireference reference/standard_attention_bwd.cu $(HARNESS_BWD_CU_OBJ) \
 	  $(HARNESS_C_OBJ) -o standard_backward -lcublas -lgomp
 
 L10_VARIANTS := solution10-dq-pass lesson10-dq-pass solution10-dq-atomic lesson10-dq-atomic
 l10_kind = $(if $(filter solution%,$(1)),solutions,lessons)
 $(L10_VARIANTS): %: $(HARNESS_C_OBJ) $(HARNESS_BWD_CU_OBJ) FORCE_L10
-	$(NVCC) $(NVCC_FLAGS) -DDQ_ATOMIC=$(if $(findstring dq-pass,$@),0,1) $(ARCH_FLAGS) -Ireference \
+	$(NVCC) $(NVCC_FLAGS) -DDQ_ATOMIC=$(if $(findstring dq-pass,$@),0,1) $(ARCH_FLAGS) -Ireference/include -Ireference \
 	  $(call src_of,$(call l10_kind,$@),10) $(HARNESS_BWD_CU_OBJ) $(HARNESS_C_OBJ) -o $@ -lgomp
 .PHONY: FORCE_L10
 FORCE_L10:
@@ -35,7 +35,7 @@ check-10:
 	for f in $(call src_of,lessons,10) $(call src_of,solutions,10); do \
 	  for a in $$([ "$${f#solutions/}" != "$$f" ] && echo 80) 90; do for q in 1 0; do \
 	    out=$$($(NVCC) -O3 -std=c++17 -Xcompiler -Wall -DDQ_ATOMIC=$$q -gencode arch=compute_$$a,code=sm_$$a \
-	           -Ireference -Xptxas -v -c $$f -o /dev/null 2>&1) || { echo "$$out"; echo "check-10: $$f does not build"; exit 1; }; \
+	           -Ireference/include -Ireference -Xptxas -v -c $$f -o /dev/null 2>&1) || { echo "$$out"; echo "check-10: $$f does not build"; exit 1; }; \
 	    if echo "$$out" | grep -qiE 'warning'; then echo "check-10: $$f sm_$$a DQ_ATOMIC=$$q warns:"; echo "$$out"; exit 1; fi; \
 	    if [ "$${f#solutions/}" != "$$f" ] && echo "$$out" | grep -qE '[1-9][0-9]* bytes spill'; then \
 	      echo "check-10: $$f sm_$$a DQ_ATOMIC=$$q spills:"; echo "$$out" | grep -E 'spill|registers'; exit 1; fi; \
@@ -48,10 +48,10 @@ EMU10_OBJ := build/host/cpu_reference.o build/host/cpu_reference_bwd.o build/hos
 emu-10: $(EMU10_OBJ)
 	@if [ -z "$(EMU10_SRC)" ]; then echo "emu-10: SKIP (no solutions/10-*/)"; exit 0; fi; \
 	mkdir -p build/emu10 && python3 tests/fp32_emu/prep.py $(EMU10_SRC) build/emu10/kernel.cpp && \
-	$(CXX_BWD) -O2 -std=c++20 -Wall -Wno-unknown-pragmas -Itests/fp32_emu -Ireference -include emu_bwd_runtime.h \
+	$(CXX_BWD) -O2 -std=c++20 -Wall -Wno-unknown-pragmas -Itests/fp32_emu -Ireference/include -Ireference -include emu_bwd_runtime.h \
 	  -c tests/fp32_emu/emu10.cpp -o build/emu10/emu10.o || exit 1; \
 	for q in 1 0; do \
-	  $(CXX_BWD) -O2 -std=c++20 -Wall -Wno-unknown-pragmas -DDQ_ATOMIC=$$q -Itests/fp32_emu -Ireference \
+	  $(CXX_BWD) -O2 -std=c++20 -Wall -Wno-unknown-pragmas -DDQ_ATOMIC=$$q -Itests/fp32_emu -Ireference/include -Ireference \
 	    -include emu_bwd_runtime.h -x c++ build/emu10/kernel.cpp -x none build/emu10/emu10.o $(EMU10_OBJ) \
 	    -o build/emu10/emu10-$$q -fopenmp -lpthread -lm || exit 1; \
 	  timeout 600 ./build/emu10/emu10-$$q $$([ $$q = 0 ] && echo 6) || exit 1; \
@@ -60,7 +60,7 @@ emu-10: $(EMU10_OBJ)
 TEST_BWD_SRC := tests/test_backward.c
 tests/bin/unit_backward: $(TEST_BWD_SRC) $(HARNESS_C_OBJ) $(HARNESS_H)
 	@mkdir -p tests/bin
-	$(CC) $(CFLAGS) -Ireference $(filter %.c %.o,$^) -o $@ -lcriterion -lm
+	$(CC) $(CFLAGS) -Ireference/include -Ireference $(filter %.c %.o,$^) -o $@ -lcriterion -lm
 test-backward-unit: tests/bin/unit_backward
 	tests/bin/unit_backward --jobs 2
 
@@ -74,7 +74,7 @@ test:: check-10 emu-10 test-backward-unit
 #                              grades your file instead
 #   make hostsim-mutants-10    every tests/mutants/10/*.mut through it: each must fail with its diagnosis
 #                              (a few minutes; HOSTSIM_MUTANTS="d-missing dk-dv-swapped" picks some)
-HOSTSIM_CXX = $(CXX_BWD) -O2 -std=c++17 -fopenmp -w -I$(dir $(NVCC))../include -Ireference
+HOSTSIM_CXX = $(CXX_BWD) -O2 -std=c++17 -fopenmp -w -I$(dir $(NVCC))../include -Ireference/include -Ireference
 HOSTSIM_OBJ := build/hostsim/runner_backward.o build/hostsim/runner_common.o build/hostsim/runner_buffers.o \
                build/hostsim/fake_device.o $(HARNESS_C_OBJ)
 build/hostsim/%.o: reference/%.cu $(HARNESS_H)

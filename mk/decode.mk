@@ -35,7 +35,7 @@ check-12:
 	@if ! command -v $(NVCC) >/dev/null 2>&1; then echo "check-12: SKIP (no nvcc)"; exit 0; fi; \
 	for f in $(call src_of,lessons,12) $(call src_of,solutions,12); do \
 	  for a in 75 90; do \
-	    out=$$($(NVCC) -O3 -std=c++17 -gencode arch=compute_$$a,code=sm_$$a -Ireference -Xcompiler -Wall \
+	    out=$$($(NVCC) -O3 -std=c++17 -gencode arch=compute_$$a,code=sm_$$a -Ireference/include -Ireference -Xcompiler -Wall \
 	           -Xptxas -v -c $$f -o /dev/null 2>&1) || { echo "$$out"; exit 1; }; \
 	    if echo "$$out" | grep -q 'warning'; then echo "check-12: $$f sm_$$a: warnings"; echo "$$out" | grep warning; exit 1; fi; \
 	    worst=$$(echo "$$out" | sed -nE 's/.* ([0-9]+) bytes spill stores.*/\1/p' | sort -n | tail -n1); \
@@ -53,7 +53,7 @@ emu-12: build/host/cpu_reference.o
 	@if [ ! -f $(EMU12_INC)/cuda_fp16.h ]; then echo "emu-12: SKIP (no CUDA headers)"; exit 0; fi; \
 	mkdir -p build/emu && emu=$$(mktemp -d "$(CURDIR)/build/emu/emu-12.XXXXXX") && trap 'rm -rf "$$emu"' EXIT && \
 	bash tests/warp_emu/strip.sh $(EMU12_SRC) > "$$emu/kernel.cu" && \
-	$(EMU12_CXX) -std=c++20 -O1 -w $(EMU12_DEFS) -I$(EMU12_INC) -Ireference -Itests/warp_emu -DEMU_SRC="\"$$emu/kernel.cu\"" \
+	$(EMU12_CXX) -std=c++20 -O1 -w $(EMU12_DEFS) -I$(EMU12_INC) -Itests/warp_emu -Ireference/include -Ireference -DEMU_SRC="\"$$emu/kernel.cu\"" \
 	  -DEMU_NAME='"$(EMU12_SRC)"' -x c++ tests/warp_emu/emu12.cpp -x none build/host/cpu_reference.o \
 	  -o "$$emu/emu12" -lpthread -lm && \
 	"$$emu/emu12" $(EMU12_ARG) && EMU_CPASYNC=late "$$emu/emu12" $(EMU12_ARG)
@@ -66,7 +66,7 @@ build/decode/fd_plan.h: $(call src_of,solutions,12)
 	  awk '/\/\/ \[region plan\]/{on=1;next} /\/\/ \[end plan\]/{on=0} on' $< | grep -v '// \[\(region\|end\) '; } > $@
 tests/bin/decode: tests/test_decode.c build/decode/fd_plan.h build/host/cli.o build/host/cpu_reference.o $(HARNESS_H)
 	@mkdir -p tests/bin
-	$(CC) $(CFLAGS) -Ireference -Ibuild/decode tests/test_decode.c build/host/cli.o build/host/cpu_reference.o \
+	$(CC) $(CFLAGS) -Ireference/include -Ireference -Ibuild/decode tests/test_decode.c build/host/cli.o build/host/cpu_reference.o \
 	  -o $@ -lcriterion -lm
 test-decode: tests/bin/decode
 	tests/bin/decode --jobs 2
@@ -92,9 +92,9 @@ decode-cli: solution8 solution12
 
 test:: check-12 emu-12 test-decode decode-selftest decode-cli
 
-build/copy_bandwidth: bench/copy_bandwidth.cu reference/cuda_check.h reference/attention.h reference/l2_read.h
+build/copy_bandwidth: bench/copy_bandwidth.cu reference/include/cuda_check.h reference/include/attention.h reference/l2_read.h
 	@mkdir -p build
-	$(NVCC) -O3 -std=c++17 $(ARCH_FLAGS) -Ireference $< -o $@
+	$(NVCC) -O3 -std=c++17 $(ARCH_FLAGS) -Ireference/include -Ireference $< -o $@
 
 BENCH_DECODE_ARGS ?=
 bench-decode:
@@ -110,7 +110,7 @@ DSWEEP_DEFS ?=
 DSWEEP_OUT ?= build/decode-sweep/solution12
 decode-sweep-variant: $(HARNESS_C_OBJ) $(HARNESS_CU_OBJ)
 	@mkdir -p $(dir $(DSWEEP_OUT))
-	$(NVCC) $(NVCC_FLAGS) $(ARCH_FLAGS) $(DSWEEP_DEFS) -Xptxas -v -Ireference $(call src_of,solutions,12) \
+	$(NVCC) $(NVCC_FLAGS) $(ARCH_FLAGS) $(DSWEEP_DEFS) -Xptxas -v -Ireference/include -Ireference $(call src_of,solutions,12) \
 	  $(HARNESS_CU_OBJ) $(HARNESS_C_OBJ) -o $(DSWEEP_OUT) -lgomp 2> $(DSWEEP_OUT).ptxas \
 	  || { cat $(DSWEEP_OUT).ptxas; exit 1; }
 DECODE_SWEEP_ARGS ?=

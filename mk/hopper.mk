@@ -11,7 +11,7 @@
 #                   build has both kernels at d = 64, 2 and 3 consumer warpgroups; the step-7
 #                   switches; FA_EXP2_FMA). Prints each build's registers. SKIPs without nvcc
 #   make test-tma   tests/test_tma.c (Criterion): the tensor-map parameters of
-#                   reference/tma_params.h for each d and dtype, ragged N, refusals, the swizzle
+#                   reference/include/tma_params.h for each d and dtype, ragged N, refusals, the swizzle
 #   make emu-09     the kernel of every step on the CPU Hopper emulator (tests/hopper_emu):
 #                   wgmma, TMA, mbarriers, named barriers and setmaxnreg from their PTX
 #                   definitions, a happens-before check of every shared-memory access, a hang
@@ -42,7 +42,7 @@ CHECK09_VARIANTS := "-DFA9_STEP=7|128 168" "-DFA9_STEP=7 -DFA64_WG=3|128 168" "-
 check-09:
 	@if ! command -v $(NVCC) >/dev/null 2>&1; then echo "check-09: SKIP (no nvcc)"; exit 0; fi; \
 	if [ -z "$(HOPPER_SRC)" ]; then echo "check-09: no solutions/09-*/*.cu"; exit 1; fi; \
-	compile() { $(NVCC) -O3 -std=c++17 $(SM90A_FLAGS) -Ireference -Xptxas -v -c "$$@" -o /dev/null 2>&1; }; \
+	compile() { $(NVCC) -O3 -std=c++17 $(SM90A_FLAGS) -Ireference/include -Ireference -Xptxas -v -c "$$@" -o /dev/null 2>&1; }; \
 	for f in $(HOPPER_STARTER); do \
 	  out=$$(compile $$f) || { echo "$$out"; echo "check-09: the starter $$f does not compile"; exit 1; }; \
 	done; \
@@ -63,9 +63,9 @@ check-09:
 	for v in $(CHECK09_VARIANTS); do check "$${v%|*}" "$${v#*|}"; done; \
 	echo "check-09: the starter, steps 1-7 of the solution and its variants build for sm_90a"
 
-tests/bin/tma: tests/test_tma.c reference/tma_params.h reference/attention.h
+tests/bin/tma: tests/test_tma.c reference/include/tma_params.h reference/include/attention.h
 	@mkdir -p tests/bin
-	$(CC) $(CFLAGS) -Ireference tests/test_tma.c -o $@ -lcriterion
+	$(CC) $(CFLAGS) -Ireference/include -Ireference tests/test_tma.c -o $@ -lcriterion
 test-tma: tests/bin/tma
 	tests/bin/tma --jobs 2
 
@@ -74,7 +74,7 @@ emu-09:
 	@if [ ! -f $(EMU_CUDA_INC)/cuda_fp16.h ]; then echo "emu-09: SKIP (no CUDA headers)"; exit 0; fi; \
 	mkdir -p build/emu && emu=$$(mktemp -d "$(CURDIR)/build/emu/emu-09.XXXXXX") && trap 'rm -rf "$$emu"' EXIT && \
 	bash tests/hopper_emu/strip.sh $(EMU09_SRC) > "$$emu/kernel.cu" && \
-	$(EMU_CXX) -std=c++20 -O1 -w -Wno-psabi -I$(EMU_CUDA_INC) -Ireference -Itests/hopper_emu $(EMU09_DEFS) \
+	$(EMU_CXX) -std=c++20 -O1 -w -Wno-psabi -I$(EMU_CUDA_INC) -Itests/hopper_emu -Ireference/include -Ireference $(EMU09_DEFS) \
 	  -DEMU_SRC="\"$$emu/kernel.cu\"" -DEMU_NAME='"$(EMU09_SRC)"' -x c++ tests/hopper_emu/emu9.cpp \
 	  -o "$$emu/emu9" -lpthread && \
 	"$$emu/emu9" $(EMU_ARG) && EMU_WGMMA=late EMU_TMA=late "$$emu/emu9" $(EMU_ARG)
@@ -85,7 +85,7 @@ HOPPER_DEFS ?=
 HOPPER_OUT ?= build/ladder09/solution9
 hopper-variant: $(HARNESS_C_OBJ) $(HARNESS_CU_OBJ)
 	@mkdir -p $(dir $(HOPPER_OUT))
-	$(NVCC) $(NVCC_FLAGS) $(SM90A_FLAGS) $(HOPPER_DEFS) -Xptxas -v -Ireference $(HOPPER_SRC) \
+	$(NVCC) $(NVCC_FLAGS) $(SM90A_FLAGS) $(HOPPER_DEFS) -Xptxas -v -Ireference/include -Ireference $(HOPPER_SRC) \
 	  $(HARNESS_CU_OBJ) $(HARNESS_C_OBJ) -o $(HOPPER_OUT) -lgomp 2> $(HOPPER_OUT).ptxas \
 	  || { cat $(HOPPER_OUT).ptxas; exit 1; }
 

@@ -1,4 +1,4 @@
-/* test_tma.c: lesson 09's tensor-map parameters (reference/tma_params.h), no GPU needed.
+/* test_tma.c: lesson 09's tensor-map parameters (reference/include/tma_params.h), no GPU needed.
  * What cuTensorMapEncodeTiled receives for Q, K, V of each head dimension and dtype, ragged
  * and tiny N, the refusals (each with the limit it names), and the 128-byte swizzle that
  * decides where every element lands in shared memory. */

@@ -28,7 +28,7 @@
  *     the mma that consumes them (one stretch of code the compiler can
  *     interleave).
  *
- * Layouts: Q, K, V, O are [B, H, N, d] row-major (reference/attention.h);
+ * Layouts: Q, K, V, O are [B, H, N, d] row-major (reference/include/attention.h);
  * L is [B, H, N] fp32, natural-log logsumexp of the scaled scores.
  * Preconditions: dtype fp16 or bf16, d in {64, 128}, scale > 0, an sm_80+ GPU.
  */
@@ -504,7 +504,7 @@ static int launch(const attn_args *a) {
     return ATTN_OK;
 }
 
-/* Entry point (reference/attention.h): fp16/bf16, d = 64 or 128, scale > 0,
+/* Entry point (reference/include/attention.h): fp16/bf16, d = 64 or 128, scale > 0,
  * sm_80 or newer; anything else is ATTN_UNSUPPORTED. */
 int attention_forward(const attn_args *a) {
     static int major = -1;

@@ -29,7 +29,7 @@
  *   3. convert: dQ = scale * dQ accumulator, rounded to the element type.
  *
  * Layouts: Q, K, V, O, dO, dQ, dK, dV are [B, H, N, d] row-major
- * (reference/attention.h); L is [B, H, N] fp32, natural-log logsumexp of the
+ * (reference/include/attention.h); L is [B, H, N] fp32, natural-log logsumexp of the
  * scaled scores. Preconditions: dtype fp16 or bf16, d in {64, 128}, scale > 0,
  * an sm_80+ GPU (sm_90 uses 8-byte vector atomics).
  */
@@ -1145,7 +1145,7 @@ static int launch(const attn_bwd_args *a) {
     return ATTN_OK;
 }
 
-/* Entry point (reference/attention.h): fp16/bf16, d = 64 or 128, scale > 0,
+/* Entry point (reference/include/attention.h): fp16/bf16, d = 64 or 128, scale > 0,
  * sm_80 or newer; anything else is ATTN_UNSUPPORTED. Launches the three
  * kernels on a->stream and returns without synchronizing. */
 int attention_backward(const attn_bwd_args *a) {

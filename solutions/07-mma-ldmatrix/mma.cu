@@ -14,7 +14,7 @@
  *         softmax and a conversion to 16 bit, the A operand of P V_j
  *   O, m, l  registers (fp32), O written once at the end through shared memory
  *
- * Layouts: Q, K, V, O are [B, H, N, d] row-major (reference/attention.h);
+ * Layouts: Q, K, V, O are [B, H, N, d] row-major (reference/include/attention.h);
  * L is [B, H, N] fp32, natural-log logsumexp of the scaled scores.
  * Preconditions: dtype fp16 or bf16, d in {64, 128}, scale > 0, an sm_80+ GPU.
  */
@@ -374,7 +374,7 @@ static int launch(const attn_args *a) {
     return ATTN_OK;
 }
 
-/* Entry point (reference/attention.h). Refuses what the kernel cannot do:
+/* Entry point (reference/include/attention.h). Refuses what the kernel cannot do:
  * fp32, other d, a non-positive scale (the running max is kept on unscaled
  * scores), GPUs older than sm_80 (no bf16 mma.m16n8k16). */
 int attention_forward(const attn_args *a) {

@@ -40,7 +40,7 @@
  *       the consumers run on from one work item to the next, and O leaves through shared
  *       memory by a TMA store while the consumers start the next item.
  *
- * Layouts: Q, K, V, O are [B, H, N, d] row-major (reference/attention.h); L is [B, H, N] fp32,
+ * Layouts: Q, K, V, O are [B, H, N, d] row-major (reference/include/attention.h); L is [B, H, N] fp32,
  * the natural-log logsumexp of the scaled scores. Preconditions: fp16 or bf16, d in {64, 128},
  * scale > 0, a compute capability 9.0 GPU (sm_90a code; the harness refuses others).
  */
@@ -347,7 +347,7 @@ template <int K> __device__ __forceinline__ void fence_acc(float (&d)[K]) {
  *   bits 49-51  base offset (0: every swizzle pattern here starts on a 1024-byte boundary)
  *   bits 62-63  swizzle: 0 none, 1 = 128-byte, 2 = 64-byte, 3 = 32-byte.
  * With the 128-byte swizzle, the operand is a stack of 8-row x 128-byte blocks ("atoms") in
- * the layout TMA writes (reference/tma_params.h): SBO is the distance between two 8-row
+ * the layout TMA writes (reference/include/tma_params.h): SBO is the distance between two 8-row
  * blocks, 1024 bytes here. K-major (Q, K: the 16 elements of a k-slice are contiguous in a
  * row): LBO is unused (1 by convention) and the k-slice kk of a 64-column box starts 32 kk
  * bytes into it; the hardware applies the swizzle to the final addresses. MN-major (V: a row
@@ -983,7 +983,7 @@ static EncodeTiledFn tensor_map_encoder(void) {
 
 // [region tensor-map]
 /* The tensor map of one of Q, K, V, O ([B H, N, d] of a->dtype) with boxes of `rows` rows;
- * the numbers come from reference/tma_params.h. Returns 0 or -1 (printed why). */
+ * the numbers come from reference/include/tma_params.h. Returns 0 or -1 (printed why). */
 static int make_tensor_map(CUtensorMap *map, const void *base, const attn_args *a, int rows) {
     tma_tile_params p;
     char err[256];
@@ -1112,7 +1112,7 @@ static int launch64(const attn_args *a) {
 #endif
 }
 
-/* Entry point (reference/attention.h): fp16/bf16, d = 64 or 128, scale > 0, a compute
+/* Entry point (reference/include/attention.h): fp16/bf16, d = 64 or 128, scale > 0, a compute
  * capability 9.0 GPU; anything else is ATTN_UNSUPPORTED. */
 int attention_forward(const attn_args *a) {
     static int cc = -1;

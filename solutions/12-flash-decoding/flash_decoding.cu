@@ -27,7 +27,7 @@
  *   - ragged batches (seqlens_kv: sequence b has its own length; the split bounds follow it),
  *     causal masking aligned to the end of the cache (query i sees keys j <= len - N + i).
  *
- * Layouts (reference/attention.h): Q, O [B, H, N, d]; K, V [B, H_kv, N_kv, d]; L [B, H, N]
+ * Layouts (reference/include/attention.h): Q, O [B, H, N, d]; K, V [B, H_kv, N_kv, d]; L [B, H, N]
  * fp32, the natural-log logsumexp of each row of the scaled scores. Preconditions: fp16 or
  * bf16, d in {64, 128}, H % H_kv == 0, scale > 0, an sm_80+ GPU, 1 <= seqlens_kv[b] <= N_kv,
  * and with causal seqlens_kv[b] >= N (else a row that sees no key gets O = 0, L = -inf).
@@ -1058,7 +1058,7 @@ static int fd_dispatch(const attn_args *a) {
     return fd_launch<T, D, BC, 1, 1>(a);
 }
 
-/* Entry point (reference/attention.h): fp16/bf16, d = 64 or 128, H_kv dividing H, scale > 0,
+/* Entry point (reference/include/attention.h): fp16/bf16, d = 64 or 128, H_kv dividing H, scale > 0,
  * sm_80 or newer; anything else is ATTN_UNSUPPORTED. */
 int attention_forward(const attn_args *a) {
     if (fd_major < 0) {

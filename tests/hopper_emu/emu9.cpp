@@ -3,7 +3,7 @@
  *
  * First a layout check that needs no kernel run: the kernel's own wgmma descriptors
  * (desc_kmajor, desc_mnmajor), decoded with the PTX ISA's canonical layouts, must address
- * exactly the bytes where TMA put each element (tma_tile_offset, reference/tma_params.h).
+ * exactly the bytes where TMA put each element (tma_tile_offset, reference/include/tma_params.h).
  * Then the kernel runs: O and L against float64, NaN never passes, the inputs surrounded by
  * NaN (a read outside shows), O and L poisoned, writes outside O and L detected.
  * Usage: emu9 [quick]   Environment: EMU_STEP=k (only that step), EMU_WGMMA=late,

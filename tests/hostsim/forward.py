@@ -72,7 +72,7 @@ def build():
     """The four binaries in build/hostsim/forward/; an error text or None."""
     out = os.path.join(BUILD, "forward")
     os.makedirs(out, exist_ok=True)
-    base = [CXX, "-O2", "-std=c++17", "-fopenmp", "-w", "-I" + CUDA_INC, "-Ireference"]
+    base = [CXX, "-O2", "-std=c++17", "-fopenmp", "-w", "-I" + CUDA_INC, "-Ireference/include", "-Ireference"]
     for name, decode in (("fwd", 0), ("dec", 1)):
         rc, log = sh(base + ["-DSTANDIN_DECODE=%d" % decode, "tests/hostsim/forward_lesson.cpp"] + OBJ +
                      ["-o", os.path.join(out, name), "-lm"])
@@ -86,7 +86,7 @@ def build():
         rc, log = sh(["python3", "tests/fp32_emu/prep.py", src[0], kcpp])
         if rc:
             return log
-        rc, log = sh([CXX, "-O2", "-std=c++20", "-fopenmp", "-w", "-Itests/fp32_emu", "-Ireference", "-x", "c++", kcpp,
+        rc, log = sh([CXX, "-O2", "-std=c++20", "-fopenmp", "-w", "-Itests/fp32_emu", "-Ireference/include", "-Ireference", "-x", "c++", kcpp,
                       "-x", "none"] + OBJ + ["-o", os.path.join(out, "sol" + n), "-lpthread", "-lm"])
         if rc:
             return log

@@ -42,7 +42,7 @@ def build(src, out):
     if rc:
         return log
     objs = os.environ.get("HOSTSIM_OBJ", "").split()
-    rc, log = sh([CXX, "-O2", "-std=c++20", "-fopenmp", "-w", "-Itests/fp32_emu", "-Ireference", "-include",
+    rc, log = sh([CXX, "-O2", "-std=c++20", "-fopenmp", "-w", "-Itests/fp32_emu", "-Ireference/include", "-Ireference", "-include",
                   "emu_bwd_runtime.h", "-x", "c++", kcpp, "-x", "none"] + objs + ["-o", out, "-lpthread", "-lm"])
     return log if rc else None
 
@@ -81,7 +81,7 @@ def main():
         # the runner's 16-bit paths, with the plain same-precision backward as the "lesson"
         lowp = os.path.join(BUILD, "lowp")
         rc, log = sh([CXX, "-O2", "-std=c++17", "-fopenmp", "-w", "-I" + os.environ.get("CUDA_INC", "/usr/local/cuda/include"),
-                      "-Ireference", "tests/hostsim/lowp_lesson.cpp"] + os.environ.get("HOSTSIM_OBJ", "").split() +
+                      "-Ireference/include", "-Ireference", "tests/hostsim/lowp_lesson.cpp"] + os.environ.get("HOSTSIM_OBJ", "").split() +
                      ["-o", lowp, "-lm"])
         if rc:
             print(log)

@@ -154,12 +154,12 @@ def link_cmd(src, out):
     """The Makefile's link_lesson, with the flags make passed in the environment."""
     c_obj = shlex.split(env("HARNESS_C_OBJ"))
     if src.endswith(".c"):
-        return [env("CC", "cc")] + shlex.split(env("CFLAGS")) + ["-Ireference", src, "reference/runner_softmax.c"] + \
+        return [env("CC", "cc")] + shlex.split(env("CFLAGS")) + ["-Ireference/include", "-Ireference", src, "reference/runner_softmax.c"] + \
             c_obj + ["-o", out, "-lm"]
     text = open(src, errors="replace").read()
     runner = env("HARNESS_BWD_CU_OBJ") if re.search(r"attention_backward *\(", text) else env("HARNESS_CU_OBJ")
     return [env("NVCC", "nvcc")] + shlex.split(env("NVCC_FLAGS")) + arch_flags(src) + \
-        ["-Ireference", src] + shlex.split(runner) + c_obj + ["-o", out, "-lgomp"]
+        ["-Ireference/include", "-Ireference", src] + shlex.split(runner) + c_obj + ["-o", out, "-lgomp"]
 
 
 def arch_flags(src):
@@ -192,7 +192,7 @@ def sass(src, out):
     cubin = out + ".cubin"
     flags = [f for f in shlex.split(env("NVCC_FLAGS")) if f != "-lineinfo"]
     rc, log = sh([env("NVCC", "nvcc")] + flags + arch_flags(src) +
-                 ["-Ireference", "-cubin", "-o", cubin, src])
+                 ["-Ireference/include", "-Ireference", "-cubin", "-o", cubin, src])
     if rc:
         return None
     try:
