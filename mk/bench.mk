@@ -11,13 +11,19 @@
 #                       then the quick decode sweep (make bench-decode-quick); CSVs in build/
 #   make bench-plots    redraw the charts from the committed docs/results/bench-*.csv
 #   make bench-selftest (CPU) plots a synthetic CSV in /tmp, checks the no-GPU message; in `make test`
+#   make compare COMPARE_ARGS="--build-before main --grids"   (GPU) two builds of the solutions
+#                       timed against each other in one run (bench/compare_builds.sh --help): a
+#                       change that must not cost speed, checked
 # BENCH_ARGS passes options to bench/bench.sh, e.g. make bench BENCH_ARGS="--d 64 --no-plots"
 # BENCH_DECODE=0 then make bench BENCH_ARGS="--d 128 --append" (two commands of about half the
 # time each; the decode sweep runs with the second). BENCH_DECODE=0 leaves the decode sweep out
 # (the default is 1 when solutions/12-*/ exists); BENCH_DECODE_ARGS passes options to
 # bench/decode.sh. Without a GPU both refuse with one message (exit 4).
 
-.PHONY: bench bench-quick bench-plots bench-selftest
+.PHONY: bench bench-quick bench-plots bench-selftest compare
+compare:
+	@bash bench/compare_builds.sh $(COMPARE_ARGS)
+
 
 standard: reference/standard_attention.cu $(HARNESS_CU_OBJ) $(HARNESS_C_OBJ) $(HARNESS_H)
 	$(NVCC) $(NVCC_FLAGS) $(ARCH_FLAGS) -Ireference/include -Ireference reference/standard_attention.cu $(HARNESS_CU_OBJ) $(HARNESS_C_OBJ) -o standard -lcublas -lgomp
