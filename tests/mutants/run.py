@@ -26,8 +26,9 @@ Usage (normally through make, which passes the compiler flags in the environment
          planted bug changes nothing = a useless mutant)
 Environment: CC CFLAGS NVCC NVCC_FLAGS ARCH_FLAGS SM90A_FLAGS ARCH_TAG HARNESS_C_OBJ
 HARNESS_CU_OBJ HARNESS_BWD_CU_OBJ (from make), LESSONS="2 7" (subset), MUTANTS_SEED (default 1),
-MUTANTS_JOBS (parallel builds, default: CPU count), MUTANTS_STRICT=1 (known
-grader gaps count as failures).
+MUTANTS_JOBS (parallel builds, default: CPU count), MUTANTS_RUN_JOBS (mutants graded at
+the same time, default 1; each is its own process, so a few can share a GPU),
+MUTANTS_STRICT=1 (known grader gaps count as failures).
 Exit status: 0 every mutant rejected with the expected diagnosis, 1 otherwise,
 4 gpu mode without a GPU.
 """
@@ -410,19 +411,22 @@ def main():
     print("== %d mutants: building (%d at a time)" % (len(mutants), jobs), flush=True)
     with cf.ThreadPoolExecutor(max_workers=jobs) as ex:
         built = dict(zip([m.id for m in mutants], ex.map(lambda m: build(m, equiv), mutants)))
-    rows = []
-    for m in mutants:
+    def outcome(m):
         ok, msg = built[m.id]
         if not ok:
-            verdict = msg.split(":")[0]
-            rows.append((m, verdict, False, msg))
-        elif mode == "build":
-            rows.append((m, "builds", True, ""))
-        else:
-            verdict, good, diag = run_one(m)
-            rows.append((m, verdict, good, diag))
-        print("  %-34s %-14s %s" % (m.id, rows[-1][1] if rows[-1][2] else "!! " + rows[-1][1],
-                                    rows[-1][3][:90]), flush=True)
+            return (m, msg.split(":")[0], False, msg)
+        if mode == "build":
+            return (m, "builds", True, "")
+        return (m,) + run_one(m)
+
+    # Each mutant is its own process with its own inputs: several can share the GPU without
+    # changing a verdict (a hang is stopped by its own --timeout); rows print in order.
+    run_jobs = int(env("MUTANTS_RUN_JOBS", "1"))
+    rows = []
+    with cf.ThreadPoolExecutor(max_workers=max(1, run_jobs)) as ex:
+        for row in ex.map(outcome, mutants):
+            rows.append(row)
+            print("  %-34s %-14s %s" % (row[0].id, row[1] if row[2] else "!! " + row[1], row[3][:90]), flush=True)
     hang = [m for m in mutants if m.name == "hang" and built[m.id][0]]
     extra = None
     if mode in ("gpu", "all") and hang and has_gpu:
