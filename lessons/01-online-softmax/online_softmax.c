@@ -15,14 +15,19 @@ int online_softmax(const float *x, float *y, int n, int block, float *m_out, flo
     float m = -INFINITY, l = 0.0f;
     for (int start = 0; start < n; start += block) {
         int end = start + block < n ? start + block : n;
-        /* TODO(1): m_block = the max of x[start..end). */
-        /* TODO(2): m_new = max(m, m_block). If m_new is still -inf every entry so far was
-         *          masked: skip the block (exp(-inf - -inf) would be NaN). */
-        /* TODO(3): l = l * exp(m - m_new) + sum over the block of exp(x[k] - m_new); m = m_new. */
+        /* TODO(1): the largest value of this block, x[start..end). README: "The online
+         *          recurrence". */
+        /* TODO(2): the new running max, from m and the block's max. While it is still -inf
+         *          every entry so far was masked and this block must be skipped, m and l
+         *          untouched. README: "The fully masked row". */
+        /* TODO(3): move l from the old max to the new one, add the block's terms, then make
+         *          the new max the running one (the correction needs the old m). README: "The
+         *          online recurrence". */
         (void)end;
     }
-    /* TODO(4): a fully masked row (m still -inf) gets y = 0, *m_out = -inf, *l_out = 0.
-     *          Otherwise y[k] = exp(x[k] - m) / l, *m_out = m, *l_out = l. */
+    /* TODO(4): the final pass: every y[k] from m and l, and m and l returned. A row with no
+     *          finite entry (m still -inf) gets y = 0, m = -inf, l = 0 instead. README: "The
+     *          fully masked row". */
     (void)x; (void)y; (void)n;
     *m_out = m;
     *l_out = l;

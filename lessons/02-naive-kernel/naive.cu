@@ -24,6 +24,7 @@ template <int D>
 __global__ void naive_attention(const float *__restrict__ Q, const float *__restrict__ K,
                                 const float *__restrict__ V, float *__restrict__ O,
                                 float *__restrict__ L, int N, float scale_log2) {
+    // [region setup]
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= N) return;
     size_t slice = (size_t)blockIdx.y * N * D;
@@ -33,15 +34,20 @@ __global__ void naive_attention(const float *__restrict__ Q, const float *__rest
 #pragma unroll
     for (int c = 0; c < D; ++c) o[c] = 0.0f;
     float m = -INFINITY, l = 0.0f;
+    // [end setup]
     for (int j = 0; j < N; ++j) {
         const float *k = Kb + (size_t)j * D, *v = Vb + (size_t)j * D;
-        /* TODO(1): s = scale_log2 * (q . k), a dot product over the D columns. */
-        /* TODO(2): m_new = max(m, s); corr = exp2f(m - m_new); p = exp2f(s - m_new). */
-        /* TODO(3): l = l * corr + p; o[c] = o[c] * corr + p * v[c] for every c; m = m_new. */
+        /* TODO(1): the score s of this row against key j, in base-2 units, from q and k (D
+         *          columns each). README: "exp2, with log2 e folded into the scale". */
+        /* TODO(2): from m and s: the new running max, the factor that moves the old state to
+         *          it, and this key's weight, all in base 2. README: "The per-key update". */
+        /* TODO(3): rescale l and every o[c] by that factor, add this key's weight and its
+         *          weighted value row v, then move the max. o must stay in registers (every
+         *          index a compile-time constant). README: "The per-key update". */
         (void)k; (void)v; (void)q;
     }
-    /* TODO(4): write O_i = o / l, and L_i = (m + log2f(l)) * ln(2) (natural log) at
-     *          L[blockIdx.y * N + i]. */
+    /* TODO(4): row i of this slice of O is o / l; L of this row, in natural-log units, goes
+     *          to this slice of L. README: "The logsumexp L, and why we keep it". */
     (void)O; (void)L; (void)m; (void)l;
 }
 

@@ -32,14 +32,15 @@ const lesson_info LESSON = {3, "03-shared-memory-tiling",
                             "shared-memory tiling: one block per Br query rows",
                             DTYPE_BIT(DTYPE_FP32), 0, {64, 128, 0}};
 
+/* TODO(0): set to 0 when you have written TODO(1)..TODO(5); the grader then grades you. */
+#define STARTER_NOT_DONE 1
+
+// [region tiles]
 constexpr int Br = 32;                // query rows per block (one tile Q_i)
 constexpr int Bc = 32;                // key/value rows per tile (K_j, V_j)
 constexpr int THREADS = 256;          // 8 warps
 constexpr int WARPS = THREADS / 32;
 constexpr int PAD = 4;                // floats of padding per shared row (see below)
-
-/* TODO(0): set to 0 when you have written TODO(1)..TODO(5); the grader then grades you. */
-#define STARTER_NOT_DONE 1
 
 // Everything one block keeps in shared memory, for head dimension D. Rows are padded by
 // 4 floats: a row stays a multiple of 16 bytes (float4 loads stay aligned) and row r
@@ -56,6 +57,7 @@ struct SharedTiles {
     float l[Br];                      // running row sum of exp2(S - m)
     float alpha[Br];                  // this tile's rescale factor exp2(m_old - m_new)
 };
+// [end tiles]
 
 static_assert(Bc == 32, "the S phase maps lane -> key column");
 static_assert(Br % WARPS == 0 && THREADS % Br == 0, "rows must split evenly over warps and threads");
@@ -78,14 +80,10 @@ __device__ __forceinline__ void load_rows(float (*dst)[D + PAD], const float *__
                                           int row0, int N) {
     constexpr int VEC_PER_ROW = D / 4;
     static_assert(ROWS * VEC_PER_ROW % THREADS == 0, "tile must split evenly over the block");
-    /* TODO(1): copy the tile as ROWS * VEC_PER_ROW pieces of 16 bytes (float4), all threads
-     * together and coalesced. In step it = 0, 1, ..., ROWS * VEC_PER_ROW / THREADS - 1, this
-     * thread copies piece v = it * THREADS + threadIdx.x, which is row r = v / VEC_PER_ROW,
-     * columns c = (v % VEC_PER_ROW) * 4 .. c + 3:
-     *   - if row0 + r < N, read it as one float4 at src + (size_t)(row0 + r) * D + c
-     *     (reinterpret_cast<const float4 *>); otherwise use make_float4(0.f, 0.f, 0.f, 0.f);
-     *   - store it at &dst[r][c] through a float4 pointer.
-     * Put #pragma unroll on the loop: its trip count is a compile-time constant. */
+    /* TODO(1): copy rows row0 .. row0 + ROWS - 1 of src ([N, D] row-major) into dst, all
+     * THREADS threads together, 16 bytes (one float4) per thread and step, consecutive
+     * threads on consecutive pieces so that a warp reads whole lines. Rows >= N become zeros
+     * and are never read (the inputs are surrounded by NaN). README: "Coalesced loads". */
     (void)dst; (void)src; (void)row0; (void)N;
 }
 
@@ -137,14 +135,12 @@ flash_tiled_kernel(const float *__restrict__ Q, const float *__restrict__ K,
         // Barrier 2: the whole K_j, V_j tile is in shared memory before anyone reads it.
         __syncthreads();
 
-        /* TODO(2): line 8, S = Q_i K_j^T in base-2 units, into sm.S.
-         * This warp computes rows warp + WARPS * i (i = 0 .. Br / WARPS - 1) of the tile; this
-         * lane computes column `lane` of each, the score of key key0 + lane.
-         *   - float4 acc[Br / WARPS], all zero (make_float4(0.f, 0.f, 0.f, 0.f));
-         *   - for k = 0, 4, ..., D - 4: kv = the float4 at &sm.K[lane][k], and for every i
-         *     acc[i] = fma4(the float4 at &sm.Q[warp + WARPS * i][k], kv, acc[i]);
-         *   - sm.S[warp + WARPS * i][lane] = sum4(acc[i]) * scale_log2 if key0 + lane < N,
-         *     else -INFINITY (the last tile may run past the end of the sequence). */
+        /* TODO(2): line 8, the Br x Bc scores S = Q_i K_j^T in base-2 units (times scale_log2),
+         * into sm.S, from sm.Q and sm.K. This warp computes rows warp + WARPS * i, this lane the
+         * score of key key0 + lane; keys >= N score -INFINITY. Keep four partial sums per dot
+         * product (fma4, sum4), and no register spill: make ptxas-lesson3 must say 0 bytes.
+         * README: "How the block does it", "Four partial sums per dot product", "Registers,
+         * unrolling and spills". */
         // Barrier 3: the softmax threads of a row are not the threads that wrote it.
         __syncthreads();
 
@@ -153,16 +149,10 @@ flash_tiled_kernel(const float *__restrict__ Q, const float *__restrict__ K,
             constexpr int TPR = THREADS / Br;  // threads per row
             static_assert(Bc == 4 * TPR, "one float4 of scores per thread");
             const int r = tid / TPR, part = tid % TPR;
-            /* TODO(3): update row r with this thread's 4 scores sm.S[r][4 * part .. 4 * part + 3].
-             *   - read them as one float4 s, and the row's state m_old = sm.m[r], l_old = sm.l[r];
-             *   - mx = the max of s.x .. s.w, then the max over the 8 lanes of the row:
-             *       for off = TPR / 2, ..., 1: mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
-             *   - m_new = fmaxf(m_old, mx); each score becomes p = exp2f(score - m_new); store the
-             *     4 p's back over the scores (P overwrites S);
-             *   - sum = the 4 p's, then summed over the 8 lanes with the same shuffle loop (+);
-             *   - __syncwarp(): every lane has now read m_old and l_old; then only part == 0
-             *     writes alpha = exp2f(m_old - m_new) to sm.alpha[r], m_new to sm.m[r] and
-             *     alpha * l_old + sum to sm.l[r]. */
+            /* TODO(3): update row r with this thread's 4 scores sm.S[r][4 * part ..]: the row max
+             * over the row's 8 lanes, P = exp2(S - m_new) written over S, the row sum, and the
+             * row's new alpha, m, l, written by one lane once all 8 have read the old m and l.
+             * README: "The softmax phase: 8 lanes per row", "Every barrier, and why". */
             (void)r; (void)part;
         }
         // Barrier 4: P and alpha of a row come from other warps than the ones that use them.
@@ -172,25 +162,20 @@ flash_tiled_kernel(const float *__restrict__ Q, const float *__restrict__ K,
         {
             constexpr int RPW = Br / WARPS;  // rows per warp
             constexpr int CPT = D / 32;      // columns per thread
-            /* TODO(4): this thread owns rows warp + WARPS * i (i < RPW) and columns lane + 32 * c
-             * (c < CPT) of O_i.
-             *   - float o[RPW][CPT]; o[i][c] = sm.alpha[row] * sm.O[row][col];
-             *   - for every key k = 0 .. Bc - 1: o[i][c] += P[row][k] * sm.V[k][col], where P is
-             *     sm.S (read it 4 keys at a time as a float4 at &sm.S[row][k]: one broadcast);
-             *   - write o[i][c] back to sm.O[row][col].
-             * Every loop over i and c has a compile-time trip count: #pragma unroll them. */
+            /* TODO(4): O_i = diag(alpha) O_i + P V_j for this thread's RPW rows (warp + WARPS * i)
+             * and CPT columns (lane + 32 * c), from sm.O, sm.alpha, sm.S (now P) and sm.V,
+             * through registers, then back to sm.O. Load each V[k][col] once and use it for all
+             * of the thread's rows; read P four keys at a time; no register spill.
+             * README: "The PV phase: reuse in registers". */
             static_assert(RPW * WARPS == Br && CPT * 32 == D, "rows and columns split evenly");
         }
     }
     // Barrier 5: the epilogue reads O_i and l with a different thread mapping.
     __syncthreads();
 
-    /* TODO(5): lines 12-15, one write of O_i and L.
-     *   - O: for every row r < Br with row0 + r < N and every column c, the element at
-     *     O + head * N * D + (size_t)(row0 + r) * D + c is sm.O[r][c] / sm.l[r]. Use float4
-     *     pieces with consecutive threads on consecutive pieces, as in load_rows (coalesced).
-     *   - L: for every such row, L[head * N + row0 + r] = sm.m[r] * LN2 + logf(sm.l[r])
-     *     (m is in base-2 units; L is a natural log). */
+    /* TODO(5): lines 12-15, one write each: the rows of O_i below N divided by their l, with
+     * coalesced float4 stores at this head's slice of O; and L of those rows in natural-log
+     * units (m is in base 2). README: "One tile at a time", "Coalesced loads". */
     (void)O; (void)L; (void)lane; (void)warp; (void)scale_log2; (void)LN2;
 }
 

@@ -35,6 +35,7 @@ const lesson_info LESSON = {4, "04-register-outputs",
                             "outputs in registers: each warp owns its query rows",
                             DTYPE_BIT(DTYPE_FP32), 0, {64, 128, 0}};
 
+// [region tiles]
 constexpr int WARPS = 4;
 constexpr int THREADS = 32 * WARPS;   // 128
 constexpr int GROUPS = 4;             // row groups per warp
@@ -67,6 +68,7 @@ struct SharedTiles {
     float V[Bc][D];
     float P[Br][Bc + 8];
 };
+// [end tiles]
 
 constexpr float LN2 = 0.693147180559945309f;
 
@@ -139,6 +141,7 @@ flash_registers_kernel(const float *__restrict__ Q, const float *__restrict__ K,
 
     load_rows<D, Br, D + 4>(&sm.Q[0][0], Qh, row0, N);
 
+    // [region state]
     // Algorithm 1, line 5, in registers: this thread's 4 x CPT slice of O_i, and m, l of its
     // 4 rows. l is this lane's partial sum over its own keys; the 8 partial sums of a row are
     // added once, at the end (they are all rescaled by the same alpha, so that is exact math).
@@ -151,6 +154,7 @@ flash_registers_kernel(const float *__restrict__ Q, const float *__restrict__ K,
 #pragma unroll
         for (int c = 0; c < CPT; ++c) o[i][c] = 0.f;
     }
+    // [end state]
 
     const int Tc = (N + Bc - 1) / Bc;
     for (int j = 0; j < Tc; ++j) {
@@ -164,16 +168,13 @@ flash_registers_kernel(const float *__restrict__ Q, const float *__restrict__ K,
 
         // Line 8: this thread's 4 x SPT block of S = Q_i K_j^T, in registers.
         float s[TR][SPT] = {};
-        /* TODO(1): s[i][c] = score of row my_row(i) (i < TR) against key t + GLANES * c (c < SPT)
-         * of the tile, times scale_log2. As in lesson 03, accumulate each dot product in a
-         * float4 with fma4 and add its components with sum4 at the end:
-         *   - float4 acc[TR][SPT], all zero;
-         *   - for k = 0, 4, ..., D - 4: read the 4 float4s q[i] at &sm.Q[my_row(i)][k] once,
-         *     then for every c read kv at &sm.K[t + GLANES * c][k] and for every i
-         *     acc[i][c] = fma4(q[i], kv, acc[i][c]);
-         *   - s[i][c] = sum4(acc[i][c]) * scale_log2.
-         * Unroll every loop over i and c (#pragma unroll) so that acc, q and s stay in
-         * registers; the loop over k may stay rolled (#pragma unroll 1). */
+        /* TODO(1): the scores of this thread's TR rows (my_row(i)) against its SPT keys
+         * (t + GLANES * c) of the tile, in base-2 units (times scale_log2), into s[i][c], from
+         * sm.Q and sm.K. Four partial sums per dot product (fma4, sum4); every loaded float4
+         * used for all the multiply-adds that need it; every array index a compile-time
+         * constant and no spill (make ptxas-lesson4). README: "Register blocking: why this is
+         * faster". */
+        // [region mask]
         // Keys past the end of the sequence get a score of -inf. Only the last tile can
         // hold such keys; the test is the same for every thread, so the branch is free.
         if (key0 + Bc > N) {
@@ -183,21 +184,19 @@ flash_registers_kernel(const float *__restrict__ Q, const float *__restrict__ K,
 #pragma unroll
                     for (int i = 0; i < TR; ++i) s[i][c] = -INFINITY;
         }
+        // [end mask]
 
         // Line 9 for each of the 4 rows: the row max needs all 8 lanes of the group (3
         // shuffles); the row sum does not (l stays a per-lane partial sum).
 #pragma unroll
         for (int i = 0; i < TR; ++i) {
             float alpha = 1.f;
-            /* TODO(2): the online-softmax update of row i (lesson 03's TODO(3), in registers):
-             *   - mx = the max of s[i][0 .. SPT-1], then group_max(mx): the max over the 8
-             *     lanes of the row group (the whole tile row);
-             *   - m_new = fmaxf(m[i], that max); alpha = exp2f(m[i] - m_new); m[i] = m_new;
-             *   - s[i][c] = exp2f(s[i][c] - m_new) for every c (S becomes P in place), and
-             *     sum = the SPT new values;
-             *   - l[i] = alpha * l[i] + sum. l[i] stays this lane's partial sum: the 8 lanes
-             *     of a row add theirs once, at the end (TODO(5)).
-             * The loop below then rescales this thread's O by alpha. */
+            /* TODO(2): the online-softmax update of row i: its max over the whole tile row (all 8
+             * lanes of the row group must agree on it), m[i] and alpha, s[i][..] turned into P in
+             * place, and this lane's partial sum l[i] (the 8 partial sums are added in TODO(5)).
+             * The loop below then rescales this thread's O by alpha. README: "The softmax, in
+             * registers", "Partial sums of l". */
+            // [region rescale]
 #ifdef RUNTIME_INDEX
             // Lesson 04's experiment (make ptxas-lesson4-runtime-index): the same loop,
             // but its trip count is a run-time value. Now c is not known when the code is
@@ -209,26 +208,24 @@ flash_registers_kernel(const float *__restrict__ Q, const float *__restrict__ K,
 #endif
 #pragma unroll
             for (int c = 0; c < ncols; ++c) o[i][c] *= alpha;
+            // [end rescale]
         }
 
-        /* TODO(3): store this thread's P values, s[i][c], at sm.P[my_row(i)][t + GLANES * c]
-         * for every i and c, then __syncwarp(): the lanes that read a row of P in TODO(4)
-         * belong to the same warp as the lanes that wrote it. */
+        /* TODO(3): put this thread's P values where the lanes of TODO(4) read them (sm.P, row
+         * my_row(i), column t + GLANES * c), and order those stores before the reads.
+         * README: "P changes hands within the warp". */
 
-        /* TODO(4): line 10, O_i += P V_j on this thread's 4 x CPT block of O: row my_row(i),
-         * column 4 * t + 32 * q4 + x (q4 < D / 32, x < 4) is o[i][4 * q4 + x].
-         * For every key k = 0 .. Bc - 1 and every i, q4:
-         *     o[i][4 * q4 + x] += P[my_row(i)][k] * V[k][4 * t + 32 * q4 + x]   (x = 0..3)
-         * Read P four keys at a time (a float4 at &sm.P[my_row(i)][k]) and V as float4s
-         * (&sm.V[k][4 * t + 32 * q4]). Unroll the loops over i, q4 and the 4 keys of a float4,
-         * so every o[i][...] index is a compile-time constant. */
+        /* TODO(4): line 10, O_i += P V_j on this thread's TR x CPT block of O (row my_row(i);
+         * columns 4 * t + 32 * q4 .. + 3 are o[i][4 * q4 .. 4 * q4 + 3]), from sm.P and sm.V.
+         * Read P and V as float4s, each loaded once and used for every multiply-add that needs
+         * it; every o index a compile-time constant; no spill. README: "Register blocking: why
+         * this is faster". */
     }
 
-    /* TODO(5): lines 12-15. For every i: l_row = group_sum(l[i]) (call it in every lane:
-     * it is a warp shuffle), row = row0 + my_row(i); if row < N:
-     *   - O at row `row` of this head (O + head * N * D + (size_t)row * D), columns
-     *     4 * t + 32 * q4 .. + 3, gets o[i][4 * q4 .. 4 * q4 + 3] / l_row, one float4 store per q4;
-     *   - lane t == 0 of the group writes L[head * N + row] = m[i] * LN2 + logf(l_row). */
+    /* TODO(5): lines 12-15. Per row: l from the 8 partial sums of the row group (a shuffle
+     * every lane must reach), then for rows < N this thread's columns of O divided by it
+     * (float4 stores into this head's slice of O) and, from one lane of the group, L in
+     * natural-log units. README: "Partial sums of l", "The softmax, in registers". */
     (void)O; (void)L; (void)LN2;
 }
 

@@ -7,11 +7,12 @@
  * wholly below it need no mask, and only tiles that straddle the diagonal are masked
  * element by element.
  *
- * This is lesson 04's kernel (O, m, l in registers; one warp per 16 query rows) with three
- * changes, marked "Causal 1..3" below:
- *   1. blocks take query tiles in reverse order, so the longest ones start first;
- *   2. the K/V loop stops at the last tile that holds a key <= the block's last row;
- *   3. a tile gets the element-wise mask only if it runs past N or straddles the diagonal.
+ * This is lesson 04's kernel (O, m, l in registers; one warp per 16 query rows); you add
+ * the causal parts, in the order of README.md:
+ *   TODO(1) the K/V loop stops at the last tile that holds a key <= the block's last row;
+ *   TODO(2) a tile gets the element-wise mask only if it runs past N or straddles the diagonal;
+ *   TODO(3) inside it, keys after the row are masked;
+ *   TODO(4) blocks take query tiles in reverse order, so the longest ones start first.
  * Without --causal the kernel is lesson 04's, tile for tile.
  *
  * Work split of one block (Br = 64 query rows, 4 warps, 128 threads):
@@ -128,10 +129,9 @@ flash_causal_kernel(const float *__restrict__ Q, const float *__restrict__ K,
     SharedTiles<D> &sm = *reinterpret_cast<SharedTiles<D> *>(smem_raw);
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int g = lane / GLANES, t = lane % GLANES;
-    /* TODO(1): heaviest tiles first. With causal masking, query tile i loads 2(i + 1) K/V
-     * tiles, and blocks start roughly in blockIdx.x order. Make block x take query tile
-     * gridDim.x - 1 - x: row0 = (gridDim.x - 1 - blockIdx.x) * Br. (The output is correct
-     * either way; only the order of the work, and the time, change.) */
+    /* TODO(4): heaviest tiles first: block x takes query tile gridDim.x - 1 - x instead of x,
+     * so that the longest causal blocks of a head start first. Only the order of the work
+     * changes, never the output. README: "Heaviest tiles first". */
     const int row0 = blockIdx.x * Br;
     const size_t head = (size_t)blockIdx.z * gridDim.y + blockIdx.y;  // b * H + h
     const float *Qh = Q + head * N * D, *Kh = K + head * N * D, *Vh = V + head * N * D;
@@ -155,10 +155,9 @@ flash_causal_kernel(const float *__restrict__ Q, const float *__restrict__ K,
     }
 
     const int Tc = (N + Bc - 1) / Bc;
-    /* TODO(2): with causal masking no key after the block's last row, row0 + Br - 1, is
-     * visible. Set j_end to the number of tiles that hold a key <= row0 + Br - 1, that is
-     * ceil((row0 + Br) / Bc) = (row0 + Br + Bc - 1) / Bc, but never more than Tc; without
-     * causal masking (causal == 0) j_end stays Tc. Tiles j >= j_end are never loaded. */
+    /* TODO(1): with causal masking, visit only the key tiles that hold a key the block's last
+     * row (row0 + Br - 1) may see, never more than Tc; without it, all Tc. Tiles j >= j_end
+     * are never loaded. README: "The loop bound and the mask test". */
     const int j_end = Tc;
     for (int j = 0; j < j_end; ++j) {
         const int key0 = j * Bc;
@@ -194,9 +193,9 @@ flash_causal_kernel(const float *__restrict__ Q, const float *__restrict__ K,
 #pragma unroll
             for (int c = 0; c < SPT; ++c) s[i][c] = sum4(acc[i][c]) * scale_log2;
         // Keys past the end of the sequence (only in the last tile) get a score of -inf.
-        /* TODO(3): extend the test below: with causal masking, a tile also needs the mask when
-         * its last key, key0 + Bc - 1, is beyond the block's first row, row0 (the tile
-         * straddles the diagonal). Tiles wholly below the diagonal must skip the mask. */
+        /* TODO(2): with causal masking, a tile that straddles the diagonal needs the mask too;
+         * a tile wholly below it must skip it. The test must be the same for the whole block.
+         * README: "Three kinds of tiles", "The loop bound and the mask test". */
         const bool need_mask = key0 + Bc > N;
         if (need_mask) {
 #pragma unroll
@@ -204,8 +203,8 @@ flash_causal_kernel(const float *__restrict__ Q, const float *__restrict__ K,
                 const int key = key0 + t + GLANES * c;
 #pragma unroll
                 for (int i = 0; i < TR; ++i)
-                    /* TODO(4): with causal masking, also mask key > row, where row is the
-                     * global row row0 + my_row(i). */
+                    /* TODO(3): with causal masking, also mask every key after this score's own
+                     * (global) row. README: "The loop bound and the mask test". */
                     if (key >= N) s[i][c] = -INFINITY;
             }
         }

@@ -2,8 +2,8 @@
  *
  * What is here: the tiles and shared-memory layout, the loads of Q_i, K_j, V_j, causal
  * block skipping, the masking of the diagonal and ragged tiles, the fp32 -> 16-bit store
- * of O, and the launch. What you write: the numbered TODO(n) below, then TODO(0).
- * README.md walks through each one.
+ * of O, and the launch. What you write: TODO(1) to TODO(6), numbered in the order README.md
+ * explains them (TODO(3), scale_rows, sits above the kernel), then TODO(0).
  *
  * Source: FlashAttention-2 (Dao, 2023), Algorithm 1 (forward pass). The loop nest is the
  * one from lessons 03-05; what changes is who does the two matrix products:
@@ -133,10 +133,11 @@ __device__ __forceinline__ void load_tile(T *dst, const T *__restrict__ src, int
 template <int DF, typename FragAcc>
 __device__ __forceinline__ void scale_rows(FragAcc (&o)[DF], float *F, int ld, float factor,
                                            int r, int half) {
-    // TODO(1): lanes 2r and 2r+1 write `factor` into the 16 floats of row r of F
-    //   (F[r * ld + 0 .. 15], lane `half` takes 8 of them); __syncwarp(); load F into a
-    //   FragAcc with wmma::load_matrix_sync(f, F, ld, wmma::mem_row_major); multiply every
-    //   element o[n].x[e] by f.x[e] (e < f.num_elements). Every lane makes the load call.
+    // TODO(3): multiply row r of every accumulator o[n] by `factor` (held by lanes 2r and
+    //   2r+1) without assuming any fragment layout: spread the factors over the 16x16 tile F
+    //   (row r = factor, all 16 columns), make F visible to the warp, load it as an
+    //   accumulator (every lane makes the call), and scale element by element.
+    //   README: "Rescaling O without knowing the layout".
 }
 // [end scale-rows]
 
@@ -209,14 +210,10 @@ __device__ __forceinline__ void attention_wmma_block(
         __syncthreads();  // K_j, V_j (and at j = 0, Q_i) are visible to every warp
 
         // [region s-gemm]
-        // TODO(2): S = Q_i K_j^T for this warp's 16 rows (Algorithm 1, line 8).
-        //   - NF accumulators FragAcc s[NF], set to 0 with wmma::fill_fragment;
-        //   - for each 16-wide slice kk of the head dimension (kk < DF): load a FragQ from
-        //     Qs + (warp * WM) * DP + kk * WM (stride DP); for each n < NF load a FragK from
-        //     Ks + (n * WM) * DP + kk * WM (stride DP; col_major turns K_j into K_j^T) and
-        //     wmma::mma_sync(s[n], a, b, s[n]);
-        //   - store s[n] to Sw + n * WM with stride SLD, wmma::mem_row_major.
-        //   All 32 lanes make every one of these calls, with the same arguments.
+        // TODO(1): S = Q_i K_j^T for this warp's 16 rows and the tile's 64 keys (Algorithm 1,
+        //   line 8), from Qs and Ks, stored as fp32 to Sw (stride SLD). All 32 lanes make every
+        //   wmma call, with the same arguments. README: "Fragments", "Layouts, and a free
+        //   transpose of K", "The first product, and why S goes to shared memory".
 
         __syncwarp();  // the whole slice is in shared memory for all 32 lanes
         // [end s-gemm]
@@ -245,42 +242,36 @@ __device__ __forceinline__ void attention_wmma_block(
                         if (col >= N || (causal && col > row)) x[4 * i + c] = -INFINITY;
                     }
             }
-            // TODO(3): the online softmax of row r, shared with the partner lane (line 9).
-            //   - mx = max of x[0 .. Bc/2), then the max with the partner's
-            //     (__shfl_xor_sync(0xffffffffu, mx, 1));
-            //   - m_new = max(m_run, mx); m_sub = m_new, or 0 when m_new is -INFINITY;
-            //     alpha = exp2f(m_run - m_sub);
-            //   - __syncwarp(): P is about to overwrite S that other lanes may still read;
-            //   - p = exp2f(x - m_sub) for your 32 values: add them (fp32) into sum, and write
-            //     them rounded to T, four at a time, with
-            //     *reinterpret_cast<uint2 *>(Pw + r * PLD + 8 * i + 4 * half) = pack4(T(), ...);
-            //   - sum += the partner's sum; l_run = alpha * l_run + sum; m_run = m_new.
+            // TODO(2): the online softmax of row r (line 9), shared with the partner lane: the row
+            //   max, alpha, P rounded to T into Pw over S (only once every lane has read its
+            //   scores), the row sum of the fp32 values, the new l_run and m_run. Safe while the
+            //   running max is still -INFINITY. README: "The softmax, in shared memory", "The
+            //   online softmax in base 2", "P is rounded to 16 bits".
             alpha = 1.0f;
         }
         // [end softmax]
 
         // [region rescale]
-        // TODO(4): O <- diag(alpha) O (line 10, first half): replace this __syncwarp() with
-        //   scale_rows<DF>(o, Fw, FLD, alpha, r, half); the __syncwarp() inside it also
-        //   publishes P to the whole warp before TODO(5) reads it.
+        // TODO(4): O <- diag(alpha) O (line 10, first half): replace this __syncwarp() with the
+        //   call to scale_rows (TODO 3); its own __syncwarp() also publishes P to the warp
+        //   before TODO(5) reads it. README: "Rescaling O without knowing the layout".
         __syncwarp();
         // [end rescale]
 
         // [region pv-gemm]
-        // TODO(5): O += P V_j (line 10, second half). For each 16-key slice kk < NF: load a
-        //   FragP from Pw + kk * WM (stride PLD); for each n < DF load a FragV from
-        //   Vs + (kk * WM) * DP + n * WM (stride DP; V_j is already a row_major B operand)
-        //   and wmma::mma_sync(o[n], p, b, o[n]). Keep the kk loop rolled
-        //   (#pragma unroll 1), the n loop unrolled: see README.md, "Registers".
+        // TODO(5): O += P V_j (line 10, second half) into o[], from Pw (the A operand, stride
+        //   PLD) and Vs (stride DP). Keep the loop over the 16-key slices rolled: unrolled, the
+        //   kernel spills at d = 64. README: "The second product and the end", "Registers and
+        //   occupancy".
         // [end pv-gemm]
     }
 
     // [region epilogue]
     // Lines 12-15: O_i = diag(l)^-1 O and L_i = m + log(l), back in natural-log units.
     // Every row sees key 0, so l > 0.
-    // TODO(6): lane 2r writes L[row] = m + log(l) in natural-log units (m_run is in log2
-    //   units: L = (m_run + log2f(l_run)) * ln 2), only when row < N; then, after a
-    //   __syncwarp(), O <- diag(1 / l_run) O with scale_rows.
+    // TODO(6): L of row `row` in natural-log units (m_run is in base 2), written once per row
+    //   and only for rows < N; then, once every lane is done with the last tile's F, O divided
+    //   by l with scale_rows. README: "The second product and the end".
     // O leaves through the warp's fp32 buffer, 64 columns at a time, so that each lane can
     // round 8 neighbours to T and write them to global memory as one 16-byte store.
 #pragma unroll

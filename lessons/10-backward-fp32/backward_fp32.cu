@@ -27,7 +27,7 @@
  *   dQ_i (Br x d): rows ty + 16r (r < 2), columns 4tx + 64q .. +3
  * so that every shared-memory read of the products is either a broadcast or 16 consecutive
  * float4 (conflict-free); the row pitches (d + 4, Bc + 16) keep the strided reads of S and dP
- * conflict-free too (lesson 05 explains the padding).
+ * conflict-free too (lesson 03 explains the padding).
  *
  * P is recomputed in base 2: exp2(S scale log2(e) - L log2(e)), as the forward lessons do.
  */
@@ -47,6 +47,7 @@ const lesson_info LESSON = {
               : "backward pass in fp32: P recomputed from L, K/V tiles outside, dQ in a separate pass",
     DTYPE_BIT(DTYPE_FP32), 1, {64, 128, 0}, DQ_ATOMIC ? LESSON_ATOMIC_ACCUMULATION : 0u, 0};
 
+// [region config]
 constexpr int THREADS = 256;  // a 16 x 16 grid of threads
 constexpr int Br = 32;        // query rows per step of the inner loop
 constexpr int Bc = 64;        // keys per block (the outer loop: one block per K_j, V_j)
@@ -62,6 +63,7 @@ struct Tiles {
     float L2[Br];                        // L of the query rows, times log2(e)
     float Dr[Br];                        // D of the query rows
 };
+// [end config]
 
 constexpr float LOG2E = 1.4426950408889634f;
 
@@ -98,8 +100,8 @@ __device__ __forceinline__ void load_row_stats(Tiles<D> &t, const float *__restr
                                                int q0, int N) {
     if (threadIdx.x < Br) {
         const int row = q0 + threadIdx.x;
-        /* TODO(2a): L of the query row in base 2, L[row] * LOG2E (0 for rows >= N, never read
-         * past the array). */
+        /* TODO(2a): L of this query row in base-2 units, 0 for rows >= N (never read past the
+         * array). README: "P from L". */
         (void)L;
         t.L2[threadIdx.x] = 0.f;
         t.Dr[threadIdx.x] = row < N ? Dv[row] : 0.f;
@@ -123,9 +125,9 @@ bwd_preprocess(const float *__restrict__ O, const float *__restrict__ dO, float 
     const long long row = (long long)blockIdx.x * (THREADS / 32) + threadIdx.x / 32;
     const int lane = threadIdx.x % 32;
     if (row >= rows) return;
-    /* TODO(1): D_i = rowsum(dO_i o O_i) = sum over c of dO[row * D + c] * O[row * D + c]. The 32
-     * lanes of this warp share the row: lane takes columns lane, lane + 32, ..., then add the 32
-     * partial sums with __shfl_xor_sync (offsets 16, 8, 4, 2, 1); lane 0 writes Dv[row]. */
+    /* TODO(1): D_i = rowsum(dO_i o O_i) for this warp's row, from dO and O: the 32 lanes share
+     * the D columns and combine their partial sums without shared memory; one lane writes
+     * Dv[row]. README: "Why D exists", "One step of the inner loop". */
     (void)O; (void)dO;
     if (lane == 0) Dv[row] = 0.f;
     if (DQ_ATOMIC)
@@ -140,7 +142,7 @@ template <int D, bool STORE_P>
 __device__ __forceinline__ void p_and_ds(Tiles<D> &t, int q0, int kb0, int N, int causal, bool need_mask,
                                          float scale_log2, float scale) {
     const int ty = threadIdx.x / 16, tx = threadIdx.x % 16;
-    float4 s4[RT][CT];  // four running sums per score: x30 logits need the extra bits (lesson 05)
+    float4 s4[RT][CT];  // four running sums per score: x30 logits need the extra bits (lesson 03)
     float dp[RT][CT];
 #pragma unroll
     for (int r = 0; r < RT; ++r)
@@ -161,8 +163,9 @@ __device__ __forceinline__ void p_and_ds(Tiles<D> &t, int q0, int kb0, int N, in
 #pragma unroll
             for (int r = 0; r < RT; ++r) {
                 s4[r][c] = fma4(q[r], kk, s4[r][c]);  // S = Q_i K_j^T
-                /* TODO(3): dP = dO_i V_j^T: add the 4 products of g[r] (4 columns of dO's row) and
-                 * vv (the same 4 columns of V's row) into dp[r][c], with fmaf. */
+                /* TODO(3): dP = dO_i V_j^T: add the products of the 4 columns of dO's row, g[r],
+                 * and the same 4 columns of V's row, vv, into dp[r][c]. README: "One step of the
+                 * inner loop". */
                 (void)g[r]; (void)vv;
             }
         }
@@ -172,14 +175,15 @@ __device__ __forceinline__ void p_and_ds(Tiles<D> &t, int q0, int kb0, int N, in
 #pragma unroll
         for (int c = 0; c < CT; ++c) {
             const int lr = ty + 16 * r, row = q0 + lr, key = kb0 + tx + 16 * c;
-            /* TODO(2b): recompute P_ij = exp(S_ij - L_i) in base 2 from the score sum4(s4[r][c]):
-             * exp2f(score * scale_log2 - t.L2[lr]). */
+            /* TODO(2b): P_ij = exp(S_ij - L_i), in base 2, from this thread's unscaled score
+             * sum4(s4[r][c]) and the row's t.L2[lr]. README: "P from L". */
             (void)scale_log2;
             const float e = 0.f * sum4(s4[r][c]);
             const bool masked = need_mask && (row >= N || key >= N || (causal && key > row));
             if (STORE_P) t.P[lr][tx + 16 * c] = masked ? 0.f : e;
-            /* TODO(4): dS_ij = P_ij (dP_ij - D_i), times the softmax scale (so that dQ = dS K and
-             * dK = dS^T Q need no scale), and 0 where masked. D_i is t.Dr[lr]. */
+            /* TODO(4): dS_ij = P_ij (dP_ij - D_i) times the softmax scale (so that dQ = dS K and
+             * dK = dS^T Q need none), 0 where masked, into t.dS. D_i is t.Dr[lr].
+             * README: "What the backward pass computes". */
             (void)dp[r][c]; (void)scale;
             t.dS[lr][tx + 16 * c] = 0.f;
         }
@@ -189,9 +193,9 @@ __device__ __forceinline__ void p_and_ds(Tiles<D> &t, int q0, int kb0, int N, in
 template <int D>
 __device__ __forceinline__ void dq_from_ds(const Tiles<D> &t, float (&acc)[RT][D / 16]) {
     const int ty = threadIdx.x / 16, tx = threadIdx.x % 16;
-    /* TODO(6): acc[r][4q + u] += sum over the keys k < Bc of dS[ty + 16r][k] * K[k][4tx + 64q + u]
-     * (this thread's rows ty + 16r, r < RT, and columns 4tx + 64q .. +3). Read 4 keys of dS at a time
-     * as a float4, and K's row k + u as float4s. */
+    /* TODO(6): add this thread's piece of dS K_j (rows ty + 16r, columns 4tx + 64q .. +3) into
+     * acc, from t.dS and t.K, summed over the tile's Bc keys; each loaded float4 used for every
+     * multiply-add that needs it. README: "dQ: atomics, or a pass of its own". */
     (void)t; (void)acc; (void)ty; (void)tx;
 }
 
@@ -233,7 +237,8 @@ bwd_kv_kernel(const float *__restrict__ Q, const float *__restrict__ K, const fl
     // Causal: query i sees key j only when j <= i, so query tiles that end before this block's
     // first key, kb0, would add nothing: start at the tile holding row kb0.
     const int Tr = (N + Br - 1) / Br;
-    /* TODO(8a): with causal, start at the query tile that holds row kb0: i_start = kb0 / Br. */
+    /* TODO(8a): with causal masking, start at the query tile that holds this block's first key,
+     * kb0; without it, at 0. README: "Causal". */
     const int i_start = 0;
     for (int i = i_start; i < Tr; ++i) {
         const int q0 = i * Br;
@@ -247,11 +252,10 @@ bwd_kv_kernel(const float *__restrict__ Q, const float *__restrict__ K, const fl
         p_and_ds<D, true>(t, q0, kb0, N, causal, need_mask, scale_log2, scale);
         __syncthreads();  // P and dS complete
 
-        /* TODO(5): dV_j += P^T dO_i and dK_j += dS^T Q_i, summed over the query rows ii = 0..Br-1
-         * of the tile. This thread owns key rows 4ty + r (r < KR) and columns 4tx + 64q .. +3
-         * (q < D/64) of both: dv[r][4q + u] += P[ii][4ty + r] * dO[ii][4tx + 64q + u], and the same
-         * for dk with t.dS and t.Q. Read P[ii][4ty .. 4ty+3] as one float4 (it is this thread's 4
-         * keys), and the dO and Q columns as float4s. */
+        /* TODO(5): dV_j += P^T dO_i and dK_j += dS^T Q_i for this thread's key rows 4ty + r
+         * (r < KR) and columns 4tx + 64q .. +3 (q < D/64), summed over the tile's Br query rows,
+         * from t.P, t.dS, t.dO and t.Q; each loaded float4 used for every multiply-add that
+         * needs it. README: "One step of the inner loop". */
 
 #if DQ_ATOMIC
         // dQ_i += dS K_j, added into global memory: every K/V block of this head adds its share
@@ -265,13 +269,15 @@ bwd_kv_kernel(const float *__restrict__ Q, const float *__restrict__ K, const fl
 #pragma unroll
         for (int r = 0; r < RT; ++r) {
             const int row = q0 + ty + 16 * r;
-            /* TODO(7): add this block's share into dQ: for rows < N, atomic_add4 the four values
-             * acc[r][4q .. 4q+3] at dQ + off + row * D + 4tx + 64q, for q < D/64. */
+            /* TODO(7): add this block's piece of dQ (acc) for rows < N into dQ, so that the
+             * pieces of all key blocks count, whatever order they arrive in. README: "dQ:
+             * atomics, or a pass of its own". */
             (void)row; (void)acc[r][0];
         }
 #endif
     }
 
+    // [region store-dk-dv]
 #pragma unroll
     for (int r = 0; r < KR; ++r) {
         const int key = kb0 + 4 * ty + r;
@@ -283,6 +289,7 @@ bwd_kv_kernel(const float *__restrict__ Q, const float *__restrict__ K, const fl
                 *reinterpret_cast<float4 *>(dV + at) = make_float4(dv[r][4 * q], dv[r][4 * q + 1], dv[r][4 * q + 2], dv[r][4 * q + 3]);
             }
     }
+    // [end store-dk-dv]
 }
 
 /* The separate dQ pass (DQ_ATOMIC 0), one block per (query tile i, head, batch): the loop of
@@ -309,8 +316,8 @@ bwd_dq_kernel(const float *__restrict__ Q, const float *__restrict__ K, const fl
 #pragma unroll
         for (int c = 0; c < D / 16; ++c) acc[r][c] = 0.f;
     const int Tc = (N + Bc - 1) / Bc;
-    /* TODO(8b): with causal, stop after the last key tile that holds a key <= q0 + Br - 1:
-     * min(Tc, (q0 + Br + Bc - 1) / Bc). */
+    /* TODO(8b): with causal masking, stop after the last key tile that holds a key the tile's
+     * last row (q0 + Br - 1) may see, never more than Tc; without it, Tc. README: "Causal". */
     const int j_end = Tc;
     for (int j = 0; j < j_end; ++j) {
         const int kb0 = j * Bc;

@@ -144,6 +144,9 @@ flash_tiled_kernel(const float *__restrict__ Q, const float *__restrict__ K,
             float4 acc[Br / WARPS];
 #pragma unroll
             for (int i = 0; i < Br / WARPS; ++i) acc[i] = make_float4(0.f, 0.f, 0.f, 0.f);
+            // Rolled on purpose: unrolled (or left to the compiler), the loads of later steps
+            // are hoisted, the 64-register cap of MIN_BLOCKS = 4 is exceeded and ptxas spills
+            // (README, "Registers, unrolling and spills"). 32 warps per SM hide the latency.
 #pragma unroll 1
             for (int k = 0; k < D; k += 4) {
                 const float4 kv = *reinterpret_cast<const float4 *>(&sm.K[lane][k]);
@@ -211,6 +214,8 @@ flash_tiled_kernel(const float *__restrict__ Q, const float *__restrict__ K,
 #pragma unroll
                 for (int c = 0; c < CPT; ++c) o[i][c] = a * sm.O[warp + WARPS * i][lane + 32 * c];
             }
+            // Rolled like the S loop, for the same register budget (unrolled, this one alone
+            // does not spill with nvcc 13.0).
 #pragma unroll 1
             for (int k = 0; k < Bc; k += 4) {
                 float4 p[RPW];

@@ -26,7 +26,7 @@
  *   dQ_i (Br x d): rows ty + 16r (r < 2), columns 4tx + 64q .. +3
  * so that every shared-memory read of the products is either a broadcast or 16 consecutive
  * float4 (conflict-free); the row pitches (d + 4, Bc + 16) keep the strided reads of S and dP
- * conflict-free too (lesson 05 explains the padding).
+ * conflict-free too (lesson 03 explains the padding).
  *
  * P is recomputed in base 2: exp2(S scale log2(e) - L log2(e)), as the forward lessons do.
  */
@@ -138,7 +138,7 @@ template <int D, bool STORE_P>
 __device__ __forceinline__ void p_and_ds(Tiles<D> &t, int q0, int kb0, int N, int causal, bool need_mask,
                                          float scale_log2, float scale) {
     const int ty = threadIdx.x / 16, tx = threadIdx.x % 16;
-    float4 s4[RT][CT];  // four running sums per score: x30 logits need the extra bits (lesson 05)
+    float4 s4[RT][CT];  // four running sums per score: x30 logits need the extra bits (lesson 03)
     float dp[RT][CT];
 #pragma unroll
     for (int r = 0; r < RT; ++r)
