@@ -2,18 +2,29 @@
 # (Debian: apt-get install pandoc python3 chromium fonts-dejavu-core fonts-dejavu-extra gnuplot-nox).
 #   make docs                 render docs/site/ from docs/*.md and lessons/NN-*/*.md;
 #                             open docs/site/index.html (works offline, from file://)
-#   make docs-check           build it, then check: a page per lesson, internal links and anchors,
-#                             includes resolved, math is MathML; plus a self-test on a fixture
+#   make docs-texts           check the lesson texts alone, no build (tests/docs/check_texts.py):
+#                             no issue or commit named, include fence bodies, words per lesson
+#   make docs-check           docs-texts, then build the site and check it: a page per lesson,
+#                             internal links and anchors, includes resolved, solution excerpts
+#                             collapsed, math is MathML; plus a self-test on fixtures
+#   make docs-fence-bodies    write the one-line body of every include fence in lessons/*/*.md
+#                             (tests/docs/fence_bodies.py --fix; an author's tool, not a check)
 #   make docs-browser-check   load every page in headless Chromium: no console errors; writes
 #                             docs/site/screenshot-lesson.png
 # Both checks run in `make test`; they SKIP (exit 0) without their tools, unless DOCS_REQUIRE=1.
-.PHONY: docs docs-check docs-browser-check
+.PHONY: docs docs-texts docs-check docs-browser-check docs-fence-bodies
 
 docs:
 	@bash docs/build.sh docs/site
 
+docs-texts:
+	@python3 tests/docs/check_texts.py .
+
 docs-check:
 	@bash tests/docs/check_site.sh
+
+docs-fence-bodies:
+	@python3 tests/docs/fence_bodies.py --fix lessons/*/*.md
 
 docs-browser-check:
 	@bash tests/docs/browser_check.sh

@@ -4,7 +4,21 @@ A fenced code block with an `include` attribute gets its text from a file
 (path from the repository root), or from one marked region of it:
 
     ```{.cuda include="solutions/03-shared-memory-tiling/tiled.cu" region="online-update"}
+    // solutions/03-shared-memory-tiling/tiled.cu, region "online-update" (shown on the course site)
     ```
+
+The fence's own body is for GitHub, which shows it instead of the excerpt: exactly
+one line naming the file and the region (`region "NAME"`; no region for a whole
+file). The build ignores that line but checks it, and stops with the page, the
+line and the fix (tests/docs/fence_bodies.py --fix PAGE writes every such line)
+when it is empty, longer, or names another file or region.
+
+An excerpt from solutions/ is the answer to a TODO: it goes into a collapsed
+<details class="solution"> block whose summary reads "Show the solution's code"
+and names the file and region. Any other excerpt (the starter in lessons/, the
+harness in reference/: code the student reads but does not write) stays visible.
+Either way the listing is a div.listing with data-file="PATH" (and data-region=
+"NAME"), which tests/docs/check_site.py counts against the page's fences.
 
 In the source the region is delimited by two marker lines (dropped from the
 excerpt, as are the markers of any region nested inside it):
@@ -19,7 +33,7 @@ a region marked twice stops the build with a message naming the page and the
 path. Without a class, the language comes from the file extension.
 
 Environment: DOCS_ROOT (repository root, default "."), DOCS_SRC (the page's
-source path, for messages).
+source path from the repository root, for messages and fence line numbers).
 ]]
 
 local ROOT = os.getenv('DOCS_ROOT') or '.'
@@ -97,24 +111,80 @@ local lang_of_ext = {
   py = 'python', sh = 'bash', mk = 'makefile', lua = 'lua', csv = 'csv',
 }
 
+-- Line of the n-th include fence for (path, region) in the page's source, for messages
+-- (pandoc gives blocks no source positions). CodeBlock counts the fences in `seen`.
+local seen = {}
+local function fence_key(path, region) return path .. '\0' .. (region or '') end
+local function fence_line(path, region)
+  local key = fence_key(path, region)
+  local f = io.open(ROOT .. '/' .. PAGE, 'rb')
+  if not f then return '?' end
+  local n, lineno = 0, 0
+  for line in f:lines() do
+    lineno = lineno + 1
+    local info = line:match('^%s*```+(.*)$') or line:match('^%s*~~~+(.*)$')
+    if info then
+      local p = info:match('include="([^"]*)"') or info:match("include='([^']*)'")
+      local r = info:match('region="([^"]*)"') or info:match("region='([^']*)'")
+      if p == path and (r or '') == (region or '') then
+        n = n + 1
+        if n == seen[key] then f:close() return tostring(lineno) end
+      end
+    end
+  end
+  f:close()
+  return '?'
+end
+
+-- The rule of tests/docs/fence_bodies.py: one non-blank line that names the file and region.
+local function body_problem(text, path, region)
+  local lines = {}
+  for line in (text .. '\n'):gmatch('([^\n]*)\n') do
+    if line:match('%S') then lines[#lines + 1] = line end
+  end
+  if #lines == 0 then return 'its body is empty' end
+  if #lines > 1 then return ('its body has %d lines'):format(#lines) end
+  local line = lines[1]
+  if not line:find(path, 1, true) then
+    return ('its body does not name the file: "%s"'):format(line)
+  end
+  if region and not line:find('region "' .. region .. '"', 1, true) then
+    return ('its body does not name the region: "%s"'):format(line)
+  end
+  if not region and line:find('region "', 1, true) then
+    return ('its body names a region, but the fence includes the whole file: "%s"'):format(line)
+  end
+  return nil
+end
+
+local function html_escape(s)
+  return (s:gsub('&', '&amp;'):gsub('<', '&lt;'):gsub('>', '&gt;'):gsub('"', '&quot;'))
+end
+
 function CodeBlock(cb)
   local path = cb.attributes['include']
   if not path then return nil end
   local region = cb.attributes['region']
+  if region == '' then region = nil end
   if path == '' then fail('include: empty include="" attribute') end
   if path:match('^/') or path:match('%.%.') then
     fail(('include: "%s" must be a path from the repository root, without ".."'):format(path))
+  end
+  seen[fence_key(path, region)] = (seen[fence_key(path, region)] or 0) + 1
+  local problem = body_problem(cb.text, path, region)
+  if problem then
+    local where = path .. (region and (' region "' .. region .. '"') or '')
+    error(('\n%s:%s: include fence for %s: %s. Its body must be the one line GitHub readers see '
+           .. 'instead of the code, naming the file and region; write it with: '
+           .. 'python3 tests/docs/fence_bodies.py --fix %s\n')
+          :format(PAGE, fence_line(path, region), where, problem, PAGE), 0)
   end
   local f = io.open(ROOT .. '/' .. path, 'rb')
   if not f then fail(('include: cannot read "%s" (path from the repository root)'):format(path)) end
   local text = f:read('a')
   f:close()
   local lines = split_lines(text)
-  if region and region ~= '' then lines = extract(lines, path, region) end
-  if cb.text:match('%S') then
-    io.stderr:write(('[WARNING] %s: include block for %s has text of its own; it is replaced by the file\'s\n')
-                    :format(PAGE, path))
-  end
+  if region then lines = extract(lines, path, region) end
   cb.text = tidy(lines)
   if cb.text == '' then fail(('include: region "%s" in %s is empty'):format(region or '', path)) end
   cb.attributes['include'] = nil
@@ -125,9 +195,21 @@ function CodeBlock(cb)
     local lang = (ext and lang_of_ext[ext]) or (base == 'Makefile' and 'makefile') or nil
     if lang then cb.classes:insert(lang) end
   end
-  local label = path .. ((region and region ~= '') and (' · ' .. region) or '')
-  return pandoc.Div({
-    pandoc.Para({ pandoc.Code(label) }),
-    cb,
-  }, pandoc.Attr('', { 'listing' }))
+  local attrs = { { 'file', path } }   -- a list of pairs: the order stays the same build to build
+  if region then attrs[2] = { 'region', region } end
+  if not path:match('^solutions/') then
+    -- Given code (the starter, the harness): visible, under its file and region.
+    local label = path .. (region and (' · ' .. region) or '')
+    return pandoc.Div({ pandoc.Para({ pandoc.Code(label) }), cb },
+                      pandoc.Attr('', { 'listing' }, attrs))
+  end
+  -- The solution's code: one click away, never in view by default.
+  local label = '<code>' .. html_escape(path) .. '</code>'
+                .. (region and (' · ' .. html_escape(region)) or '')
+  return {
+    pandoc.RawBlock('html', '<details class="solution">\n<summary>Show the solution\'s code '
+                    .. '<span class="excerpt-source">' .. label .. '</span></summary>'),
+    pandoc.Div({ cb }, pandoc.Attr('', { 'listing', 'solution-code' }, attrs)),
+    pandoc.RawBlock('html', '</details>'),
+  }
 end

@@ -6,7 +6,10 @@ network port, no websocket, standard library only). For each SITE/*.html it fail
   - a console error (console.error/warn/assert from a script, or a browser log entry of
     level error: failed resource loads, CSP/mixed-content errors...) or an uncaught exception;
   - a request that is not file:// or data: (the site must work offline);
-  - an image that did not load, or MathML that did not lay out (a <math> with no size);
+  - an image that did not load, or MathML that did not lay out (a <math> with no size),
+    measured with every <details> block opened;
+  - a solution excerpt (div.listing from solutions/) that shows as the page loads, or that
+    does not show once its block is opened; a <details> block without a visible summary;
   - a page that did not finish loading within the time limit.
 Then it writes a PNG screenshot of one lesson page (the first one with math and CUDA
 code; DOCS_SCREENSHOT_PAGE=NN-name.html picks another), scrolled to a code block with
@@ -125,12 +128,25 @@ class Browser:
 
 PROBE = """(() => {
   const box = e => { const r = e.getBoundingClientRect(); return r.width > 0 && r.height > 0; };
+  // As loaded, the solution's code is hidden (each excerpt in a closed details.solution) and
+  // every collapsed block shows its summary. Then open them all so that what they hold (math
+  // in a hint, the code) is laid out and checked like the rest of the page.
+  const solutions = [...document.querySelectorAll('div.listing[data-file^="solutions/"]')];
+  // A closed details lays out its content but skips it (content-visibility): ask the browser.
+  const shown = e => box(e) && (!e.checkVisibility || e.checkVisibility());
+  const solutionsInView = solutions.filter(shown).map(e => e.dataset.file + (e.dataset.region ? ' ' + e.dataset.region : ''));
+  const details = [...document.querySelectorAll('details')];
+  const summariesHidden = details.filter(d => !d.querySelector(':scope > summary') || !shown(d.querySelector(':scope > summary'))).length;
+  details.forEach(d => { d.open = true; });
+  const solutionsUnlaid = solutions.filter(e => !shown(e)).length;
   const maths = [...document.querySelectorAll('math')];
   const imgs = [...document.images];
   const code = document.querySelectorAll('pre.sourceCode code span.kw, pre.sourceCode code span.dt, '
                                          + 'pre.sourceCode code span.at, pre.sourceCode code span.fu');
   return JSON.stringify({
     title: document.title,
+    solutions: solutions.length, solutionsInView, solutionsUnlaid,
+    details: details.length, summariesHidden,
     math: maths.length, mathUnlaid: maths.filter(m => !box(m)).length,
     mathStyled: maths.length ? getComputedStyle(maths[0]).display : '',
     code: document.querySelectorAll('pre.sourceCode').length, highlighted: code.length,
@@ -143,18 +159,22 @@ PROBE = """(() => {
 
 FOCUS = """(() => {
   // Scroll to the first code block (CUDA first) that has math in view with it, the block
-  // a little below the middle of the screen; at the top if both already fit there.
+  // a little below the middle of the screen; at the top if both already fit there. A
+  // solution's code is opened for the picture (a student's click), the others stay closed.
   const H = window.innerHeight, y0 = window.scrollY;
   const top = e => e.getBoundingClientRect().top + y0;
   const maths = [...document.querySelectorAll('main math')].map(top);
   const blocks = [...document.querySelectorAll('main pre.sourceCode.cuda'),
                   ...document.querySelectorAll('main pre.sourceCode:not(.cuda)')];
   for (const b of blocks) {
+    const shut = b.closest('details:not([open])');
+    if (shut) shut.open = true;
     const t = top(b), y = Math.max(0, t < H - 300 ? 0 : t - 0.55 * H);
     if (maths.some(m => m >= y + 40 && m <= y + H - 60) && t + 200 <= y + H) {
       window.scrollTo(0, y);
       return window.scrollY;
     }
+    if (shut) shut.open = false;
   }
   window.scrollTo(0, 0);
   return 0;
@@ -237,6 +257,15 @@ def main(site, shot, root=None):
             r = json.loads(res["result"]["value"])
             info[page] = r
             errors += problems_of(b.events, page)
+            if r["solutionsInView"]:
+                errors.append(f"{page}: solution code in view as the page loads (not in a closed "
+                              f"details.solution): {r['solutionsInView']}")
+            if r["solutionsUnlaid"]:
+                errors.append(f"{page}: {r['solutionsUnlaid']} of {r['solutions']} solution excerpts "
+                              "do not show when their block is opened")
+            if r["summariesHidden"]:
+                errors.append(f"{page}: {r['summariesHidden']} of {r['details']} collapsed blocks "
+                              "show no summary line to open them by")
             if r["mathUnlaid"]:
                 errors.append(f"{page}: {r['mathUnlaid']} of {r['math']} <math> elements have no size "
                               "(MathML not rendered)")
@@ -246,7 +275,8 @@ def main(site, shot, root=None):
                 errors.append(f"{page}: style.css not loaded or not applied")
             if r["code"] and not r["highlighted"]:
                 errors.append(f"{page}: code blocks without highlighting")
-            print(f"docs-browser-check: {page}: {r['math']} math, {r['code']} code blocks, "
+            print(f"docs-browser-check: {page}: {r['math']} math, {r['code']} code blocks "
+                  f"({r['solutions']} solution excerpts, collapsed), "
                   f"{len(problems_of(b.events, page))} console problems")
 
         # Screenshot of one lesson page showing math and code.

@@ -3,8 +3,9 @@
 # (browser_check.py): no console errors, no uncaught exceptions, no network requests,
 # images loaded, MathML laid out, style.css applied; every lesson page and every extra
 # page of a lesson (lessons/NN-*/X.md, e.g. lesson 08's WORKLOG.md) must be among them.
-# Writes a screenshot of a lesson page to docs/site/screenshot-lesson.png. First it shows
-# on a deliberately broken page that the check catches console errors. Offline and bounded in time.
+# Every solution excerpt hidden as the page loads and shown once opened. Writes a screenshot
+# of a lesson page to docs/site/screenshot-lesson.png. First it shows on a deliberately broken
+# page that the check catches each of these. Offline and bounded in time.
 # Without pandoc or Chromium it prints SKIP and succeeds, unless DOCS_REQUIRE=1 (CI).
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -26,15 +27,18 @@ cat > "$TMP/01-broken.html" <<'HTML'
 <!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>broken</title>
 <link rel="stylesheet" href="style.css"></head><body><header class="site"></header><main>
 <img src="missing.png" alt="missing"><script>console.error("selftest error"); notDefined();</script>
+<div class="listing" data-file="solutions/01-broken/broken.cu"><pre>int answer;</pre></div>
+<details class="hint"><p>a hint with no summary</p></details>
 </main></body></html>
 HTML
 if out=$(timeout 120 python3 "$ROOT/tests/docs/browser_check.py" "$TMP" "$TMP/shot.png" 2>&1); then
   echo "$out"; echo "docs-browser-check: FAILED: the broken page passed"; exit 1
 fi
-for want in 'console.error: selftest error' 'uncaught exception' 'images that did not load'; do
+for want in 'console.error: selftest error' 'uncaught exception' 'images that did not load' \
+            'solution code in view as the page loads' 'collapsed blocks show no summary line'; do
   grep -qF -- "$want" <<<"$out" || { echo "$out"; echo "docs-browser-check: FAILED: not reported: $want"; exit 1; }
 done
-echo "ok   a console error, an exception and a missing image are reported"
+echo "ok   a console error, an exception, a missing image, solution code in view and a block without summary are reported"
 
 echo "== docs-browser-check: build the site and load every page"
 bash "$ROOT/docs/build.sh" "$ROOT/docs/site" > "$TMP/build.out" 2>&1 || { cat "$TMP/build.out"; exit 1; }

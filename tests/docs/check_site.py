@@ -4,7 +4,8 @@
 Fails (exit 1, one line per problem) on:
   - a lesson folder lessons/NN-*/ without its page SITE/NN-*.html, or no index/results page;
   - another Markdown file of a lesson (lessons/NN-name/X.md, e.g. WORKLOG.md) without its page
-    SITE/NN-name-x.html, or that page not linked from the lesson's page, or not linking back;
+    SITE/NN-name-x.html, or that page not linked from the lesson's page in its last section
+    ("More in this lesson", which site.lua adds at the end), or not linking back;
   - a broken internal link or anchor: a[href], img[src], link[href], ... that points to a
     file missing from SITE, outside SITE, or to an #id the target page does not have;
   - a resource (image, stylesheet, script, ...) loaded from the network: the site is read
@@ -13,6 +14,11 @@ Fails (exit 1, one line per problem) on:
     left in the text ($...$, \\frac, ...) outside code, and the build log's
     "Could not convert TeX math" warnings;
   - an include that did not run (data-include attributes left in the HTML);
+  - a solution excerpt in view: every listing from solutions/ (div.listing[data-file]) must
+    sit in a collapsed <details class="solution"> (no "open") whose summary reads "Show the
+    solution's code", and a page must show as many of them as its source has include fences
+    from solutions/ (tests/docs/fence_bodies.py reads the fences); given code (any other
+    include) must not be hidden in such a block;
   - a page without exactly one stylesheet (style.css), a title, or its previous/next links.
 Only the Python standard library is used.
 """
@@ -21,6 +27,9 @@ import os
 import re
 import sys
 import urllib.parse
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import fence_bodies  # noqa: E402
 
 RESOURCE_ATTRS = {("img", "src"), ("link", "href"), ("script", "src"), ("source", "src"),
                   ("iframe", "src"), ("object", "data"), ("embed", "src"), ("video", "src"),
@@ -43,6 +52,12 @@ class Page(html.parser.HTMLParser):
         self.math_spans = []     # [text] of pandoc's non-MathML fallbacks
         self.source = ""         # "Built from <code>...</code>" in the footer
         self.in_math_span = 0
+        self.details = []        # open <details>: [class list, open?, summary text]
+        self.summaries = []      # (line, summary text) of each details.solution
+        self.listings = []       # (line, data-file, data-region, enclosing details.solution: None/"closed"/"open")
+        self.in_summary = None
+        self.h2 = []             # ids of the <h2> headings, in order
+        self.after_last_h2 = []  # a[href] after the last <h2>
 
     def handle_starttag(self, tag, attrs):
         a = dict(attrs)
@@ -61,9 +76,22 @@ class Page(html.parser.HTMLParser):
             self.rels.update(a["rel"].split())
         if tag == "math":
             self.maths += 1
-        if "data-include" in a or "data-region" in a:
+        if "data-include" in a:
             self.problems.append(f"line {line}: include not processed: {a.get('data-include')!r}")
         classes = (a.get("class") or "").split()
+        if tag == "details":
+            self.details.append([classes, "open" in a, line])
+        if tag == "h2":
+            self.h2.append(a.get("id") or "")
+            self.after_last_h2 = []
+        if tag == "a" and a.get("href") and self.h2:
+            self.after_last_h2.append(a["href"])
+        if tag == "summary" and self.details and "solution" in self.details[-1][0]:
+            self.in_summary = [line, ""]
+        if tag == "div" and "listing" in classes:
+            sol = [d for d in self.details if "solution" in d[0]]
+            state = None if not sol else ("open" if any(d[1] for d in sol) else "closed")
+            self.listings.append((line, a.get("data-file"), a.get("data-region"), state))
         if tag == "span" and "math" in classes:
             self.math_spans.append("")
             self.in_math_span += 1
@@ -85,6 +113,11 @@ class Page(html.parser.HTMLParser):
     def handle_endtag(self, tag):
         if tag == "title":
             self.in_title = False
+        if tag == "details" and self.details:
+            self.details.pop()
+        if tag == "summary" and self.in_summary:
+            self.summaries.append(tuple(self.in_summary))
+            self.in_summary = None
         if tag == "span" and self.in_math_span:
             self.in_math_span -= 1
         if tag in VOID or tag not in self.stack:
@@ -101,6 +134,8 @@ class Page(html.parser.HTMLParser):
             self.source = data
         if self.in_title:
             self.title += data
+        if self.in_summary:
+            self.in_summary[1] += data
         if self.in_math_span:
             self.math_spans[-1] += data
             return
@@ -147,8 +182,12 @@ def main(root, site):
                 if extra not in pages:
                     errors.append(f"lessons/{d}/{f}: no page {extra} in the site")
                     continue
-                if d + ".html" in pages and extra not in {u for _, t, _, u in pages[d + ".html"].refs if t == "a"}:
+                lp = pages.get(d + ".html")
+                if lp and extra not in {u for _, t, _, u in lp.refs if t == "a"}:
                     errors.append(f"{d}.html: no link to its extra page {extra} (from lessons/{d}/{f})")
+                elif lp and (not lp.h2 or lp.h2[-1] != "more-in-this-lesson" or extra not in lp.after_last_h2):
+                    errors.append(f"{d}.html: its extra page {extra} is not linked at the end, in a last "
+                                  f"section \"More in this lesson\"")
                 if d + ".html" not in {u for _, t, _, u in pages[extra].refs if t == "a"}:
                     errors.append(f"{extra}: no link back to its lesson page {d}.html")
 
@@ -211,6 +250,39 @@ def main(root, site):
                 elif frag not in pages[rel].ids:
                     errors.append(f"{where}: broken anchor (no id \"{frag}\" in {rel})")
 
+    # Solution excerpts: collapsed, every one of them; given code in view.
+    nsol = 0
+    for name, p in sorted(pages.items()):
+        label = f"{name} (from {p.source})" if p.source else name
+        for line, path, region, state in p.listings:
+            what = f"{path}" + (f" region {region}" if region else "")
+            if path is None:
+                errors.append(f"{label}:{line}: a listing without data-file (was it made by include.lua?)")
+            elif path.startswith("solutions/"):
+                nsol += 1
+                if state is None:
+                    errors.append(f"{label}:{line}: solution excerpt {what} is in view: it must sit in a "
+                                  f"collapsed <details class=\"solution\"> block")
+                elif state == "open":
+                    errors.append(f"{label}:{line}: solution excerpt {what} is in an open details block "
+                                  f"(collapsed by default: no \"open\")")
+            elif state is not None:
+                errors.append(f"{label}:{line}: given code {what} is hidden in a solution block (only "
+                              f"solutions/ excerpts are collapsed)")
+        for line, text in p.summaries:
+            if not " ".join(text.split()).startswith("Show the solution's code"):
+                errors.append(f"{label}:{line}: a solution block's summary should read \"Show the "
+                              f"solution's code\", not {' '.join(text.split())[:60]!r}")
+        src = os.path.join(root, p.source) if p.source else None
+        if src and os.path.isfile(src):
+            with open(src, encoding="utf-8") as fh:
+                want = sum(1 for f in fence_bodies.include_fences(fh.read())
+                           if f["include"].startswith("solutions/"))
+            got = sum(1 for _, path, _, _ in p.listings if path and path.startswith("solutions/"))
+            if got != want:
+                errors.append(f"{label}: {p.source} has {want} include fences from solutions/ but the page "
+                              f"shows {got} solution excerpts (each must become a collapsed solution block)")
+
     log = os.path.join(site, "build.log")
     if os.path.exists(log):
         with open(log, encoding="utf-8", errors="replace") as fh:
@@ -224,7 +296,7 @@ def main(root, site):
     for e in errors:
         print("docs-check: " + e)
     print(f"docs-check: {len(pages)} pages ({len(lessons)} lessons, {len(extras)} extra lesson pages), {nlinks} links, "
-          f"{nmath} MathML elements: {'FAILED, ' + str(len(errors)) + ' problems' if errors else 'OK'}")
+          f"{nmath} MathML elements, {nsol} solution excerpts: {'FAILED, ' + str(len(errors)) + ' problems' if errors else 'OK'}")
     return 1 if errors else 0
 
 

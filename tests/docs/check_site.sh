@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
-# tests/docs/check_site.sh: build the course site from this checkout (docs/build.sh ->
-# docs/site/) and check it (check_site.py: every lesson has a page, no broken internal
-# link or anchor, no unresolved include, all math is MathML, offline, one stylesheet,
-# previous/next). Then selftest.sh proves on a fixture that each of those breakages
-# is caught. Without pandoc it prints SKIP and succeeds, unless DOCS_REQUIRE=1 (CI).
+# tests/docs/check_site.sh: check the lesson texts (check_texts.py: no issue or commit
+# named, every include fence's body names its file and region, each lesson's student path
+# under 5,000 words of prose, a worklog linked), build the course site from this checkout
+# (docs/build.sh -> docs/site/) and check it (check_site.py: every lesson has a page, no
+# broken internal link or anchor, no unresolved include, every solution excerpt collapsed,
+# all math is MathML, offline, one stylesheet, previous/next). Then selftest.sh proves on
+# fixtures that each of those breakages is caught. Without pandoc it prints SKIP and
+# succeeds, unless DOCS_REQUIRE=1 (CI).
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 for tool in pandoc python3; do
@@ -20,11 +23,13 @@ for f in "$TMP"/*.svg; do
     echo "docs-check: FAILED: docs/diagrams/${f##*/} differs from draw.py's output (run python3 docs/diagrams/draw.py and commit)"; exit 1
   fi
 done
+status=0
+echo "== docs-check: the lesson texts"
+python3 "$ROOT/tests/docs/check_texts.py" "$ROOT" || status=1
 echo "== docs-check: build the site from this checkout"
 if ! bash "$ROOT/docs/build.sh" "$ROOT/docs/site"; then
   echo "docs-check: FAILED: the site did not build (see the errors above)"; exit 1
 fi
-status=0
 python3 "$ROOT/tests/docs/check_site.py" "$ROOT" "$ROOT/docs/site" || status=1
 echo "== docs-check: self-test of the build and the check on a fixture"
 bash "$ROOT/tests/docs/selftest.sh" || status=1
