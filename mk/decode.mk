@@ -143,7 +143,7 @@ DV_OUT ?= build/decode-variants/$(or $(V),custom)
 SOL12 = $(call src_of,solutions,12)
 # DV_SOURCE OUT PATCHES: OUT.cu, the solution with PATCHES applied in order (exit 1 naming the
 # one that does not apply: bring it along when the solution changes)
-DV_SOURCE = command -v patch >/dev/null || { echo "decode-variant: needs patch (apt-get install patch)"; exit 1; }; \
+DV_SOURCE = $(if $(strip $(2)),command -v patch >/dev/null || { echo "decode-variant: needs patch (apt-get install patch)"; exit 1; };) \
 	mkdir -p $(dir $(1)) && cp $(SOL12) $(1).cu && for p in $(2); do \
 	  [ -f $(DV_DIR)/$$p.patch ] || { echo "decode-variant: no $(DV_DIR)/$$p.patch"; exit 1; }; \
 	  patch -s -f --no-backup-if-mismatch -r - $(1).cu $(DV_DIR)/$$p.patch >$(1).patch-log 2>&1 || \

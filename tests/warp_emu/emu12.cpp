@@ -12,7 +12,8 @@
  * 2 x its plain error + 1e-4 + 1e-5 |L|. Also: the arrival counters are back to 0, no
  * ldmatrix bank conflict, no cp.async hazard, no emulator error.
  * `quick` runs the cases `make test` needs; no argument runs more. Built by `make emu-12`
- * (mk/decode.mk); EMU12_SRC=lessons/12-flash-decoding/flash_decoding.cu runs the starter. The
+ * (mk/decode.mk); EMU12_SRC=lessons/12-flash-decoding/flash_decoding.cu runs the starter, and
+ * EMU12_SRC=build/decode-variants/merge-kernel.cu (make decode-variant) that variant. The
  * kernel file includes "ptx_mma.h" and "ptx_cp_async.h", which resolve to this directory's
  * stand-ins; __threadfence, atomicAdd and __ldcg come from emu.h. */
 #include "emu.h"
@@ -95,7 +96,16 @@ static int run(const char *tn, const Shape &sh, unsigned seed) {
     a.H = sh.H; a.H_kv = sh.H_kv; a.N = sh.N; a.N_kv = sh.N_kv; a.G = G; a.R = R; a.n_rc = p.n_rc;
     a.S = p.S; a.chunk = p.chunk; a.causal = sh.causal; a.scale_log2 = scale * 1.4426950408889634f;
     constexpr int smem = fd_smem_bytes<D, BC, WR, MT, FD_STAGES>();
+#ifdef FD_MERGE /* the merge-kernel variant (lessons/12-flash-decoding/variants): a second kernel merges */
+    a.merge_kernel = p.S > 1;
+    a.pdl = 0;
+#endif
     emu_launch(dim3((unsigned)p.blocks), FD_THREADS, smem, [&] { fd_split_kernel<T, D, BC, WR, MT, FD_STAGES>(a); });
+#ifdef FD_MERGE
+    if (a.merge_kernel)
+        emu_launch(dim3((unsigned)(p.blocks / p.S)), FD_THREADS, p.RB * sizeof(float),
+                   [&] { fd_merge_kernel<T, D, WR * MT * 16>(a); });
+#endif
 
     /* grade: the plain same-precision attention's error sets the bar (FlashAttention's rule) */
     double eO = 0, eL = 0, errO = 0, errL = 0, maxL = 0;
