@@ -12,8 +12,9 @@
 # K/V heads (GQA, groups of 4: B H_kv = 8, 32, 128, 512) or 32 (multi-head: B H_kv = 32, 512),
 # KV lengths 4k to 128k, d = 128 in fp16 and bf16, d = 64 in fp16. Per shape, in one run:
 #   12-flash-decoding          ./solution12 --bench-only --csv (the split count of its rule)
-#   12-flash-decoding-splits1  the same binary with FD_SPLITS=1: one block per group, the
-#                              schedule of lessons 03-08
+#   12-flash-decoding-splits1  the same kernel built with -DFD_SPLITS=1 (make decode-variant
+#                              V=splits1: build/decode-variants/splits1): one block per group,
+#                              the schedule of lessons 03-08
 #   torch-flash, torch-cudnn, torch-efficient  PyTorch's SDPA backends (bench/peers_decode.py)
 #   read-same                  a plain streaming read of as many bytes as the shape's K and V
 #                              (build/copy_bandwidth --op read --bytes): the roofline of a kernel
@@ -104,11 +105,14 @@ ERR=$(mktemp -d)
 trap 'rm -rf "$ERR"' EXIT
 
 if [ "$BUILD" = 1 ]; then
-    echo "== building: solution12, build/copy_bandwidth"
-    ${MAKE:-make} --no-print-directory solution12 build/copy_bandwidth >"$ERR/build.log" 2>&1 ||
+    echo "== building: solution12, build/copy_bandwidth, its -DFD_SPLITS=1 variant"
+    { ${MAKE:-make} --no-print-directory solution12 build/copy_bandwidth &&
+        ${MAKE:-make} --no-print-directory decode-variant V=splits1; } >"$ERR/build.log" 2>&1 ||
         { cat "$ERR/build.log"; echo "decode.sh: the build failed" >&2; exit 5; }
 fi
-[ -x ./solution12 ] && [ -x build/copy_bandwidth ] || { echo "decode.sh: ./solution12 or build/copy_bandwidth missing (make solution12 build/copy_bandwidth)" >&2; exit 5; }
+SPLITS1=build/decode-variants/splits1
+[ -x ./solution12 ] && [ -x build/copy_bandwidth ] && [ -x $SPLITS1 ] ||
+    { echo "decode.sh: ./solution12, build/copy_bandwidth or $SPLITS1 missing (make solution12 build/copy_bandwidth; make decode-variant V=splits1)" >&2; exit 5; }
 
 HEADER="gpu,date,commit,method,dtype,B,H,H_kv,N,N_kv,d,status,ms,kv_gbps,pct_of_copy,copy_gbps,reps,timing"
 echo "$HEADER" >"$OUT"
@@ -120,10 +124,10 @@ echo "$GPU_NAME,$DATE,$COMMIT,copy,,,,,,,,ok,$COPY_MS,$COPY_GBPS,100.0,$COPY_GBP
 echo "== device-to-device copy of 1 GiB: $COPY_GBPS GB/s (read + write): the roofline"
 
 printf '%-28s %-4s %4s %3s %4s %3s %7s %4s %10s %9s %7s\n' method dtype B H H_kv N N_kv d ms "GB/s" "% copy"
-# run LABEL ENV DTYPE B H HKV N NKV D
+# run LABEL BINARY DTYPE B H HKV N NKV D
 run() {
-    local label=$1 envs=$2 dt=$3 B=$4 H=$5 hkv=$6 N=$7 nkv=$8 d=$9 out rc row status ms="" gbps="" pct="" note=""
-    out=$(env $envs timeout 600 ./solution12 --bench-only --csv -b "$B" -H "$H" --kv-heads "$hkv" -n "$N" \
+    local label=$1 bin=$2 dt=$3 B=$4 H=$5 hkv=$6 N=$7 nkv=$8 d=$9 out rc row status ms="" gbps="" pct="" note=""
+    out=$(timeout 600 "$bin" --bench-only --csv -b "$B" -H "$H" --kv-heads "$hkv" -n "$N" \
         --kv-seq "$nkv" -d "$d" --dtype "$dt" --reps "$REPS" --warmup 3 --timeout 120 2>"$ERR/stderr" </dev/null)
     rc=$?
     row=$(printf '%s\n' "$out" | awk -F, 'NF >= 18 && $2 != "status"' | tail -n1)
@@ -185,8 +189,8 @@ for d in $DS; do
         for cfg in "${CONFIGS[@]}"; do
             read -r B hkv <<<"$cfg"
             for nkv in $KVS; do
-                run 12-flash-decoding "" "$dt" "$B" 32 "$hkv" 1 "$nkv" "$d"
-                run 12-flash-decoding-splits1 "FD_SPLITS=1" "$dt" "$B" 32 "$hkv" 1 "$nkv" "$d"
+                run 12-flash-decoding ./solution12 "$dt" "$B" 32 "$hkv" 1 "$nkv" "$d"
+                run 12-flash-decoding-splits1 $SPLITS1 "$dt" "$B" 32 "$hkv" 1 "$nkv" "$d"
                 read_same "$dt" "$B" 32 "$hkv" 1 "$nkv" "$d"
                 echo "$dt,$B,32,$hkv,1,$nkv,$d" >>"$SHAPES"
             done

@@ -57,7 +57,7 @@ sw=$TMP/sweep.csv
         for op in copy read; do for fl in write read; do
             echo "FAKE,abc,$op,$fl-flush,fp16,1,32,8,1,$n,128,ok,0.02,1500.0,x bytes"
         done; done
-        for v in base rule=resident rule=tiles rule=fill merge=kernel merge=pdl stages=2 stages=4; do
+        for v in base rule=resident rule=tiles rule=fill merge=kernel merge=pdl stages=2 stages=4 evict=first; do
             echo "FAKE,abc,lesson,$v,fp16,1,32,8,1,$n,128,ok,0.021,800.0,22 split(s) of 192 keys; 176 blocks"
         done
         echo "FAKE,abc,lesson,bc=alt,fp16,1,32,8,1,$n,128,failed-rc5,,,boom"
@@ -66,7 +66,7 @@ sw=$TMP/sweep.csv
     done
 } >"$sw"
 python3 bench/decode_sweep_table.py --csv "$sw" --md "$TMP/sweep.md" >/dev/null || fail "decode_sweep_table.py"
-for want in "## 1. Rooflines of the same size" "| fp16 d=128 B=1 H_kv=8 N_kv=4k | 16 |" "failed-rc5" "## 3. FD_SPLITS" \
+for want in "## 1. Rooflines of the same size" "| fp16 d=128 B=1 H_kv=8 N_kv=4k | 16 |" "failed-rc5" "## 3. -DFD_SPLITS" \
     "21.0 \[22\], +0%" "## 4. Where a launch"; do
     grep -q "$want" "$TMP/sweep.md" || fail "the sweep's tables lack '$want'"
 done

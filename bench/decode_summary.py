@@ -6,7 +6,7 @@
 Reads bench/decode.sh's CSV and prints (and with --md writes) a table with one row per
 decode shape: lesson 12's K/V bandwidth, its % of the 1 GiB device-to-device copy measured in
 the same run, a plain read of the same number of bytes as the shape's K and V (its GB/s) and
-lesson 12's % of it, the FD_SPLITS=1 variant, each PyTorch SDPA backend and the
+lesson 12's % of it, its -DFD_SPLITS=1 build, each PyTorch SDPA backend and the
 ratio of lesson 12 to the fastest of them; then the two targets of issue 13 over the shapes
 they name (N = 1, B H_kv 8..512, KV 4k..128k): >= 90% of the copy (against the 1 GiB copy,
 the issue's definition, and against the same-size read), >= 1.0x the fastest SDPA backend.

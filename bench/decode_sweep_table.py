@@ -10,8 +10,8 @@ prints, in Markdown:
      (the harness's); the write-back cost (read with the write flush minus read with the read flush);
      lesson 12 (base) as % of the 1 GiB copy, of the same-size copy and of the same-size read;
   2. lesson 12's variants per shape: microseconds, [the split count], change against base;
-  3. FD_SPLITS on the B H_kv = 8 shapes;
-  4. the fd-trace line of each shape (-DFD_TRACE).
+  3. forced split counts (-DFD_SPLITS) on the B H_kv = 8 shapes;
+  4. the fd-trace line of each shape (the trace variant).
 Plain Python, no packages.
 """
 import argparse
@@ -19,7 +19,8 @@ import csv
 import re
 import sys
 
-VARIANTS = ["base", "rule=resident", "rule=tiles", "rule=fill", "merge=kernel", "merge=pdl", "stages=2", "stages=4", "bc=alt"]
+VARIANTS = ["base", "rule=resident", "rule=tiles", "rule=fill", "merge=kernel", "merge=pdl", "stages=2", "stages=4", "bc=alt",
+            "evict=first"]
 SPLITS = ["S=1", "S=8", "S=16", "S=33", "S=66", "S=132", "S=264"]
 
 
@@ -109,7 +110,7 @@ def main():
     out.append("")
     sp = [k for k in shapes if any(("splits", s, k) in t for s in SPLITS)]
     if sp:
-        out.append("## 3. FD_SPLITS (microseconds [splits used]; base = the rule's choice)")
+        out.append("## 3. -DFD_SPLITS (microseconds [splits used]; base = the rule's choice)")
         out.append("")
         out.append("| shape | base | " + " | ".join(SPLITS) + " |")
         out.append("|---|---|" + "---|" * len(SPLITS))
@@ -123,7 +124,7 @@ def main():
         out.append("")
     tr = [(k, t[("trace", "trace", k)]) for k in shapes if ("trace", "trace", k) in t]
     if tr:
-        out.append("## 4. Where a launch's time goes (-DFD_TRACE, the last timed launch; %globaltimer, us from "
+        out.append("## 4. Where a launch's time goes (the trace variant, the last timed launch; %globaltimer, us from "
                    "the first block's start)")
         out.append("")
         for k, r in tr:

@@ -2,7 +2,7 @@
 #   gnuplot -e "dir='build/decode-plot/X'; out='docs/results/X-bandwidth.svg'" bench/plot_decode.gp
 # dir holds what bench/decode_summary.py wrote: meta.gp (copy, npanels, panel titles) and
 # p<panel>-<method>.dat ("N_kv GB/s" lines). One panel per B H_kv: GB/s of K and V read against
-# the KV length for lesson 12, its FD_SPLITS=1 variant and PyTorch's SDPA backends, with the
+# the KV length for lesson 12, its -DFD_SPLITS=1 build and PyTorch's SDPA backends, with the
 # device-to-device copy of 1 GiB of the same run drawn as the roofline (and 90% of it, the
 # target), and the copies of as many bytes as each shape's K and V (read + write GB/s).
 load dir.'/meta.gp'

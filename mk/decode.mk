@@ -1,35 +1,42 @@
-# mk/decode.mk: lesson 12, flash decoding (issue 13). In `make test` (no GPU needed):
+# mk/decode.mk: lesson 12, flash decoding. In `make test` (no GPU needed):
 #   make check-12        starter and solution compile for sm_75 and sm_90; the solution's kernels
 #                        do not spill (ptxas -v); SKIP without nvcc
 #   make emu-12          the solution's kernel on the CPU warp emulator (tests/warp_emu/emu12.cpp):
 #                        decode shapes split and merged by the last block of each group, ragged
 #                        lengths, causal aligned to the end, GQA groups, 16 to 256 rows per group,
-#                        fp16 and bf16, d 64 and 128, graded against float64; the merge as a
-#                        second kernel (FD_MERGE=kernel) and the other split rules (FD_RULE) too;
-#                        both cp.async timings. EMU12_SRC=lessons/12-flash-decoding/flash_decoding.cu
-#                        runs yours; EMU12_DEFS="-DFD_STAGES=2" a configuration of decode-sweep
+#                        fp16 and bf16, d 64 and 128, graded against float64; both cp.async
+#                        timings. EMU12_SRC=lessons/12-flash-decoding/flash_decoding.cu runs yours
 #   make test-decode     Criterion (tests/test_decode.c): the merge of splits (and why it needs
 #                        the max), the prefix reference, the decode command line, the solution's
 #                        split plan
 #   make decode-selftest the decode benchmark's scripts on made-up data (bench/decode_selftest.sh)
 #   make decode-cli      the binaries refuse what does not fit, exit 2: decode options for another
 #                        lesson (naming lesson 12), H_kv not dividing H, causal with N_kv < N
+#   make decode-variants-apply  every variant's patches (lessons/12-flash-decoding/variants/)
+#                        still apply to the solution
+# The experiments of lessons/12-flash-decoding/WORKLOG.md, each a variant of the solution:
+#   make decode-variant V=NAME   build/decode-variants/NAME: the solution with the variant's
+#                        patches applied (its source NAME.cu and ptxas -v report NAME.ptxas beside
+#                        it); names: $(DV_NAMES). Or DV_PATCHES="plan rules" DV_DEFS="-DFD_RULE=2"
+#                        DV_OUT=build/x for any other combination
+#   make decode-variants every named variant (nvcc; a few minutes)
 # On a GPU:
 #   make bench-decode        the decode sweep (bench/decode.sh; also run by make bench, and its
-#                            quick form by make bench-quick: mk/bench.mk): lesson 12, FD_SPLITS=1, PyTorch
-#                            SDPA's backends and a device-to-device copy, same run; CSV, summary
-#                            and bandwidth chart in docs/results/decode-<gpu>.*  (BENCH_DECODE_ARGS
-#                            passes options, e.g. "--dtypes fp16 --d 128")
+#                            quick form by make bench-quick: mk/bench.mk): lesson 12, its
+#                            -DFD_SPLITS=1 variant, PyTorch SDPA's backends and a device-to-device
+#                            copy, same run; CSV, summary and bandwidth chart in
+#                            docs/results/decode-<gpu>.*  (BENCH_DECODE_ARGS passes options, e.g.
+#                            "--dtypes fp16 --d 128")
 #   make bench-decode-quick  6 shapes in under a minute; CSV and summary in build/
 #   make decode-plots        redraw the summary and chart from the committed CSV (no GPU)
 #   make decode-sweep        lesson 12's variants (split rules, merge kernel, FD_STAGES, tile size,
-#                            FD_SPLITS) on small and mid decode shapes, with copies and reads of the
-#                            same bytes under two L2 flushes, and a per-block trace
-#                            (bench/decode_sweep.sh, about 4 minutes; tables in build/decode-sweep/)
+#                            forced split counts, L2 evict-first) on small and mid decode shapes,
+#                            with copies and reads of the same bytes under two L2 flushes, and a
+#                            per-block trace (bench/decode_sweep.sh; tables in build/decode-sweep/)
 #   make sanitize-lesson12 / sanitize-solution12   compute-sanitizer memcheck and racecheck on
 #                            an ordinary shape and on decode shapes (split, GQA, ragged, causal)
 .PHONY: check-12 emu-12 test-decode decode-selftest decode-cli bench-decode bench-decode-quick decode-plots \
-        sanitize-lesson12 sanitize-solution12 decode-sweep decode-sweep-variant
+        sanitize-lesson12 sanitize-solution12 decode-sweep decode-variant decode-variants decode-variants-apply
 
 check-12:
 	@if ! command -v $(NVCC) >/dev/null 2>&1; then echo "check-12: SKIP (no nvcc)"; exit 0; fi; \
@@ -90,7 +97,7 @@ decode-cli: solution8 solution12
 	@$(call DECODE_REFUSED,solution12,"--dim 96 is not supported by lesson 12",-d 96 --kv-seq 10)
 	@echo "decode-cli: 10 refusals with exit 2 and the valid values"
 
-test:: check-12 emu-12 test-decode decode-selftest decode-cli
+test:: check-12 emu-12 test-decode decode-selftest decode-cli decode-variants-apply
 
 build/copy_bandwidth: bench/copy_bandwidth.cu reference/include/cuda_check.h reference/include/attention.h reference/l2_read.h
 	@mkdir -p build
@@ -104,15 +111,57 @@ bench-decode-quick:
 decode-plots:
 	@bash bench/decode.sh --plots-only
 
-# One build of solution 12 with other macros (bench/decode_sweep.sh builds its variants so),
-# its ptxas -v report beside it.
-DSWEEP_DEFS ?=
-DSWEEP_OUT ?= build/decode-sweep/solution12
-decode-sweep-variant: $(HARNESS_C_OBJ) $(HARNESS_CU_OBJ)
-	@mkdir -p $(dir $(DSWEEP_OUT))
-	$(NVCC) $(NVCC_FLAGS) $(ARCH_FLAGS) $(DSWEEP_DEFS) -Xptxas -v -Ireference/include -Ireference $(call src_of,solutions,12) \
-	  $(HARNESS_CU_OBJ) $(HARNESS_C_OBJ) -o $(DSWEEP_OUT) -lgomp 2> $(DSWEEP_OUT).ptxas \
-	  || { cat $(DSWEEP_OUT).ptxas; exit 1; }
+# The variants: V=NAME picks patches (lessons/12-flash-decoding/variants/NAME.patch, applied in
+# order to a copy of the solution with `patch`) and macros; WORKLOG.md says what each measured.
+DV_DIR := lessons/12-flash-decoding/variants
+DV_NAMES := base splits1 rule-resident rule-tiles rule-fill merge-kernel merge-pdl stages2 stages4 bc-alt \
+            trace evict-first
+DV.base.patches := plan
+DV.splits1.defs := -DFD_SPLITS=1
+DV.rule-resident.patches := plan rules
+DV.rule-resident.defs := -DFD_RULE=1
+DV.rule-tiles.patches := plan rules
+DV.rule-tiles.defs := -DFD_RULE=2
+DV.rule-fill.patches := plan rules
+DV.rule-fill.defs := -DFD_RULE=3
+DV.merge-kernel.patches := plan merge-kernel
+DV.merge-kernel.defs := -DFD_MERGE=1
+DV.merge-pdl.patches := plan merge-kernel
+DV.merge-pdl.defs := -DFD_MERGE=2
+DV.stages2.patches := plan
+DV.stages2.defs := -DFD_STAGES=2
+DV.stages4.patches := plan
+DV.stages4.defs := -DFD_STAGES=4
+DV.bc-alt.patches := plan
+DV.bc-alt.defs := -DFD128_BC=128 -DFD64_BC=64
+DV.trace.patches := plan trace
+DV.evict-first.patches := plan evict-first
+V ?=
+DV_PATCHES ?= $(DV.$(V).patches)
+DV_DEFS ?= $(DV.$(V).defs)
+DV_OUT ?= build/decode-variants/$(or $(V),custom)
+SOL12 = $(call src_of,solutions,12)
+# DV_SOURCE OUT PATCHES: OUT.cu, the solution with PATCHES applied in order (exit 1 naming the
+# one that does not apply: bring it along when the solution changes)
+DV_SOURCE = $(if $(strip $(2)),command -v patch >/dev/null || { echo "decode-variant: needs patch (apt-get install patch)"; exit 1; };) \
+	mkdir -p $(dir $(1)) && cp $(SOL12) $(1).cu && for p in $(2); do \
+	  [ -f $(DV_DIR)/$$p.patch ] || { echo "decode-variant: no $(DV_DIR)/$$p.patch"; exit 1; }; \
+	  patch -s -f --no-backup-if-mismatch -r - $(1).cu $(DV_DIR)/$$p.patch >$(1).patch-log 2>&1 || \
+	    { cat $(1).patch-log; echo "decode-variant: $(DV_DIR)/$$p.patch does not apply to $(SOL12) (the variant's patches, in order: $(2))"; exit 1; }; \
+	done; rm -f $(1).patch-log
+decode-variant: $(HARNESS_C_OBJ) $(HARNESS_CU_OBJ)
+	@$(if $(V),$(if $(filter $(V),$(DV_NAMES)),,echo "decode-variant: V=$(V) is none of: $(DV_NAMES)"; exit 2;)) \
+	$(call DV_SOURCE,$(DV_OUT),$(DV_PATCHES))
+	$(NVCC) $(NVCC_FLAGS) $(ARCH_FLAGS) $(DV_DEFS) -Xptxas -v -Ireference/include -Ireference $(DV_OUT).cu \
+	  $(HARNESS_CU_OBJ) $(HARNESS_C_OBJ) -o $(DV_OUT) -lgomp 2> $(DV_OUT).ptxas || { cat $(DV_OUT).ptxas; exit 1; }
+decode-variants:
+	@for v in $(DV_NAMES); do $(MAKE) --no-print-directory decode-variant V=$$v || exit 1; done; \
+	echo "decode-variants: $(words $(DV_NAMES)) variants in build/decode-variants/"
+decode-variants-apply:
+	@if ! command -v patch >/dev/null 2>&1; then echo "decode-variants-apply: SKIP (no patch)"; exit 0; fi; \
+	set -e; tmp=$$(mktemp -d "$${TMPDIR:-/tmp}/decode-variants.XXXXXX"); trap 'rm -rf "$$tmp"' EXIT; \
+	$(foreach v,$(DV_NAMES),$(call DV_SOURCE,$$tmp/$(v),$(DV.$(v).patches));) \
+	echo "decode-variants-apply: the patches of $(words $(DV_NAMES)) variants apply to $(SOL12)"
 DECODE_SWEEP_ARGS ?=
 decode-sweep:
 	@bash bench/decode_sweep.sh $(DECODE_SWEEP_ARGS)

@@ -147,19 +147,16 @@ Test(decode, command_line_defaults_and_refusals) {
     cr_assert(o.given & GIVEN_N && !(o.given & GIVEN_DECODE));
 }
 
-/* The solution's split plan: every key in exactly one split, no empty split, for each split
- * rule (FD_RULE); the rules' choices on an H100-like GPU (132 SMs x 2 blocks; the default
- * rule is given one slot per SM by the host, 132). */
+/* The solution's split plan: every key in exactly one split, no empty split, whatever the
+ * slot count; the rule's choices on an H100 (132 SMs: the host passes one slot per SM) and,
+ * for the lesson's comparison with the first rule, over every resident block (264). */
 Test(decode, split_plan) {
-    const long long slots = 264;
-    for (int rule = FD_RULE_WAVE; rule <= FD_RULE_FILL; ++rule)
+    for (long long slots = 132; slots <= 264; slots += 132)
         for (int nkv = 1; nkv <= 140000; nkv = nkv * 3 + 7)
             for (int units = 1; units <= 600; units *= 5)
                 for (int R = 1; R <= 130; R *= 4) {
-                    FdPlan p = fd_make_plan(units, 1, R, nkv, 64, slots, 0, rule);
+                    FdPlan p = fd_make_plan(units, 1, R, nkv, 64, slots, 0);
                     cr_assert(p.S >= 1 && p.S <= FD_MAX_SPLITS);
-                    if (rule == FD_RULE_FILL && p.S > 1)
-                        cr_assert(p.blocks <= slots, "FD_RULE=fill: more than one wave (%lld blocks)", p.blocks);
                     cr_assert(p.chunk % 64 == 0 && p.chunk > 0);
                     cr_assert((long long)p.S * p.chunk >= nkv, "keys past the last split (N_kv %d S %d chunk %d)",
                               nkv, p.S, p.chunk);
@@ -167,35 +164,31 @@ Test(decode, split_plan) {
                               nkv, p.S, p.chunk);
                     cr_assert(p.RB >= 16 && p.n_rc * p.RB >= R);
                 }
+    const long long slots = 264;
     /* 8 groups of one query row, 128k keys: about one wave of 264 blocks */
-    FdPlan a = fd_make_plan(1, 8, 1, 131072, 64, slots, 0, FD_RULE_WAVE);
+    FdPlan a = fd_make_plan(1, 8, 1, 131072, 64, slots, 0);
     cr_assert(a.blocks >= 0.9 * slots && a.blocks <= slots, "%lld blocks", a.blocks);
     /* 512 groups: already ~2 waves, no split */
-    FdPlan b = fd_make_plan(64, 8, 4, 16384, 64, slots, 0, FD_RULE_WAVE);
+    FdPlan b = fd_make_plan(64, 8, 4, 16384, 64, slots, 0);
     cr_assert_eq(b.S, 1);
     /* a short sequence is not cut below 2 tiles */
-    FdPlan c = fd_make_plan(1, 1, 1, 300, 64, slots, 0, FD_RULE_WAVE);
+    FdPlan c = fd_make_plan(1, 1, 1, 300, 64, slots, 0);
     cr_assert(c.chunk >= 128);
-    /* forced: FD_SPLITS */
-    FdPlan f = fd_make_plan(2, 4, 4, 1000, 64, slots, 1, FD_RULE_WAVE);
+    /* forced (-DFD_SPLITS): that many, at most one split per tile */
+    FdPlan f = fd_make_plan(2, 4, 4, 1000, 64, slots, 1);
     cr_assert(f.S == 1 && f.chunk >= 1000);
-    FdPlan g = fd_make_plan(2, 4, 4, 1000, 64, slots, 1000, FD_RULE_WAVE);
+    FdPlan g = fd_make_plan(2, 4, 4, 1000, 64, slots, 1000);
     cr_assert(g.S == 16 && g.chunk == 64, "at most one split per tile: S %d chunk %d", g.S, g.chunk);
-    /* 8 groups, 4096 keys (64 tiles): the wave rule's 29 splits round to 22 (3 tiles each, 176
-     * blocks); FD_RULE=tiles and fill take 32 (2 tiles each, 256 blocks). At 128k keys fill
-     * takes 33 (264 blocks, the whole wave), the others 30. */
-    cr_assert_eq(fd_make_plan(1, 8, 1, 4096, 64, slots, 0, FD_RULE_WAVE).S, 22);
-    cr_assert_eq(fd_make_plan(1, 8, 1, 4096, 64, slots, 0, FD_RULE_TILES).S, 32);
-    cr_assert_eq(fd_make_plan(1, 8, 1, 4096, 64, slots, 0, FD_RULE_FILL).S, 32);
-    cr_assert_eq(fd_make_plan(1, 8, 1, 131072, 64, slots, 0, FD_RULE_TILES).S, 30);
-    cr_assert_eq(fd_make_plan(1, 8, 1, 131072, 64, slots, 0, FD_RULE_FILL).S, 33);
-    /* FD_RULE=resident is the wave rule over the same resident slots */
-    cr_assert_eq(fd_make_plan(1, 8, 1, 4096, 64, slots, 0, FD_RULE_RESIDENT).S, 22);
-    /* what the solution's host passes for the default rule: one slot per SM (132). 8 groups:
-     * 15 splits by the rule (120 blocks), 13 once rounded to whole tiles at 4096 keys (5
-     * tiles each, 104 blocks); 32 groups: 4 (128 blocks); 128 groups (B = 16): no split */
-    cr_assert_eq(fd_make_plan(1, 8, 1, 4096, 64, 132, 0, FD_RULE_WAVE).S, 13);
-    cr_assert_eq(fd_make_plan(1, 8, 1, 32768, 64, 132, 0, FD_RULE_WAVE).S, 15);
-    cr_assert_eq(fd_make_plan(4, 8, 4, 4096, 64, 132, 0, FD_RULE_WAVE).S, 4);
-    cr_assert_eq(fd_make_plan(16, 8, 4, 4096, 64, 132, 0, FD_RULE_WAVE).S, 1);
+    /* over every resident block (264, the lesson's first rule): 8 groups, 4096 keys (64
+     * tiles): the rule's 29 splits round to 22 (3 tiles each, 176 blocks); 30 at 128k keys */
+    cr_assert_eq(fd_make_plan(1, 8, 1, 4096, 64, slots, 0).S, 22);
+    cr_assert_eq(fd_make_plan(1, 8, 1, 32768, 64, slots, 0).S, 29);
+    cr_assert_eq(fd_make_plan(1, 8, 1, 131072, 64, slots, 0).S, 30);
+    /* what the solution's host passes: one slot per SM (132). 8 groups: 15 splits by the
+     * rule (120 blocks), 13 once rounded to whole tiles at 4096 keys (5 tiles each, 104
+     * blocks); 32 groups: 4 (128 blocks); 128 groups (B = 16): no split */
+    cr_assert_eq(fd_make_plan(1, 8, 1, 4096, 64, 132, 0).S, 13);
+    cr_assert_eq(fd_make_plan(1, 8, 1, 32768, 64, 132, 0).S, 15);
+    cr_assert_eq(fd_make_plan(4, 8, 4, 4096, 64, 132, 0).S, 4);
+    cr_assert_eq(fd_make_plan(16, 8, 4, 4096, 64, 132, 0).S, 1);
 }

@@ -247,6 +247,12 @@ static void mma_16816(float d[4], const uint32_t a[4], uint32_t b0, uint32_t b1)
 }
 static inline float ex2(float x) { return exp2f(x); }
 
+/* A fence, an integer atomic add and loads through L2 (lesson 12's last-block merge). Blocks
+ * run one after another here, so they are plain memory operations. */
+static inline void __threadfence() { std::atomic_thread_fence(std::memory_order_seq_cst); }
+static inline int atomicAdd(int *p, int v) { return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST); }
+template <typename T> static inline T __ldcg(const T *p) { return *p; }
+
 struct EmuCopy { uint32_t dst; const void *src; bool valid; };
 static thread_local std::vector<EmuCopy> emu_cur;
 static thread_local std::deque<std::vector<EmuCopy>> emu_groups;  // committed, not yet retired

@@ -12,17 +12,14 @@
  * 2 x its plain error + 1e-4 + 1e-5 |L|. Also: the arrival counters are back to 0, no
  * ldmatrix bank conflict, no cp.async hazard, no emulator error.
  * `quick` runs the cases `make test` needs; no argument runs more. Built by `make emu-12`
- * (mk/decode.mk); EMU12_SRC=lessons/12-flash-decoding/flash_decoding.cu runs the starter. */
+ * (mk/decode.mk); EMU12_SRC=lessons/12-flash-decoding/flash_decoding.cu runs the starter, and
+ * EMU12_SRC=build/decode-variants/merge-kernel.cu (make decode-variant) that variant. The
+ * kernel file includes "ptx_mma.h" and "ptx_cp_async.h", which resolve to this directory's
+ * stand-ins; __threadfence, atomicAdd and __ldcg come from emu.h. */
 #include "emu.h"
-/* The GPU versions live in the kernel file's "ptx" region, which strip.sh removes. Blocks
- * run one after another here, so plain memory operations are what they amount to. */
-static inline void fd_fence() { std::atomic_thread_fence(std::memory_order_seq_cst); }
-static inline int fd_atomic_add(int *p, int v) { return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST); }
-static inline float fd_ld_cg(const float *p) { return *p; }
-static inline float4 fd_ld_cg4(const float4 *p) { return *p; }
-/* one launch after another: the merge kernel starts after the split kernel, PDL or not */
-static inline void fd_launch_dependents() {}
-static inline void fd_wait_primary() {}
+#ifndef FA_SM80
+#define FA_SM80 1 /* the kernel bodies are compiled here (the real ptx_mma.h sets it for sm_80+) */
+#endif
 #include EMU_SRC
 extern "C" {
 #include "cpu_reference.h"
@@ -50,12 +47,7 @@ struct Shape {
     float qmul;
     int forced;  // splits forced (0: the rule, with `slots`)
     long long slots;
-    int rule = FD_RULE_WAVE;  // the split rule (FD_RULE)
 };
-
-/* How the splits are merged: by the last block of each group (the default) or by
- * fd_merge_kernel after the split kernel (FD_MERGE=kernel). */
-static int g_merge_kernel = 0;
 
 template <typename T, int D, int BC, int WR, int MT>
 static int run(const char *tn, const Shape &sh, unsigned seed) {
@@ -92,7 +84,7 @@ static int run(const char *tn, const Shape &sh, unsigned seed) {
     Guarded<T> O(nq, poison, guard16);
     Guarded<float> L((size_t)sh.B * sh.H * sh.N, NAN, -12345.f);
 
-    const FdPlan p = fd_make_plan(sh.B, sh.H_kv, R, sh.N_kv, BC, sh.slots, sh.forced, sh.rule);
+    const FdPlan p = fd_make_plan(sh.B, sh.H_kv, R, sh.N_kv, BC, sh.slots, sh.forced);
     if (p.WR != WR || p.MT != MT) { printf("driver error: plan picked WR=%d MT=%d\n", p.WR, p.MT); return 1; }
     const size_t groups = (size_t)sh.B * sh.H_kv;
     Guarded<float> Op(groups * p.S * R * D, NAN, -12345.f), Lp(groups * p.S * R, NAN, -12345.f);
@@ -103,13 +95,17 @@ static int run(const char *tn, const Shape &sh, unsigned seed) {
     a.Opart = Op.data(); a.Lpart = Lp.data(); a.count = cnt.data();
     a.H = sh.H; a.H_kv = sh.H_kv; a.N = sh.N; a.N_kv = sh.N_kv; a.G = G; a.R = R; a.n_rc = p.n_rc;
     a.S = p.S; a.chunk = p.chunk; a.causal = sh.causal; a.scale_log2 = scale * 1.4426950408889634f;
-    a.merge_kernel = p.S > 1 && g_merge_kernel;
-    a.pdl = 0;
     constexpr int smem = fd_smem_bytes<D, BC, WR, MT, FD_STAGES>();
+#ifdef FD_MERGE /* the merge-kernel variant (lessons/12-flash-decoding/variants): a second kernel merges */
+    a.merge_kernel = p.S > 1;
+    a.pdl = 0;
+#endif
     emu_launch(dim3((unsigned)p.blocks), FD_THREADS, smem, [&] { fd_split_kernel<T, D, BC, WR, MT, FD_STAGES>(a); });
+#ifdef FD_MERGE
     if (a.merge_kernel)
         emu_launch(dim3((unsigned)(p.blocks / p.S)), FD_THREADS, p.RB * sizeof(float),
                    [&] { fd_merge_kernel<T, D, WR * MT * 16>(a); });
+#endif
 
     /* grade: the plain same-precision attention's error sets the bar (FlashAttention's rule) */
     double eO = 0, eL = 0, errO = 0, errL = 0, maxL = 0;
@@ -142,9 +138,9 @@ static int run(const char *tn, const Shape &sh, unsigned seed) {
     const bool guards = O.guards_intact() && L.guards_intact() && Op.guards_intact() && Lp.guards_intact() &&
                         cnt.guards_intact();
     const bool ok = nan == 0 && errO <= tolO && errL <= tolL && counters_zero && guards;
-    printf("%-4s d=%-3d B=%d H=%-2d H_kv=%d N=%-2d N_kv=%-4d%s%s x%-2g rows/block=%-3d splits=%d%s: err O %.2e (tol %.1e) "
+    printf("%-4s d=%-3d B=%d H=%-2d H_kv=%d N=%-2d N_kv=%-4d%s%s x%-2g rows/block=%-3d splits=%d: err O %.2e (tol %.1e) "
            "L %.2e (tol %.1e)%s%s%s %s\n", tn, D, sh.B, sh.H, sh.H_kv, sh.N, sh.N_kv, sh.causal ? " causal" : "",
-           sh.ragged ? " ragged" : "", sh.qmul, p.RB, p.S, a.merge_kernel ? " (merge kernel)" : "", errO, tolO, errL, tolL,
+           sh.ragged ? " ragged" : "", sh.qmul, p.RB, p.S, errO, tolO, errL, tolL,
            nan ? " NaN/unwritten" : "", counters_zero ? "" : " COUNTERS NOT RESET", guards ? "" : " GUARD WRITTEN",
            ok ? "ok" : "FAIL");
     return ok ? 0 : 1;
@@ -199,23 +195,6 @@ int main(int argc, char **argv) {
     if (!quick) {
         for (const Shape &s : more) fails += run_any<__half, 128, FD128_BC>("fp16", s, ++seed);
         for (const Shape &s : more) fails += run_any<__nv_bfloat16, 64, FD64_BC>("bf16", s, ++seed);
-    }
-    /* The experiments of bench/decode_sweep.sh: the merge as a second kernel (FD_MERGE=kernel;
-     * =pdl is the same code launched differently), on the shapes whose merge has something to
-     * get wrong (several splits, ragged, a causal split no row sees, two row chunks); the
-     * other split rules (FD_RULE=tiles, fill) on a shape where they choose other counts. */
-    g_merge_kernel = 1;
-    fails += run_any<__half, 128, FD128_BC>("fp16", d128[0], ++seed);
-    fails += run_any<__half, 128, FD128_BC>("fp16", d128[1], ++seed);
-    fails += run_any<__half, 128, FD128_BC>("fp16", d128[2], ++seed);
-    fails += run_any<__nv_bfloat16, 64, FD64_BC>("bf16", {1, 4, 2, 16, 600, 0, 1, 30.f, 3, 0}, ++seed);
-    if (!quick) fails += run_any<__half, 128, FD128_BC>("fp16", more[2], ++seed);
-    g_merge_kernel = 0;
-    /* 3 groups, 16 tiles, an 8-slot GPU: wave 4 splits, tiles 8, fill 2 */
-    for (int rule : {FD_RULE_TILES, FD_RULE_FILL}) {
-        Shape s = {3, 4, 1, 1, 1000, 0, 1, 1.f, 0, 8};
-        s.rule = rule;
-        fails += run_any<__half, 128, FD128_BC>("fp16", s, ++seed);
     }
     printf("ldmatrix: %ld matrices, %ld bank conflicts; emulator errors: %ld\n", emu_ldsm_count.load(),
            emu_ldsm_conflicts.load(), emu_errors.load());
