@@ -6,6 +6,10 @@
 #pragma once
 #include "emu.h"
 
+#ifndef FA_SM80
+#define FA_SM80 1 /* kernel bodies guarded by it are the ones to emulate (the real header: sm_80+) */
+#endif
+
 template <typename T> static inline uint32_t pack2(float lo, float hi);
 template <> inline uint32_t pack2<__half>(float lo, float hi) {
     __half2 h = __floats2half2_rn(lo, hi);
