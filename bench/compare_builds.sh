@@ -12,8 +12,9 @@
 #   --lessons "2 8 12"  which solutions (default: every solution binary found in both builds)
 #   --grids             also the grids: lessons 09 and 11 on the course grid (H d = 2048,
 #                       B N = 16384, d 64 and 128, N 1k 4k 16k, causal and not, fp16) and lesson
-#                       12 on 12 decode shapes (H = 32, d = 128, fp16; B x H_kv of 1x8, 16x8,
-#                       64x8, 16x32; N_kv 4k, 32k, 128k; one query)
+#                       12 on 17 decode shapes (H = 32, d = 128, fp16; B x H_kv of 1x8, 16x8,
+#                       64x8, 16x32; N_kv 4k, 32k, 128k; one query; then 8, 16 and 32 queries,
+#                       d = 64 and bf16 at 16x8, 32k: every row layout of the kernel)
 #   --rounds R          each (shape, build) is timed R times, alternating before and after
 #                       (default 3); a row shows the median of the R medians
 #   --reps N            timed launches per run (default 50)
@@ -91,7 +92,11 @@ shapes_of() { # LESSON: one shape per line ("" = the bench shape)
     12)
         for cfg in "1 8" "16 8" "64 8" "16 32"; do for nkv in 4096 32768 131072; do
             set -- $cfg; echo "-b $1 -H 32 --kv-heads $2 -n 1 --kv-seq $nkv -d 128 --dtype fp16"
-        done; done ;;
+        done; done
+        # each row layout of the kernel (G N rows: 1, 2 or 4 row warps, two m-tiles), d = 64, bf16
+        for n in 8 16 32; do echo "-b 16 -H 32 --kv-heads 8 -n $n --kv-seq 32768 -d 128 --dtype fp16"; done
+        echo "-b 16 -H 32 --kv-heads 8 -n 1 --kv-seq 32768 -d 64 --dtype fp16"
+        echo "-b 16 -H 32 --kv-heads 8 -n 1 --kv-seq 32768 -d 128 --dtype bf16" ;;
     esac
 }
 
