@@ -13,12 +13,39 @@
 #                     the last __syncthreads), whatever the threads' interleaving.
 #                     EMU07_SRC=lessons/07-mma-ldmatrix/mma.cu (or
 #                     EMU08_SRC=...) runs your kernel instead. EMU_QUICK=0: more shapes.
+#                     The build defines FA_EMULATOR: the lesson file's own PTX wrappers drop
+#                     out (#ifndef FA_EMULATOR) for the emulator's, tests/warp_emu/ptx_mma.h
+#                     and ptx_cp_async.h (first on the include path); only the host code is
+#                     cut out of the file (tests/warp_emu/strip.sh ... host).
 # Not in `make test`:
+#   make solution7-no-swizzle, make solution8-no-lpt   (and any lessons/0N-*/variants/X.patch:
+#                     make solutionN-X) the solution with one experiment of the lesson's
+#                     worklog patched in, as ./solutionN-X; the patched source stays in
+#                     build/variants/solutionN-X.cu. check-07-08 checks that every patch
+#                     applies and compiles.
 #   make sweep8-variant SWEEP8_DEFS="-DFA64_BR=..." SWEEP8_OUT=build/sweep8/x
 #                     one build of solution 8 with another tile configuration, ptxas -v in
 #                     $(SWEEP8_OUT).ptxas (lessons/08-async-pipeline/sweep.sh runs these)
 
 .PHONY: check-07-08 emu-07 emu-08 sweep8-variant
+
+# The worklogs' experiments, one patch each against the solution (lessons/0N-*/variants/).
+VARIANT_PATCHES_07_08 := $(wildcard lessons/07-*/variants/*.patch lessons/08-*/variants/*.patch)
+# $(call variant_src,N,NAME): patch solution N with lesson N's variants/NAME.patch into
+# build/variants/solutionN-NAME.cu (a shell fragment that fails when the patch does not apply)
+variant_src = mkdir -p build/variants && \
+	patch -s -o build/variants/solution$(1)-$(2).cu $(call src_of,solutions,$(1)) \
+	  $(dir $(call src_of,lessons,$(1)))variants/$(2).patch >/dev/null \
+	  || { echo "$(dir $(call src_of,lessons,$(1)))variants/$(2).patch no longer applies to $(call src_of,solutions,$(1))"; exit 1; }
+define build_variant
+	@$(call variant_src,$(1),$(2))
+	$(NVCC) $(NVCC_FLAGS) $(ARCH_FLAGS) -Ireference/include -Ireference build/variants/solution$(1)-$(2).cu \
+	  $(HARNESS_CU_OBJ) $(HARNESS_C_OBJ) -o solution$(1)-$(2) -lgomp
+endef
+solution7-%: lessons/07-mma-ldmatrix/variants/%.patch $(call src_of,solutions,7) $(ARCH_STAMP) $(HARNESS_C_OBJ) $(HARNESS_CU_OBJ)
+	$(call build_variant,7,$*)
+solution8-%: lessons/08-async-pipeline/variants/%.patch $(call src_of,solutions,8) $(ARCH_STAMP) $(HARNESS_C_OBJ) $(HARNESS_CU_OBJ)
+	$(call build_variant,8,$*)
 
 # Lesson 08's measured d=64 choice (128x128 tiles, Q re-read from shared memory) spills
 # 16 bytes and is still 10% faster than the best spill-free tile on the H200 (sweep in the
@@ -34,7 +61,14 @@ check-07-08:
 	    if [ "$${f#solutions/}" != "$$f" ] && [ "$${worst:-0}" -gt $(SPILL_BUDGET) ]; then \
 	      echo "check-07-08: $$f sm_$$a spills $$worst bytes (budget $(SPILL_BUDGET)):"; echo "$$out" | grep -E 'spill|registers'; exit 1; fi; \
 	  done; \
-	done; echo "check-07-08: starters and solutions build for sm_75 and sm_90, solutions spill at most $(SPILL_BUDGET) bytes"
+	done; \
+	for p in $(VARIANT_PATCHES_07_08); do \
+	  n=$$(echo "$$p" | sed -E 's@lessons/0?([0-9]+)-.*@\1@'); v=$$(basename "$$p" .patch); \
+	  case $$n in 7) $(call variant_src,7,$$v) ;; 8) $(call variant_src,8,$$v) ;; esac; \
+	  out=$$($(NVCC) -O3 -std=c++17 -gencode arch=compute_90,code=sm_90 -Ireference/include -Ireference \
+	         -c build/variants/solution$$n-$$v.cu -o /dev/null 2>&1) || { echo "$$out"; echo "check-07-08: variant $$p does not build"; exit 1; }; \
+	done; \
+	echo "check-07-08: starters and solutions build for sm_75 and sm_90, solutions spill at most $(SPILL_BUDGET) bytes; $(words $(VARIANT_PATCHES_07_08)) worklog variants apply and build"
 
 EMU07_SRC ?= $(call src_of,solutions,7)
 EMU08_SRC ?= $(call src_of,solutions,8)
@@ -46,8 +80,8 @@ EMU_CUDA_INC := $(dir $(NVCC))../include
 # another run's default and late passes, which then graded the mutant.
 EMU_BUILD = if [ ! -f $(EMU_CUDA_INC)/cuda_fp16.h ]; then echo "$@: SKIP (no CUDA headers)"; exit 0; fi; \
 	mkdir -p build/emu && emu=$$(mktemp -d "$(CURDIR)/build/emu/$@.XXXXXX") && trap 'rm -rf "$$emu"' EXIT && \
-	bash tests/warp_emu/strip.sh $(1) > "$$emu/kernel.cu" && \
-	$(EMU_CXX) -std=c++20 -O1 -w -I$(EMU_CUDA_INC) -Itests/warp_emu -Ireference/include -Ireference \
+	bash tests/warp_emu/strip.sh $(1) host > "$$emu/kernel.cu" && \
+	$(EMU_CXX) -std=c++20 -O1 -w -DFA_EMULATOR -I$(EMU_CUDA_INC) -Itests/warp_emu -Ireference/include -Ireference \
 	  -DEMU_SRC="\"$$emu/kernel.cu\"" -DEMU_NAME='"$(1)"' -x c++ tests/warp_emu/emu$(2).cpp \
 	  -o "$$emu/emu$(2)" -lpthread
 EMU_ARG = $(if $(filter 1,$(EMU_QUICK)),quick,)

@@ -14,6 +14,17 @@
  *         softmax and a conversion to 16 bit, the A operand of P V_j
  *   O, m, l  registers (fp32), O written once at the end through shared memory
  *
+ * The kernel hands out phases, each a device function below, in this order:
+ *   load_tile, load_q_fragments   Q_i -> shared -> A fragments, once
+ *   for each K/V tile j:
+ *     load_tile (K_j, V_j)        between two __syncthreads
+ *     s_mma                       S = Q_i K_j^T
+ *     apply_mask                  -inf past N and above the diagonal (boundary tiles only)
+ *     online_softmax              m, l, O rescaled; S becomes P (fp32)
+ *     p_fragments                 P as the A operand, from S's own registers
+ *     pv_mma                      O += P V_j
+ *   epilogue                      l over the quad, O / l and L written
+ *
  * Layouts: Q, K, V, O are [B, H, N, d] row-major (reference/include/attention.h);
  * L is [B, H, N] fp32, natural-log logsumexp of the scaled scores.
  * Preconditions: dtype fp16 or bf16, d in {64, 128}, scale > 0, an sm_80+ GPU.
@@ -29,35 +40,25 @@ const lesson_info LESSON = {
     7, "07-mma-ldmatrix", "tensor cores with mma.sync + ldmatrix, Q and P in registers",
     DTYPE_BIT(DTYPE_FP16) | DTYPE_BIT(DTYPE_BF16), 1, {64, 128, 0}};
 
+/* Tile shape: Br query rows per block (16 per warp), Bc keys per K/V tile. */
+constexpr int BR = 64, BC = 64, NT = 128;  // NT: threads per block, 4 warps
+
 /* mma.m16n8k16 with bf16 needs sm_80; the portable build also makes sm_75
  * code, where the kernel compiles to an empty body and the host refuses to
  * launch it (ATTN_UNSUPPORTED). */
+#ifndef FA_SM80
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
 #define FA_SM80 0
 #else
 #define FA_SM80 1
 #endif
+#endif
 
-// [region ptx]
-/* ldmatrix .x4: lanes 8i..8i+7 give the shared-memory addresses of the 8 rows
- * (16 bytes each) of matrix i; every lane gets back, in r[i], the two 16-bit
- * elements (row = lane/4, cols 2*(lane%4), +1) of matrix i. */
-__device__ __forceinline__ void ldmatrix_x4(uint32_t r[4], uint32_t addr) {
-#if FA_SM80
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
-#endif
-}
-/* The same with .trans: lane gets (rows 2*(lane%4), +1; col lane/4) of each
- * matrix, i.e. the 8x8 matrix read column by column. */
-__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t r[4], uint32_t addr) {
-#if FA_SM80
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
-#endif
-}
-/* d += A (16x16, row) * B (16x8, col), fp32 accumulate. Fragment layouts are
- * drawn in the lesson text and next to the kernel below. */
+#ifndef FA_EMULATOR  // the CPU emulator brings its own: tests/warp_emu/ptx_mma.h
+// [region mma]
+/* d += A (16x16, row) * B (16x8, col), fp32 accumulate: one mma.sync of the
+ * whole warp. Each lane passes its 4 registers of A, 2 of B and 4 floats of
+ * C, in the fragment layouts drawn below (fp16 and bf16 inputs). */
 template <typename T>
 __device__ __forceinline__ void mma_16816(float d[4], const uint32_t a[4], uint32_t b0, uint32_t b1);
 template <>
@@ -78,6 +79,33 @@ __device__ __forceinline__ void mma_16816<__nv_bfloat16>(float d[4], const uint3
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 #endif
 }
+// [end mma]
+
+// [region ldmatrix]
+/* ldmatrix .x4: lanes 8i..8i+7 give the shared-memory addresses of the 8 rows
+ * (16 bytes each) of matrix i; every lane gets back, in r[i], the two 16-bit
+ * elements (row = lane/4, cols 2*(lane%4), +1) of matrix i. */
+__device__ __forceinline__ void ldmatrix_x4(uint32_t r[4], uint32_t addr) {
+#if FA_SM80
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(addr));
+#endif
+}
+/* The same with .trans: lane gets (rows 2*(lane%4), +1; col lane/4) of each
+ * matrix, i.e. the 8x8 matrix read column by column. */
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t r[4], uint32_t addr) {
+#if FA_SM80
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(addr));
+#endif
+}
+/* Generic pointer -> 32-bit shared-space address, what ldmatrix takes. */
+__device__ __forceinline__ uint32_t smem_u32(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
+// [end ldmatrix]
+
+// [region ex2]
 /* 2^x in one MUFU.EX2 instruction (ex2(-inf) = 0, which the masking relies on). */
 __device__ __forceinline__ float ex2(float x) {
     float y = 0.f;
@@ -86,14 +114,13 @@ __device__ __forceinline__ float ex2(float x) {
 #endif
     return y;
 }
-__device__ __forceinline__ uint32_t smem_u32(const void *p) {
-    return (uint32_t)__cvta_generic_to_shared(p);
-}
-// [end ptx]
+// [end ex2]
+#endif
 
+// [region pack2]
 /* Two fp32 values -> one 32-bit register holding two 16-bit values, `lo` in
  * the low half: the order every mma fragment register uses (lower column
- * index in the low half). */
+ * index in the low half). Rounds to nearest. */
 template <typename T> __device__ __forceinline__ uint32_t pack2(float lo, float hi);
 template <> __device__ __forceinline__ uint32_t pack2<__half>(float lo, float hi) {
     __half2 h = __floats2half2_rn(lo, hi);
@@ -103,6 +130,7 @@ template <> __device__ __forceinline__ uint32_t pack2<__nv_bfloat16>(float lo, f
     __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
     return *reinterpret_cast<uint32_t *>(&h);
 }
+// [end pack2]
 
 // [region swizzle]
 /* Byte offset of 16-byte chunk `chunk` (8 elements) of row `row` in a tile
@@ -113,18 +141,16 @@ template <> __device__ __forceinline__ uint32_t pack2<__nv_bfloat16>(float lo, f
  * 3 bits of the chunk index (0..15) change, so a row stays within its row. */
 template <int D>
 __device__ __forceinline__ uint32_t swz(int row, int chunk) {
-#ifdef FA_NO_SWIZZLE  // experiment: make solution7 EXTRA_NVCC_FLAGS=-DFA_NO_SWIZZLE
-    return (uint32_t)(row * (D * 2) + (chunk << 4));
-#else
     return (uint32_t)(row * (D * 2) + ((chunk ^ (row & 7)) << 4));
-#endif
 }
 // [end swizzle]
 
+// [region load-tile]
 /* Copy rows [row0, row0 + ROWS) of a [N, D] matrix into a swizzled shared
- * tile with 16-byte loads; rows >= N become zeros, so a ragged last tile
- * contributes exact zeros (never NaN) to S and to P V. */
-template <typename T, int D, int ROWS, int NT>
+ * tile with 16-byte loads, all NT threads on consecutive chunks; rows >= N
+ * become zeros, so a ragged last tile contributes exact zeros (never NaN) to
+ * S and to P V. The caller puts a __syncthreads before the first read. */
+template <typename T, int D, int ROWS>
 __device__ __forceinline__ void load_tile(unsigned char *tile, const T *g, int row0, int N, int tid) {
     constexpr int CH = D / 8;
 #pragma unroll
@@ -135,6 +161,7 @@ __device__ __forceinline__ void load_tile(unsigned char *tile, const T *g, int r
         *reinterpret_cast<uint4 *>(tile + swz<D>(r, ch)) = v;
     }
 }
+// [end load-tile]
 
 /* Fragment layouts used below (PTX ISA, "Matrix Fragments for mma.m16n8k16"),
  * with g = lane / 4 (0..7) and t = lane % 4 (0..3):
@@ -147,184 +174,163 @@ __device__ __forceinline__ void load_tile(unsigned char *tile, const T *g, int r
  * So each thread holds 2 rows (g and g+8) of every 16-row fragment, and the 4
  * threads of a quad (same g) hold a whole row: row reductions are 2 shuffles. */
 
-/* One block computes O and L for Br = 64 query rows of one (batch, head).
- * grid = (Tr, H, B), block = 128 threads (4 warps); dynamic shared memory
- * (Br + 2 Bc) * D * 2 bytes: Q_i, K_j, V_j tiles, all swizzled.
- * scale_log2 = softmax scale * log2(e): scores live in the log2 domain so
- * every exponential is one ex2 (FlashAttention-2 keeps m unscaled and folds
- * the scale into one FFMA per score). */
+// [region q-fragments]
+/* Q_i's A fragments for warp `warp`'s 16 rows, once, after the Q tile at aQ
+ * has landed (a __syncthreads): qf[kk] covers dims 16kk..16kk+15. ldmatrix.x4
+ * reads four 8x8 matrices, in the order of a[0..3]:
+ *   lanes 0-7  : rows 0-7,  chunk 2kk     -> a[0]
+ *   lanes 8-15 : rows 8-15, chunk 2kk     -> a[1]
+ *   lanes 16-23: rows 0-7,  chunk 2kk + 1 -> a[2]
+ *   lanes 24-31: rows 8-15, chunk 2kk + 1 -> a[3]                      */
+template <int D>
+__device__ __forceinline__ void load_q_fragments(uint32_t (&qf)[D / 16][4], uint32_t aQ, int warp, int lane) {
+    const int row = warp * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) ldmatrix_x4(qf[kk], aQ + swz<D>(row, 2 * kk + (lane >> 4)));
+}
+// [end q-fragments]
+
+// [region s-mma]
+/* S = Q_i K_j^T for one warp's 16 rows: 16 x Bc, as Bc/8 C fragments
+ * s[nb] (keys 8nb..8nb+7), from qf and the K tile at aK (after the barrier
+ * that follows its load). B = K_j^T (k = head dim, n = key) is "col"
+ * layout, i.e. K_j's rows as stored, so plain ldmatrix gives B fragments.
+ * One x4 covers 16 keys x 16 dims:
+ *   lanes 0-7  : keys 0-7,  chunk 2kk     -> b0 of n-block 2np
+ *   lanes 8-15 : keys 0-7,  chunk 2kk + 1 -> b1 of n-block 2np
+ *   lanes 16-23: keys 8-15, chunk 2kk     -> b0 of n-block 2np + 1
+ *   lanes 24-31: keys 8-15, chunk 2kk + 1 -> b1 of n-block 2np + 1   */
 template <typename T, int D>
-__global__ void __launch_bounds__(128)
-fa2_mma_kernel(const T *__restrict__ Q, const T *__restrict__ K, const T *__restrict__ V,
-               T *__restrict__ O, float *__restrict__ L, int N, float scale_log2, int causal) {
-#if FA_SM80
-    constexpr int BR = 64, BC = 64, NT = 128;
-    constexpr int CH = D / 8;  // 16-byte chunks per row
-    extern __shared__ __align__(128) unsigned char fa_smem[];
-    unsigned char *sQ = fa_smem;               // [BR][D]
-    unsigned char *sK = sQ + BR * D * 2;       // [BC][D]
-    unsigned char *sV = sK + BC * D * 2;       // [BC][D]
-    const uint32_t aQ = smem_u32(sQ), aK = smem_u32(sK), aV = smem_u32(sV);
-
-    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-    const int g = lane >> 2, t = lane & 3;  // mma fragment coordinates, see above
-    const int q0 = blockIdx.x * BR;         // first query row of this block (Q_i)
-    const size_t head = ((size_t)blockIdx.z * gridDim.y + blockIdx.y) * (size_t)N;
-    Q += head * D; K += head * D; V += head * D; O += head * D; L += head;
-
-    // [region q-fragments]
-    /* Q_i -> shared -> registers, once. Warp w owns rows 16w..16w+15 of the
-     * tile. For the 16x16 A fragment kk (columns 16kk..16kk+15) ldmatrix.x4
-     * reads four 8x8 matrices, in the order of a[0..3]:
-     *   lanes 0-7  : rows 0-7,  chunk 2kk     -> a[0]
-     *   lanes 8-15 : rows 8-15, chunk 2kk     -> a[1]
-     *   lanes 16-23: rows 0-7,  chunk 2kk + 1 -> a[2]
-     *   lanes 24-31: rows 8-15, chunk 2kk + 1 -> a[3]                      */
-    load_tile<T, D, BR, NT>(sQ, Q, q0, N, tid);
-    __syncthreads();
-    uint32_t qf[D / 16][4];
-    {
-        const int row = warp * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
-#pragma unroll
-        for (int kk = 0; kk < D / 16; ++kk) ldmatrix_x4(qf[kk], aQ + swz<D>(row, 2 * kk + (lane >> 4)));
-    }
-    // [end q-fragments]
-
-    float o[D / 8][4];  // O rows (g, g+8) x dims 8nb + (2t, 2t+1), unnormalised
-#pragma unroll
-    for (int nb = 0; nb < D / 8; ++nb) o[nb][0] = o[nb][1] = o[nb][2] = o[nb][3] = 0.f;
-    float m[2] = {-INFINITY, -INFINITY};  // running max of the raw scores q.k, rows g, g+8
-    float l[2] = {0.f, 0.f};              // running sum, this thread's columns only
-
-    /* Causal: K/V tiles entirely above the diagonal (first key > last query
-     * row of the block) are never loaded. */
-    const int kv_end = causal ? min(N, q0 + BR) : N;
-    const int n_tiles = (kv_end + BC - 1) / BC;
-    /* Lane-dependent parts of the ldmatrix addresses (see the drawings). */
+__device__ __forceinline__ void s_mma(float (&s)[BC / 8][4], const uint32_t (&qf)[D / 16][4], uint32_t aK, int lane) {
     const int k_row = (lane & 7) + ((lane >> 4) << 3), k_chunk = (lane >> 3) & 1;
-    const int v_row = (lane & 7) + (((lane >> 3) & 1) << 3), v_chunk = lane >> 4;
-
-    for (int j = 0; j < n_tiles; ++j) {
-        const int k0 = j * BC;
-        __syncthreads();  // every warp is done with K_{j-1}, V_{j-1}
-        load_tile<T, D, BC, NT>(sK, K, k0, N, tid);
-        load_tile<T, D, BC, NT>(sV, V, k0, N, tid);
-        __syncthreads();
-
-        // [region s-mma]
-        /* S = Q_i K_j^T for this warp's 16 rows: 16 x Bc, as Bc/8 C fragments.
-         * B = K_j^T (k = head dim, n = key) is "col" layout, i.e. K_j's rows
-         * as stored, so plain ldmatrix gives B fragments. One x4 covers 16
-         * keys x 16 dims:
-         *   lanes 0-7  : keys 0-7,  chunk 2kk     -> b0 of n-block 2np
-         *   lanes 8-15 : keys 0-7,  chunk 2kk + 1 -> b1 of n-block 2np
-         *   lanes 16-23: keys 8-15, chunk 2kk     -> b0 of n-block 2np + 1
-         *   lanes 24-31: keys 8-15, chunk 2kk + 1 -> b1 of n-block 2np + 1   */
-        float s[BC / 8][4];
 #pragma unroll
-        for (int nb = 0; nb < BC / 8; ++nb) s[nb][0] = s[nb][1] = s[nb][2] = s[nb][3] = 0.f;
+    for (int nb = 0; nb < BC / 8; ++nb) s[nb][0] = s[nb][1] = s[nb][2] = s[nb][3] = 0.f;
 #pragma unroll
-        for (int kk = 0; kk < D / 16; ++kk) {
+    for (int kk = 0; kk < D / 16; ++kk) {
 #pragma unroll
-            for (int np = 0; np < BC / 16; ++np) {
-                uint32_t b[4];
-                ldmatrix_x4(b, aK + swz<D>(np * 16 + k_row, 2 * kk + k_chunk));
-                mma_16816<T>(s[2 * np], qf[kk], b[0], b[1]);
-                mma_16816<T>(s[2 * np + 1], qf[kk], b[2], b[3]);
-            }
+        for (int np = 0; np < BC / 16; ++np) {
+            uint32_t b[4];
+            ldmatrix_x4(b, aK + swz<D>(np * 16 + k_row, 2 * kk + k_chunk));
+            mma_16816<T>(s[2 * np], qf[kk], b[0], b[1]);
+            mma_16816<T>(s[2 * np + 1], qf[kk], b[2], b[3]);
         }
-        // [end s-mma]
-
-        // [region mask]
-        /* Only tiles that cross the diagonal or the end of the sequence need
-         * a mask; the test is uniform over the block, so no divergence. */
-        if (k0 + BC > N || (causal && k0 + BC - 1 > q0)) {
-#pragma unroll
-            for (int nb = 0; nb < BC / 8; ++nb)
-#pragma unroll
-                for (int e = 0; e < 4; ++e) {
-                    const int col = k0 + nb * 8 + 2 * t + (e & 1);
-                    const int row = q0 + warp * 16 + g + (e >> 1) * 8;
-                    if (col >= N || (causal && col > row)) s[nb][e] = -INFINITY;
-                }
-        }
-        // [end mask]
-
-        // [region online-softmax]
-        /* Online softmax (Algorithm 1, lines 9-10) on rows g (r = 0) and g+8
-         * (r = 1). A row is spread over the 4 threads of a quad, so its max is
-         * reduced with 2 xor-shuffles; l stays a per-thread partial sum (the
-         * rescale factor is the same for the whole quad) and is reduced once
-         * after the loop. */
-#pragma unroll
-        for (int r = 0; r < 2; ++r) {
-            float mx = m[r];
-#pragma unroll
-            for (int nb = 0; nb < BC / 8; ++nb) mx = fmaxf(mx, fmaxf(s[nb][2 * r], s[nb][2 * r + 1]));
-            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-            /* A row can still be all -inf here (masked so far): use 0 as its
-             * offset so that exp2(-inf - offset) = 0 instead of NaN. */
-            const float base = (mx == -INFINITY) ? 0.f : mx * scale_log2;
-            const float alpha = ex2(m[r] * scale_log2 - base);  // exp(m_old - m_new)
-            m[r] = mx;
-            float sum = 0.f;
-#pragma unroll
-            for (int nb = 0; nb < BC / 8; ++nb) {
-                s[nb][2 * r] = ex2(fmaf(s[nb][2 * r], scale_log2, -base));
-                s[nb][2 * r + 1] = ex2(fmaf(s[nb][2 * r + 1], scale_log2, -base));
-                sum += s[nb][2 * r] + s[nb][2 * r + 1];
-            }
-            l[r] = l[r] * alpha + sum;
-#pragma unroll
-            for (int nb = 0; nb < D / 8; ++nb) {
-                o[nb][2 * r] *= alpha;
-                o[nb][2 * r + 1] *= alpha;
-            }
-        }
-        // [end online-softmax]
-
-        // [region p-reuse]
-        /* P as the A operand of P V_j, straight from the S accumulators: for
-         * the k-block kk (keys 16kk..16kk+15), the A fragment wants
-         *   a[0] = (row g,   keys 2t..)    = S n-block 2kk,   c[0], c[1]
-         *   a[1] = (row g+8, keys 2t..)    = S n-block 2kk,   c[2], c[3]
-         *   a[2] = (row g,   keys 8+2t..)  = S n-block 2kk+1, c[0], c[1]
-         *   a[3] = (row g+8, keys 8+2t..)  = S n-block 2kk+1, c[2], c[3]
-         * the same thread, the same rows and columns: only a conversion. */
-        uint32_t pf[BC / 16][4];
-#pragma unroll
-        for (int kk = 0; kk < BC / 16; ++kk) {
-            pf[kk][0] = pack2<T>(s[2 * kk][0], s[2 * kk][1]);
-            pf[kk][1] = pack2<T>(s[2 * kk][2], s[2 * kk][3]);
-            pf[kk][2] = pack2<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]);
-            pf[kk][3] = pack2<T>(s[2 * kk + 1][2], s[2 * kk + 1][3]);
-        }
-        // [end p-reuse]
-
-        // [region pv-mma]
-        /* O += P V_j. B = V_j (k = key, n = head dim) is stored k-major
-         * (row = key), the transpose of what mma's "col" B wants, so
-         * ldmatrix.trans. One x4 covers 16 keys x 16 dims:
-         *   lanes 0-7  : keys 0-7,  chunk 2dp     -> b0 of d-block 2dp
-         *   lanes 8-15 : keys 8-15, chunk 2dp     -> b1 of d-block 2dp
-         *   lanes 16-23: keys 0-7,  chunk 2dp + 1 -> b0 of d-block 2dp + 1
-         *   lanes 24-31: keys 8-15, chunk 2dp + 1 -> b1 of d-block 2dp + 1   */
-#pragma unroll
-        for (int kk = 0; kk < BC / 16; ++kk) {
-#pragma unroll
-            for (int dp = 0; dp < D / 16; ++dp) {
-                uint32_t b[4];
-                ldmatrix_x4_trans(b, aV + swz<D>(kk * 16 + v_row, 2 * dp + v_chunk));
-                mma_16816<T>(o[2 * dp], pf[kk], b[0], b[1]);
-                mma_16816<T>(o[2 * dp + 1], pf[kk], b[2], b[3]);
-            }
-        }
-        // [end pv-mma]
     }
+}
+// [end s-mma]
 
-    // [region epilogue]
-    /* Finish the row sums, normalise, write L (Algorithm 1, lines 12-13). */
+// [region mask]
+/* Only for a tile that crosses the diagonal or the end of the sequence:
+ * scores of keys >= N, and causal scores of keys after their query, become
+ * -inf. s[nb][e] is query row0 + g + 8(e / 2), key k0 + 8nb + 2t + e % 2,
+ * where row0 is the warp's first query row. */
+__device__ __forceinline__ void apply_mask(float (&s)[BC / 8][4], int row0, int k0, int N, int causal, int lane) {
+    const int g = lane >> 2, t = lane & 3;
+#pragma unroll
+    for (int nb = 0; nb < BC / 8; ++nb)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+            const int col = k0 + nb * 8 + 2 * t + (e & 1);
+            const int row = row0 + g + (e >> 1) * 8;
+            if (col >= N || (causal && col > row)) s[nb][e] = -INFINITY;
+        }
+}
+// [end mask]
+
+// [region online-softmax]
+/* Online softmax (Algorithm 1, lines 9-10) on rows g (r = 0) and g+8
+ * (r = 1), after the mask: S becomes P = exp2(S scale_log2 - m scale_log2)
+ * in place, m and l are updated and O rescaled. A row is spread over the 4
+ * threads of a quad, so its max is reduced with 2 xor-shuffles; l stays a
+ * per-thread partial sum (the rescale factor is the same for the whole quad)
+ * and is reduced once, in the epilogue. */
+template <int D>
+__device__ __forceinline__ void online_softmax(float (&s)[BC / 8][4], float (&o)[D / 8][4], float (&m)[2],
+                                               float (&l)[2], float scale_log2) {
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+        float mx = m[r];
+#pragma unroll
+        for (int nb = 0; nb < BC / 8; ++nb) mx = fmaxf(mx, fmaxf(s[nb][2 * r], s[nb][2 * r + 1]));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+        /* A row can still be all -inf here (masked so far): use 0 as its
+         * offset so that exp2(-inf - offset) = 0 instead of NaN. */
+        const float base = (mx == -INFINITY) ? 0.f : mx * scale_log2;
+        const float alpha = ex2(m[r] * scale_log2 - base);  // exp(m_old - m_new)
+        m[r] = mx;
+        float sum = 0.f;
+#pragma unroll
+        for (int nb = 0; nb < BC / 8; ++nb) {
+            s[nb][2 * r] = ex2(fmaf(s[nb][2 * r], scale_log2, -base));
+            s[nb][2 * r + 1] = ex2(fmaf(s[nb][2 * r + 1], scale_log2, -base));
+            sum += s[nb][2 * r] + s[nb][2 * r + 1];
+        }
+        l[r] = l[r] * alpha + sum;
+#pragma unroll
+        for (int nb = 0; nb < D / 8; ++nb) {
+            o[nb][2 * r] *= alpha;
+            o[nb][2 * r + 1] *= alpha;
+        }
+    }
+}
+// [end online-softmax]
+
+// [region p-reuse]
+/* P as the A operand of P V_j, straight from the S accumulators: for
+ * the k-block kk (keys 16kk..16kk+15), the A fragment wants
+ *   a[0] = (row g,   keys 2t..)    = S n-block 2kk,   c[0], c[1]
+ *   a[1] = (row g+8, keys 2t..)    = S n-block 2kk,   c[2], c[3]
+ *   a[2] = (row g,   keys 8+2t..)  = S n-block 2kk+1, c[0], c[1]
+ *   a[3] = (row g+8, keys 8+2t..)  = S n-block 2kk+1, c[2], c[3]
+ * the same thread, the same rows and columns: only a conversion. */
+template <typename T>
+__device__ __forceinline__ void p_fragments(uint32_t (&pf)[BC / 16][4], const float (&s)[BC / 8][4]) {
+#pragma unroll
+    for (int kk = 0; kk < BC / 16; ++kk) {
+        pf[kk][0] = pack2<T>(s[2 * kk][0], s[2 * kk][1]);
+        pf[kk][1] = pack2<T>(s[2 * kk][2], s[2 * kk][3]);
+        pf[kk][2] = pack2<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+        pf[kk][3] = pack2<T>(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+    }
+}
+// [end p-reuse]
+
+// [region pv-mma]
+/* O += P V_j for one warp's 16 rows, from pf and the V tile at aV.
+ * B = V_j (k = key, n = head dim) is stored k-major (row = key), the
+ * transpose of what mma's "col" B wants, so ldmatrix.trans. One x4 covers
+ * 16 keys x 16 dims:
+ *   lanes 0-7  : keys 0-7,  chunk 2dp     -> b0 of d-block 2dp
+ *   lanes 8-15 : keys 8-15, chunk 2dp     -> b1 of d-block 2dp
+ *   lanes 16-23: keys 0-7,  chunk 2dp + 1 -> b0 of d-block 2dp + 1
+ *   lanes 24-31: keys 8-15, chunk 2dp + 1 -> b1 of d-block 2dp + 1   */
+template <typename T, int D>
+__device__ __forceinline__ void pv_mma(float (&o)[D / 8][4], const uint32_t (&pf)[BC / 16][4], uint32_t aV, int lane) {
+    const int v_row = (lane & 7) + (((lane >> 3) & 1) << 3), v_chunk = lane >> 4;
+#pragma unroll
+    for (int kk = 0; kk < BC / 16; ++kk) {
+#pragma unroll
+        for (int dp = 0; dp < D / 16; ++dp) {
+            uint32_t b[4];
+            ldmatrix_x4_trans(b, aV + swz<D>(kk * 16 + v_row, 2 * dp + v_chunk));
+            mma_16816<T>(o[2 * dp], pf[kk], b[0], b[1]);
+            mma_16816<T>(o[2 * dp + 1], pf[kk], b[2], b[3]);
+        }
+    }
+}
+// [end pv-mma]
+
+// [region epilogue]
+/* After the last tile (Algorithm 1, lines 12-13): finish the row sums over
+ * the quad, normalise O, write L (natural log), then O through shared
+ * memory so that global stores are whole 16-byte chunks of a row. The warp
+ * reuses its own 16 rows of the Q tile at sQ, which only it has read, so a
+ * __syncwarp is enough (no block barrier). */
+template <typename T, int D>
+__device__ __forceinline__ void epilogue(float (&o)[D / 8][4], const float (&m)[2], float (&l)[2], unsigned char *sQ,
+                                         T *O, float *L, int q0, int N, float scale_log2, int warp, int lane) {
+    constexpr int CH = D / 8;  // 16-byte chunks per row
+    const int g = lane >> 2, t = lane & 3;
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
         l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
@@ -339,9 +345,6 @@ fa2_mma_kernel(const T *__restrict__ Q, const T *__restrict__ K, const T *__rest
         if (t == 0 && row < N)  // L = m * scale + ln(l) = (m * scale * log2(e) + log2(l)) * ln(2)
             L[row] = l[r] > 0.f ? (m[r] * scale_log2 + log2f(l[r])) * 0.69314718055994531f : -INFINITY;
     }
-    /* O through shared memory so that global stores are whole 16-byte chunks
-     * of a row. The warp reuses its own 16 rows of the Q tile, which only it
-     * has read, so no block barrier is needed. */
 #pragma unroll
     for (int nb = 0; nb < D / 8; ++nb)
 #pragma unroll
@@ -356,20 +359,77 @@ fa2_mma_kernel(const T *__restrict__ Q, const T *__restrict__ K, const T *__rest
             *reinterpret_cast<uint4 *>(O + (size_t)row * D + ch * 8) =
                 *reinterpret_cast<const uint4 *>(sQ + swz<D>(warp * 16 + r, ch));
     }
-    // [end epilogue]
+}
+// [end epilogue]
+
+// [region kernel]
+/* One block computes O and L for Br = 64 query rows of one (batch, head).
+ * grid = (Tr, H, B), block = 128 threads (4 warps); dynamic shared memory
+ * (Br + 2 Bc) * D * 2 bytes: Q_i, K_j, V_j tiles, all swizzled.
+ * scale_log2 = softmax scale * log2(e): scores live in the log2 domain so
+ * every exponential is one ex2 (FlashAttention-2 keeps m unscaled and folds
+ * the scale into one FFMA per score). */
+template <typename T, int D>
+__global__ void __launch_bounds__(NT)
+fa2_mma_kernel(const T *__restrict__ Q, const T *__restrict__ K, const T *__restrict__ V,
+               T *__restrict__ O, float *__restrict__ L, int N, float scale_log2, int causal) {
+#if FA_SM80
+    extern __shared__ __align__(128) unsigned char fa_smem[];
+    unsigned char *sQ = fa_smem;          // [BR][D]
+    unsigned char *sK = sQ + BR * D * 2;  // [BC][D]
+    unsigned char *sV = sK + BC * D * 2;  // [BC][D]
+    const uint32_t aQ = smem_u32(sQ), aK = smem_u32(sK), aV = smem_u32(sV);
+
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    const int q0 = blockIdx.x * BR;  // first query row of this block (Q_i)
+    const size_t head = ((size_t)blockIdx.z * gridDim.y + blockIdx.y) * (size_t)N;
+    Q += head * D; K += head * D; V += head * D; O += head * D; L += head;
+
+    load_tile<T, D, BR>(sQ, Q, q0, N, tid);
+    __syncthreads();
+    uint32_t qf[D / 16][4];  // Q_i's A fragments, for the whole loop
+    load_q_fragments<D>(qf, aQ, warp, lane);
+
+    float o[D / 8][4];  // O rows (g, g+8) x dims 8nb + (2t, 2t+1), unnormalised
+#pragma unroll
+    for (int nb = 0; nb < D / 8; ++nb) o[nb][0] = o[nb][1] = o[nb][2] = o[nb][3] = 0.f;
+    float m[2] = {-INFINITY, -INFINITY};  // running max of the raw scores q.k, rows g, g+8
+    float l[2] = {0.f, 0.f};              // running sum, this thread's columns only
+
+    /* Causal: K/V tiles entirely above the diagonal (first key > last query
+     * row of the block) are never loaded. */
+    const int kv_end = causal ? min(N, q0 + BR) : N;
+    const int n_tiles = (kv_end + BC - 1) / BC;
+    for (int j = 0; j < n_tiles; ++j) {
+        const int k0 = j * BC;
+        __syncthreads();  // every warp is done with K_{j-1}, V_{j-1}
+        load_tile<T, D, BC>(sK, K, k0, N, tid);
+        load_tile<T, D, BC>(sV, V, k0, N, tid);
+        __syncthreads();
+
+        float s[BC / 8][4];  // S rows (g, g+8) x keys k0 + 8nb + (2t, 2t+1)
+        s_mma<T, D>(s, qf, aK, lane);
+        /* the test is uniform over the block, so no divergence */
+        if (k0 + BC > N || (causal && k0 + BC - 1 > q0)) apply_mask(s, q0 + warp * 16, k0, N, causal, lane);
+        online_softmax<D>(s, o, m, l, scale_log2);
+        uint32_t pf[BC / 16][4];  // P's A fragments
+        p_fragments<T>(pf, s);
+        pv_mma<T, D>(o, pf, aV, lane);
+    }
+    epilogue<T, D>(o, m, l, sQ, O, L, q0, N, scale_log2, warp, lane);
 #endif
 }
+// [end kernel]
 
 // [region host]
 template <typename T, int D>
 static int launch(const attn_args *a) {
-    constexpr int BR = 64, BC = 64;
     const int smem = (BR + 2 * BC) * D * 2;  // 24 KiB (d = 64), 48 KiB (d = 128)
     const int Tr = (a->N + BR - 1) / BR;
     if (a->H > 65535 || a->B > 65535) return ATTN_UNSUPPORTED;
     const dim3 grid(Tr, a->H, a->B);
     const float scale_log2 = a->scale * 1.4426950408889634f;
-    fa2_mma_kernel<T, D><<<grid, 128, smem, (cudaStream_t)a->stream>>>(
+    fa2_mma_kernel<T, D><<<grid, NT, smem, (cudaStream_t)a->stream>>>(
         (const T *)a->Q, (const T *)a->K, (const T *)a->V, (T *)a->O, a->L, a->N, scale_log2, a->causal);
     return ATTN_OK;
 }

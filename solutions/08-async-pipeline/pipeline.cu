@@ -16,23 +16,36 @@
  *     K, V stay in L2); causal, the longest query tiles of all heads start
  *     first; K/V tiles are visited from the diagonal down to 0, so the
  *     masked tiles come first;
- *   - fewer instructions per step: with two warps per scheduler the kernel
- *     is latency-bound and its time follows its instruction count (Nsight
- *     Compute), so the tile copies are unrolled with constant offsets, and
- *     the exponentials of P are computed 16 keys at a time right before
- *     the mma that consumes them (one stretch of code the compiler can
- *     interleave).
+ *   - fewer instructions per step (the kernel is latency-bound, its time
+ *     follows its instruction count): tile copies with constant offsets, and
+ *     the exponentials of P computed 16 keys at a time right before the mma
+ *     that consumes them.
+ *
+ * The kernel hands out phases, each a device function below, in this order:
+ *   block_schedule      which query tile and which (batch, head)
+ *   prologue            start the copies of Q_i and the first tiles; wait for Q_i
+ *   for each K/V tile, from the diagonal down:
+ *     wait_then_refill  the K pipeline step: K_j has landed, V's slot is refilled
+ *     s_mma             S = Q_i K_j^T
+ *     apply_mask        -inf past N and above the diagonal (boundary tiles only)
+ *     softmax_rescale   online softmax, first half: row maxima, O and l rescaled
+ *     wait_then_refill  the V pipeline step: V_j has landed, K's slot is refilled
+ *     pv_mma            P = exp2(S c - base), 16 keys at a time, O += P V_j
+ *   epilogue            l over the quad, O / l and L written
+ *
+ * Compile-time parameters (the tile configuration per head dimension, chosen
+ * with sweep.sh; see "config"): FA64_BR, FA64_BC, FA64_WARPS, FA64_STAGES,
+ * FA64_QREG, and the same five FA128_*.
  *
  * Layouts: Q, K, V, O are [B, H, N, d] row-major (reference/include/attention.h);
  * L is [B, H, N] fp32, natural-log logsumexp of the scaled scores.
  * Preconditions: dtype fp16 or bf16, d in {64, 128}, scale > 0, an sm_80+ GPU.
  */
 #include <cuda_runtime.h>
-#include <cuda_fp16.h>
-#include <cuda_bf16.h>
 #include <stdint.h>
 #include <math.h>
 #include "attention.h"
+#include "ptx_mma.h"  // lesson 07: smem_u32, ldmatrix_x4(_trans), mma_16816, ex2, pack2, swz, FA_SM80
 
 const lesson_info LESSON = {
     8, "08-async-pipeline", "cp.async pipeline, tile shapes by measurement, causal scheduling",
@@ -61,69 +74,9 @@ const lesson_info LESSON = {
 #endif
 #define FA_CFG_D64 FA64_BR, FA64_BC, FA64_WARPS, FA64_STAGES, FA64_QREG
 #define FA_CFG_D128 FA128_BR, FA128_BC, FA128_WARPS, FA128_STAGES, FA128_QREG
-/* Experiment: -DFA_CAUSAL_LPT=0 gives causal attention the non-causal block order. */
-#ifndef FA_CAUSAL_LPT
-#define FA_CAUSAL_LPT 1
-#endif
 // [end config]
 
-/* cp.async, bf16 mma.m16n8k16: sm_80. The portable build's sm_75 code gets
- * an empty kernel, which the host never launches (ATTN_UNSUPPORTED). */
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
-#define FA_SM80 0
-#else
-#define FA_SM80 1
-#endif
-
-// [region ptx]
-/* ldmatrix .x4: lanes 8i..8i+7 give the addresses of the 8 rows of matrix i;
- * lane gets (row lane/4, cols 2*(lane%4), +1) of matrix i in r[i]. */
-__device__ __forceinline__ void ldmatrix_x4(uint32_t r[4], uint32_t addr) {
-#if FA_SM80
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
-#endif
-}
-/* .trans: lane gets (rows 2*(lane%4), +1; col lane/4) of matrix i. */
-__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t r[4], uint32_t addr) {
-#if FA_SM80
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
-#endif
-}
-/* d += A (16x16, row) * B (16x8, col), fp32 accumulate. */
-template <typename T>
-__device__ __forceinline__ void mma_16816(float d[4], const uint32_t a[4], uint32_t b0, uint32_t b1);
-template <>
-__device__ __forceinline__ void mma_16816<__half>(float d[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
-#if FA_SM80
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
-                 "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-#endif
-}
-template <>
-__device__ __forceinline__ void mma_16816<__nv_bfloat16>(float d[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
-#if FA_SM80
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
-                 "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-#endif
-}
-__device__ __forceinline__ float ex2(float x) {
-    float y = 0.f;
-#if FA_SM80
-    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-#endif
-    return y;
-}
-__device__ __forceinline__ uint32_t smem_u32(const void *p) {
-    return (uint32_t)__cvta_generic_to_shared(p);
-}
-// [end ptx]
-
+#ifndef FA_EMULATOR  // the CPU emulator brings its own: tests/warp_emu/ptx_cp_async.h
 // [region cp-async]
 /* One 16-byte global -> shared copy that does not go through registers
  * (.cg: cache in L2 only; K and V are re-read by other blocks, not by this
@@ -135,7 +88,7 @@ __device__ __forceinline__ void cp_async_16(uint32_t dst, const void *src, bool 
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0));
 #endif
 }
-/* Close the group of copies issued since the last commit. */
+/* Close the group of copies this thread issued since the last commit. */
 __device__ __forceinline__ void cp_async_commit() {
 #if FA_SM80
     asm volatile("cp.async.commit_group;\n" ::: "memory");
@@ -150,26 +103,7 @@ __device__ __forceinline__ void cp_async_wait() {
 #endif
 }
 // [end cp-async]
-
-/* Two fp32 -> one register of two 16-bit values, `lo` in the low half (the
- * lower column index, as in every mma fragment register). */
-template <typename T> __device__ __forceinline__ uint32_t pack2(float lo, float hi);
-template <> __device__ __forceinline__ uint32_t pack2<__half>(float lo, float hi) {
-    __half2 h = __floats2half2_rn(lo, hi);
-    return *reinterpret_cast<uint32_t *>(&h);
-}
-template <> __device__ __forceinline__ uint32_t pack2<__nv_bfloat16>(float lo, float hi) {
-    __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
-    return *reinterpret_cast<uint32_t *>(&h);
-}
-
-/* Byte offset of 16-byte chunk `chunk` of row `row` in a swizzled tile of
- * D-element rows (lesson 07): chunk ^ (row % 8) makes every 8x8 ldmatrix
- * matrix, and every 8 consecutive 16-byte copies of a row, conflict-free. */
-template <int D>
-__device__ __forceinline__ uint32_t swz(int row, int chunk) {
-    return (uint32_t)(row * (D * 2) + ((chunk ^ (row & 7)) << 4));
-}
+#endif
 
 // [region load-async]
 /* Start copying rows [row0, row0 + ROWS) of a [N, D] matrix into a swizzled
@@ -206,260 +140,271 @@ __device__ __forceinline__ void load_tile_async(uint32_t tile, const T *g, int r
 }
 // [end load-async]
 
-/* Fragment layouts (lesson 07), g = lane / 4, t = lane % 4:
- *   A 16x16: a[0] (g, 2t..2t+1)  a[1] (g+8, 2t..)  a[2] (g, 2t+8..)  a[3] (g+8, 2t+8..)
- *   B 16x8 : b0 (rows 2t, 2t+1; col g)   b1 (rows 2t+8, 2t+9; col g)
- *   C 16x8 : c[0], c[1] (g, 2t..2t+1)    c[2], c[3] (g+8, 2t..2t+1)          */
+/* The compile-time shape of one kernel instantiation, handed to every phase
+ * (the role of FlashAttention-2's Kernel_traits). Warp w owns MT m-tiles of
+ * 16 query rows: rows (w MT + mt) * 16 .. + 15 of the block's Br, mt < MT. */
+template <typename T_, int D_, int BR_, int BC_, int WARPS_, int STAGES_, bool QREG_>
+struct Traits {
+    using T = T_;
+    static constexpr int D = D_, BR = BR_, BC = BC_, WARPS = WARPS_, STAGES = STAGES_;
+    static constexpr bool QREG = QREG_;
+    static constexpr int NT = WARPS * 32;         // threads per block
+    static constexpr int MT = BR / (16 * WARPS);  // m-tiles per warp: 1 or 2
+    static constexpr int CH = D / 8;              // 16-byte chunks per row
+    static constexpr uint32_t SLOT = BC * D * 2;  // bytes of one K or V slot
+    /* Q_i's A fragments, kept in registers for the whole loop when QREG (else unused) */
+    using QFrag = uint32_t[QREG ? MT : 1][QREG ? D / 16 : 1][4];
+};
 
-/* One block computes O and L for Br query rows of one (batch, head).
- * grid = Tr * B * H blocks in one dimension (see "schedule"), block = 32 *
- * WARPS threads. Warp w owns MT = Br / (16 WARPS) m-tiles (1 or 2): rows
- * (w MT + mt) * 16 .. + 15 for mt < MT.
- * Dynamic shared memory: Q_i [Br][D], then STAGES K slots and STAGES V slots
- * [Bc][D], all swizzled: (Br + 2 STAGES Bc) D 2 bytes.
- * QREG: Q_i's A fragments live in registers for the whole loop (lesson 07);
- * without it they are re-read from the Q tile (ldmatrix) at every step,
- * which frees D/4 registers per m-tile: what lets a warp own 32 rows at
- * d = 128 without spilling (FlashAttention-2's own kernels do this).
- * scale_log2 = scale * log2(e) (exponentials as ex2, m kept unscaled). */
-template <typename T, int D, int BR, int BC, int WARPS, int STAGES, bool QREG>
-__global__ void __launch_bounds__(WARPS * 32)
-fa2_pipeline_kernel(const T *__restrict__ Q, const T *__restrict__ K, const T *__restrict__ V,
-                    T *__restrict__ O, float *__restrict__ L, int N, float scale_log2, int causal) {
-    static_assert(BR == 16 * WARPS || BR == 32 * WARPS, "Br must be 16 or 32 rows per warp");
-    static_assert(BC % 16 == 0 && D % 16 == 0 && STAGES >= 1, "bad tile shape");
-#if FA_SM80
-    constexpr int NT = WARPS * 32, MT = BR / (16 * WARPS), CH = D / 8;
-    constexpr uint32_t TILE = BC * D * 2;  // bytes of one K or V slot
-    extern __shared__ __align__(128) unsigned char fa_smem[];
-    unsigned char *sQ = fa_smem;
-    const uint32_t aQ = smem_u32(sQ), aK = aQ + BR * D * 2, aV = aK + STAGES * TILE;
+/* The lane-dependent parts of the ldmatrix addresses (lesson 07's tables):
+ * the tile row and the chunk of the pair (2kk, 2kk + 1) a lane points at,
+ * for Q_i (A fragments; q_row includes the warp's first row), K_j (B, plain)
+ * and V_j (B, .trans). */
+struct LaneAddr {
+    int q_row, q_chunk, k_row, k_chunk, v_row, v_chunk;
+};
+__device__ __forceinline__ LaneAddr lane_addr(int warp, int lane, int MT) {
+    return {warp * MT * 16 + (lane & 7) + ((lane >> 3) & 1) * 8, lane >> 4,
+            (lane & 7) + ((lane >> 4) << 3), (lane >> 3) & 1,
+            (lane & 7) + (((lane >> 3) & 1) << 3), lane >> 4};
+}
 
-    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-    const int g = lane >> 2, t = lane & 3;
-    // [region schedule]
-    /* The GPU starts blocks roughly in blockIdx order. Non-causal: the query
-     * tiles of one head are neighbours, so the blocks running at the same
-     * time read the same K, V and find them in L2. Causal: tile i costs
-     * i + 1 K/V tiles, so the last tile of every head goes first, then the
-     * one before...: the longest work starts first and the shortest fills
-     * the end of the grid, where a long tile would run on alone. */
-    const int Tr = (N + BR - 1) / BR, BH = (int)gridDim.x / Tr, bid = (int)blockIdx.x;
-    const bool lpt = causal && FA_CAUSAL_LPT;  // longest (causal) tiles first
-    const int q_tile = lpt ? Tr - 1 - bid / BH : bid % Tr;
-    const int bh = lpt ? bid % BH : bid / Tr;  // b * H + h
-    const int q0 = q_tile * BR;
-    const int kv_end = causal ? min(N, q0 + BR) : N;  // causal: skip tiles above the diagonal
-    const int n_tiles = (kv_end + BC - 1) / BC;
-    /* Step `it` of the loop works on K/V tile j = n_tiles - 1 - it: from the
-     * diagonal (or the ragged end of the sequence) down to tile 0, so every
-     * tile that needs a mask comes first and the rest run mask-free. */
-    // [end schedule]
-    const size_t head = (size_t)bh * N;
-    Q += head * D; K += head * D; V += head * D; O += head * D; L += head;
+// [region schedule]
+/* Phase "schedule", called first: which query tile (.x) and which
+ * b * H + h (.y) block bid computes, of Tr query tiles and BH heads. The
+ * GPU starts blocks roughly in blockIdx order. Non-causal: the query tiles
+ * of one head are neighbours, so the blocks running at the same time read
+ * the same K, V and find them in L2. Causal: tile i costs i + 1 K/V tiles,
+ * so the last tile of every head goes first, then the one before...: the
+ * longest work starts first and the shortest fills the end of the grid,
+ * where a long tile would run on alone. */
+__device__ __forceinline__ void block_schedule(int bid, int Tr, int BH, int causal, int &q_tile, int &bh) {
+    const bool lpt = causal;  // longest (causal) tiles first
+    q_tile = lpt ? Tr - 1 - bid / BH : bid % Tr;
+    bh = lpt ? bid % BH : bid / Tr;
+}
+// [end schedule]
 
-    // [region prologue]
-    /* Commit groups, oldest first: Q_i | K(0) | V(0) | K(1) | ... | V(S-2) | K(S-1)
-     * where X(s) is the tile of step s. An empty group is still committed
-     * when a step does not exist, so that every wait below counts the same
-     * number of groups. */
-    load_tile_async<T, D, BR, NT>(aQ, Q, q0, N, tid);
+// [region prologue]
+/* Phase "prologue", all NT threads, once: start the copies of Q_i (Br rows
+ * from q0) and of the first STAGES steps' tiles, then wait for Q_i alone.
+ * Commit groups, oldest first:
+ *     Q_i | K(0) | V(0) | K(1) | ... | V(S-2) | K(S-1)
+ * where X(s) is the tile of step s (key tile n_tiles - 1 - s) in slot s. An
+ * empty group is still committed when a step does not exist, so that every
+ * wait below counts the same number of groups. Ends with wait_group 2S-1 and
+ * __syncthreads: Q_i is visible to every warp, the K/V copies stay in flight. */
+template <class C>
+__device__ __forceinline__ void prologue(uint32_t aQ, uint32_t aK, uint32_t aV, const typename C::T *Q,
+                                         const typename C::T *K, const typename C::T *V, int q0, int n_tiles,
+                                         int N, int tid) {
+    using T = typename C::T;
+    load_tile_async<T, C::D, C::BR, C::NT>(aQ, Q, q0, N, tid);
     cp_async_commit();
 #pragma unroll
-    for (int s = 0; s < STAGES; ++s) {
-        if (s < n_tiles) load_tile_async<T, D, BC, NT>(aK + s * TILE, K, (n_tiles - 1 - s) * BC, N, tid);
+    for (int s = 0; s < C::STAGES; ++s) {
+        if (s < n_tiles)
+            load_tile_async<T, C::D, C::BC, C::NT>(aK + s * C::SLOT, K, (n_tiles - 1 - s) * C::BC, N, tid);
         cp_async_commit();
-        if (s < STAGES - 1) {
-            if (s < n_tiles) load_tile_async<T, D, BC, NT>(aV + s * TILE, V, (n_tiles - 1 - s) * BC, N, tid);
+        if (s < C::STAGES - 1) {
+            if (s < n_tiles)
+                load_tile_async<T, C::D, C::BC, C::NT>(aV + s * C::SLOT, V, (n_tiles - 1 - s) * C::BC, N, tid);
             cp_async_commit();
         }
     }
-    cp_async_wait<2 * STAGES - 1>();  // Q_i has landed, the K/V copies stay in flight
+    cp_async_wait<2 * C::STAGES - 1>();  // Q_i has landed, the K/V copies stay in flight
     __syncthreads();
-    /* Q_i as A fragments (lesson 07's ldmatrix addresses), kept for the
-     * whole loop when QREG. */
-    const int q_row = warp * MT * 16 + (lane & 7) + ((lane >> 3) & 1) * 8, q_chunk = lane >> 4;
-    uint32_t qf[QREG ? MT : 1][QREG ? D / 16 : 1][4];
-    if constexpr (QREG) {
+}
+// [end prologue]
+
+/* Q_i as A fragments (lesson 07's ldmatrix addresses), once after the
+ * prologue, when QREG: qf[mt][kk] is m-tile mt, dims 16 kk .. 16 kk + 15. */
+template <class C>
+__device__ __forceinline__ void load_q_fragments(typename C::QFrag &qf, uint32_t aQ, const LaneAddr &la) {
 #pragma unroll
-        for (int mt = 0; mt < MT; ++mt)
+    for (int mt = 0; mt < C::MT; ++mt)
 #pragma unroll
-            for (int kk = 0; kk < D / 16; ++kk)
-                ldmatrix_x4(qf[mt][kk], aQ + swz<D>(q_row + mt * 16, 2 * kk + q_chunk));
+        for (int kk = 0; kk < C::D / 16; ++kk)
+            ldmatrix_x4(qf[mt][kk], aQ + swz<C::D>(la.q_row + mt * 16, 2 * kk + la.q_chunk));
+}
+
+// [region refill]
+/* The K and V pipeline steps, all NT threads, twice per step of the loop.
+ * wait_group 2(S-1) retires this thread's copies of the tile the step needs
+ * now (K(it) before S, V(it) before P V_j): the groups younger than it are
+ * the 2(S-1) tiles of the next steps. The __syncthreads after it makes every
+ * thread's copies visible, and proves that every warp is done with the slot
+ * the previous step read: only now may it take the tile of step nx, into
+ * slot nx % S of `slots` (the K or the V ring). Past the last step nothing
+ * is copied, but the group is committed all the same. */
+template <class C>
+__device__ __forceinline__ void wait_then_refill(uint32_t slots, const typename C::T *X, int nx, int n_tiles, int N,
+                                                 int tid) {
+    cp_async_wait<2 * (C::STAGES - 1)>();
+    __syncthreads();
+    if (nx < n_tiles)
+        load_tile_async<typename C::T, C::D, C::BC, C::NT>(slots + (nx % C::STAGES) * C::SLOT, X,
+                                                           (n_tiles - 1 - nx) * C::BC, N, tid);
+    cp_async_commit();
+}
+// [end refill]
+
+// [region s-mma]
+/* Phase "S = Q_i K_j^T", one warp, after the K pipeline step: s[mt][nb] is
+ * the C fragment of m-tile mt and keys 8 nb .. 8 nb + 7 of the K slot at sK.
+ * Q_i's A fragments come from qf (QREG) or are re-read from the Q tile at aQ;
+ * each B fragment of K_j feeds all MT m-tiles. */
+template <class C>
+__device__ __forceinline__ void s_mma(float (&s)[C::MT][C::BC / 8][4], const typename C::QFrag &qf, uint32_t aQ,
+                                      uint32_t sK, const LaneAddr &la) {
+#pragma unroll
+    for (int mt = 0; mt < C::MT; ++mt)
+#pragma unroll
+        for (int nb = 0; nb < C::BC / 8; ++nb) s[mt][nb][0] = s[mt][nb][1] = s[mt][nb][2] = s[mt][nb][3] = 0.f;
+#pragma unroll
+    for (int kk = 0; kk < C::D / 16; ++kk) {
+        uint32_t qa[C::MT][4];  // this k-slice of Q_i: from registers, or re-read
+#pragma unroll
+        for (int mt = 0; mt < C::MT; ++mt) {
+            if constexpr (C::QREG) {
+#pragma unroll
+                for (int x = 0; x < 4; ++x) qa[mt][x] = qf[mt][kk][x];
+            } else {
+                ldmatrix_x4(qa[mt], aQ + swz<C::D>(la.q_row + mt * 16, 2 * kk + la.q_chunk));
+            }
+        }
+#pragma unroll
+        for (int np = 0; np < C::BC / 16; ++np) {
+            uint32_t b[4];
+            ldmatrix_x4(b, sK + swz<C::D>(np * 16 + la.k_row, 2 * kk + la.k_chunk));
+#pragma unroll
+            for (int mt = 0; mt < C::MT; ++mt) {
+                mma_16816<typename C::T>(s[mt][2 * np], qa[mt], b[0], b[1]);
+                mma_16816<typename C::T>(s[mt][2 * np + 1], qa[mt], b[2], b[3]);
+            }
+        }
     }
-    // [end prologue]
+}
+// [end s-mma]
 
-    float o[MT][D / 8][4];
-    float m[MT][2], l[MT][2];  // raw running max, per-thread partial running sum
+// [region mask]
+/* Phase "mask", one warp, only on a tile that crosses the diagonal or the end
+ * of the sequence (with the reversed order, the first steps): scores of keys
+ * >= N, and causal scores of keys after their query, become -inf (ex2 makes
+ * them 0). s[mt][nb][e] is query q0 + (warp MT + mt) 16 + g + 8 (e / 2), key
+ * k0 + 8 nb + 2t + e % 2. */
+template <class C>
+__device__ __forceinline__ void apply_mask(float (&s)[C::MT][C::BC / 8][4], int q0, int k0, int N, int causal, int warp,
+                                           int lane) {
+    const int g = lane >> 2, t = lane & 3;
 #pragma unroll
-    for (int mt = 0; mt < MT; ++mt) {
+    for (int mt = 0; mt < C::MT; ++mt)
 #pragma unroll
-        for (int nb = 0; nb < D / 8; ++nb) o[mt][nb][0] = o[mt][nb][1] = o[mt][nb][2] = o[mt][nb][3] = 0.f;
-        m[mt][0] = m[mt][1] = -INFINITY;
-        l[mt][0] = l[mt][1] = 0.f;
+        for (int nb = 0; nb < C::BC / 8; ++nb)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                const int col = k0 + nb * 8 + 2 * t + (e & 1);
+                const int row = q0 + (warp * C::MT + mt) * 16 + g + (e >> 1) * 8;
+                if (col >= N || (causal && col > row)) s[mt][nb][e] = -INFINITY;
+            }
+}
+// [end mask]
+
+// [region softmax]
+/* Phase "online softmax", first half, one warp, after the mask and before the
+ * V pipeline step: the new row maxima (this thread's Bc/4 scores of the row,
+ * then its quad: 2 xor-shuffles), then O and l rescaled by
+ * alpha = exp2(m_old * scale_log2 - base), base = m_new * scale_log2 the
+ * offset of the exponents (returned for pv_mma). With the diagonal tile
+ * first, a row can be fully masked in the first step(s): its max stays -inf,
+ * and the offset 0 keeps exp2(-inf - offset) = 0 instead of NaN. */
+template <class C>
+__device__ __forceinline__ void softmax_rescale(const float (&s)[C::MT][C::BC / 8][4], float (&o)[C::MT][C::D / 8][4],
+                                                float (&m)[C::MT][2], float (&l)[C::MT][2], float (&base)[C::MT][2],
+                                                float scale_log2) {
+#pragma unroll
+    for (int mt = 0; mt < C::MT; ++mt)
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+            float mx = m[mt][r];
+#pragma unroll
+            for (int nb = 0; nb < C::BC / 8; ++nb) mx = fmaxf(mx, fmaxf(s[mt][nb][2 * r], s[mt][nb][2 * r + 1]));
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+            base[mt][r] = (mx == -INFINITY) ? 0.f : mx * scale_log2;
+            const float alpha = ex2(m[mt][r] * scale_log2 - base[mt][r]);
+            m[mt][r] = mx;
+            l[mt][r] *= alpha;
+#pragma unroll
+            for (int nb = 0; nb < C::D / 8; ++nb) {
+                o[mt][nb][2 * r] *= alpha;
+                o[mt][nb][2 * r + 1] *= alpha;
+            }
+        }
+}
+// [end softmax]
+
+// [region pv]
+/* Phase "P V", one warp, after the V pipeline step: the second half of the
+ * softmax fused with O += P V_j (V slot at sV), 16 keys (one k-slice of the
+ * mma) at a time. P = exp2(S scale_log2 - base), one FFMA and one ex2 per
+ * element, summed into l and packed into an A fragment (lesson 07: P never
+ * leaves the registers) that goes straight into the mma with V_j's rows of
+ * those keys. Written this way the ex2 of one slice and the mma of the
+ * previous one are neighbours that the compiler interleaves, and only one
+ * slice of P is alive at a time; exponentiating the whole tile first leaves
+ * the tensor cores idle meanwhile. */
+template <class C>
+__device__ __forceinline__ void pv_mma(const float (&s)[C::MT][C::BC / 8][4], const float (&base)[C::MT][2],
+                                       float (&o)[C::MT][C::D / 8][4], float (&l)[C::MT][2], uint32_t sV,
+                                       const LaneAddr &la, float scale_log2) {
+    using T = typename C::T;
+#pragma unroll
+    for (int kk = 0; kk < C::BC / 16; ++kk) {
+        uint32_t pf[C::MT][4];
+#pragma unroll
+        for (int mt = 0; mt < C::MT; ++mt) {
+            float p[2][4];  // S accumulators 2kk, 2kk + 1: keys 16kk .. 16kk + 15
+#pragma unroll
+            for (int h = 0; h < 2; ++h)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) p[h][e] = ex2(fmaf(s[mt][2 * kk + h][e], scale_log2, -base[mt][e >> 1]));
+            l[mt][0] += (p[0][0] + p[0][1]) + (p[1][0] + p[1][1]);
+            l[mt][1] += (p[0][2] + p[0][3]) + (p[1][2] + p[1][3]);
+            pf[mt][0] = pack2<T>(p[0][0], p[0][1]);
+            pf[mt][1] = pack2<T>(p[0][2], p[0][3]);
+            pf[mt][2] = pack2<T>(p[1][0], p[1][1]);
+            pf[mt][3] = pack2<T>(p[1][2], p[1][3]);
+        }
+        /* each V fragment feeds all MT m-tiles */
+#pragma unroll
+        for (int dp = 0; dp < C::D / 16; ++dp) {
+            uint32_t b[4];
+            ldmatrix_x4_trans(b, sV + swz<C::D>(kk * 16 + la.v_row, 2 * dp + la.v_chunk));
+#pragma unroll
+            for (int mt = 0; mt < C::MT; ++mt) {
+                mma_16816<T>(o[mt][2 * dp], pf[mt], b[0], b[1]);
+                mma_16816<T>(o[mt][2 * dp + 1], pf[mt], b[2], b[3]);
+            }
+        }
     }
-    const int k_row = (lane & 7) + ((lane >> 4) << 3), k_chunk = (lane >> 3) & 1;
-    const int v_row = (lane & 7) + (((lane >> 3) & 1) << 3), v_chunk = lane >> 4;
+}
+// [end pv]
 
-    for (int it = 0; it < n_tiles; ++it) {
-        const int k0 = (n_tiles - 1 - it) * BC;  // first key of K_j, V_j
-        const uint32_t sK = aK + (it % STAGES) * TILE, sV = aV + (it % STAGES) * TILE;
-
-        // [region pipeline-k]
-        /* K(it) has landed (the groups younger than it: V(it), K(it+1), ...,
-         * V(it+S-2), K(it+S-1), that is 2(S-1)); after the barrier every
-         * thread's copies are visible and every warp has finished P V of the
-         * previous step, so its V slot can be refilled with V(it+S-1). */
-        cp_async_wait<2 * (STAGES - 1)>();
-        __syncthreads();
-        {
-            const int nx = it + STAGES - 1;
-            if (nx < n_tiles)
-                load_tile_async<T, D, BC, NT>(aV + (nx % STAGES) * TILE, V, (n_tiles - 1 - nx) * BC, N, tid);
-            cp_async_commit();
-        }
-        // [end pipeline-k]
-
-        // [region s-mma]
-        /* S = Q_i K_j^T (lesson 07); each K fragment feeds all MT m-tiles. */
-        float s[MT][BC / 8][4];
-#pragma unroll
-        for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-            for (int nb = 0; nb < BC / 8; ++nb) s[mt][nb][0] = s[mt][nb][1] = s[mt][nb][2] = s[mt][nb][3] = 0.f;
-#pragma unroll
-        for (int kk = 0; kk < D / 16; ++kk) {
-            uint32_t qa[MT][4];  // this k-slice of Q_i: from registers, or re-read
-#pragma unroll
-            for (int mt = 0; mt < MT; ++mt) {
-                if constexpr (QREG) {
-#pragma unroll
-                    for (int x = 0; x < 4; ++x) qa[mt][x] = qf[mt][kk][x];
-                } else {
-                    ldmatrix_x4(qa[mt], aQ + swz<D>(q_row + mt * 16, 2 * kk + q_chunk));
-                }
-            }
-#pragma unroll
-            for (int np = 0; np < BC / 16; ++np) {
-                uint32_t b[4];
-                ldmatrix_x4(b, sK + swz<D>(np * 16 + k_row, 2 * kk + k_chunk));
-#pragma unroll
-                for (int mt = 0; mt < MT; ++mt) {
-                    mma_16816<T>(s[mt][2 * np], qa[mt], b[0], b[1]);
-                    mma_16816<T>(s[mt][2 * np + 1], qa[mt], b[2], b[3]);
-                }
-            }
-        }
-        // [end s-mma]
-
-        /* Mask: only tiles crossing the diagonal or the end of the sequence;
-         * with the reversed order these are the first steps. */
-        if (k0 + BC > N || (causal && k0 + BC - 1 > q0)) {
-#pragma unroll
-            for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-                for (int nb = 0; nb < BC / 8; ++nb)
-#pragma unroll
-                    for (int e = 0; e < 4; ++e) {
-                        const int col = k0 + nb * 8 + 2 * t + (e & 1);
-                        const int row = q0 + (warp * MT + mt) * 16 + g + (e >> 1) * 8;
-                        if (col >= N || (causal && col > row)) s[mt][nb][e] = -INFINITY;
-                    }
-        }
-
-        // [region softmax]
-        /* Online softmax (lesson 07), first half: the new row maxima, then O
-         * and l rescaled by alpha = exp2((m_old - m_new) scale_log2). With the
-         * diagonal tile first, a row can be fully masked in the first step(s):
-         * its max stays -inf, and the offset 0 keeps exp2(-inf - offset) = 0
-         * instead of NaN. l stays a per-thread partial sum (this thread's
-         * columns); the 4 threads of a row add theirs once, in the epilogue. */
-        float base[MT][2];  // m_new * scale_log2, the offset of the exponents
-#pragma unroll
-        for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-            for (int r = 0; r < 2; ++r) {
-                float mx = m[mt][r];
-#pragma unroll
-                for (int nb = 0; nb < BC / 8; ++nb) mx = fmaxf(mx, fmaxf(s[mt][nb][2 * r], s[mt][nb][2 * r + 1]));
-                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-                base[mt][r] = (mx == -INFINITY) ? 0.f : mx * scale_log2;
-                const float alpha = ex2(m[mt][r] * scale_log2 - base[mt][r]);
-                m[mt][r] = mx;
-                l[mt][r] *= alpha;
-#pragma unroll
-                for (int nb = 0; nb < D / 8; ++nb) {
-                    o[mt][nb][2 * r] *= alpha;
-                    o[mt][nb][2 * r + 1] *= alpha;
-                }
-            }
-        // [end softmax]
-
-        // [region pipeline-v]
-        /* V(it) has landed (younger groups: K(it+1), V(it+1), ..., K(it+S-1),
-         * V(it+S-1)); after the barrier no warp still reads K(it), so its slot
-         * takes K(it+S), which then flies during P V_j and the next S. The
-         * barrier sits between the row maxima and the exponentials, so that
-         * the exponentials share one stretch of code with P V_j (below).
-         * FlashAttention-2's kernels wait right after S; with the maxima and
-         * the rescaling of O before the barrier instead, the compiler fits
-         * the step in 255 registers at d = 128 (the other way, it spills). */
-        cp_async_wait<2 * (STAGES - 1)>();
-        __syncthreads();
-        {
-            const int nx = it + STAGES;
-            if (nx < n_tiles)
-                load_tile_async<T, D, BC, NT>(aK + (nx % STAGES) * TILE, K, (n_tiles - 1 - nx) * BC, N, tid);
-            cp_async_commit();
-        }
-        // [end pipeline-v]
-
-        // [region pv]
-        /* Second half, fused with O += P V_j, 16 keys (one k-slice of the mma)
-         * at a time: P = exp2(S scale_log2 - base), one FFMA and one ex2 per
-         * element, packed into an A fragment (lesson 07: P never leaves the
-         * registers) that goes straight into the mma with V_j's rows of those
-         * keys. Written this way the ex2 of one slice and the mma of the
-         * previous one are neighbours that the compiler interleaves, and only
-         * one slice of P is alive at a time; exponentiating the whole tile
-         * first leaves the tensor cores idle meanwhile. */
-#pragma unroll
-        for (int kk = 0; kk < BC / 16; ++kk) {
-            uint32_t pf[MT][4];
-#pragma unroll
-            for (int mt = 0; mt < MT; ++mt) {
-                float p[2][4];  // S accumulators 2kk, 2kk + 1: keys 16kk .. 16kk + 15
-#pragma unroll
-                for (int h = 0; h < 2; ++h)
-#pragma unroll
-                    for (int e = 0; e < 4; ++e) p[h][e] = ex2(fmaf(s[mt][2 * kk + h][e], scale_log2, -base[mt][e >> 1]));
-                l[mt][0] += (p[0][0] + p[0][1]) + (p[1][0] + p[1][1]);
-                l[mt][1] += (p[0][2] + p[0][3]) + (p[1][2] + p[1][3]);
-                pf[mt][0] = pack2<T>(p[0][0], p[0][1]);
-                pf[mt][1] = pack2<T>(p[0][2], p[0][3]);
-                pf[mt][2] = pack2<T>(p[1][0], p[1][1]);
-                pf[mt][3] = pack2<T>(p[1][2], p[1][3]);
-            }
-            /* each V fragment feeds all MT m-tiles */
-#pragma unroll
-            for (int dp = 0; dp < D / 16; ++dp) {
-                uint32_t b[4];
-                ldmatrix_x4_trans(b, sV + swz<D>(kk * 16 + v_row, 2 * dp + v_chunk));
-#pragma unroll
-                for (int mt = 0; mt < MT; ++mt) {
-                    mma_16816<T>(o[mt][2 * dp], pf[mt], b[0], b[1]);
-                    mma_16816<T>(o[mt][2 * dp + 1], pf[mt], b[2], b[3]);
-                }
-            }
-        }
-        // [end pv]
-    }
-
-    /* Epilogue (lesson 07): finish l, normalise, write L, then O through the
-     * warp's own rows of the Q tile with 16-byte stores. Only empty cp.async
-     * groups can still be pending here; the Q tile is never a copy target
-     * after the prologue. */
+// [region epilogue]
+/* Phase "epilogue", one warp, after the loop (lesson 07): finish l over the
+ * quad, write O / l into the warp's own rows of the Q tile at sQ and L
+ * (natural log) to global memory, then O as whole 16-byte chunks of rows.
+ * No block barrier: the warp's rows of the Q tile are read by no other warp,
+ * and only empty cp.async groups can still be pending (the Q tile is never a
+ * copy target after the prologue). */
+template <class C>
+__device__ __forceinline__ void epilogue(const float (&o)[C::MT][C::D / 8][4], const float (&m)[C::MT][2],
+                                         const float (&l)[C::MT][2], unsigned char *sQ, typename C::T *O, float *L,
+                                         int q0, int N, float scale_log2, int warp, int lane) {
+    using T = typename C::T;
+    constexpr int D = C::D, MT = C::MT, CH = C::CH;
+    const int g = lane >> 2, t = lane & 3;
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
@@ -486,8 +431,83 @@ fa2_pipeline_kernel(const T *__restrict__ Q, const T *__restrict__ K, const T *_
             *reinterpret_cast<uint4 *>(O + (size_t)(q0 + r) * D + ch * 8) =
                 *reinterpret_cast<const uint4 *>(sQ + swz<D>(r, ch));
     }
+}
+// [end epilogue]
+
+// [region kernel]
+/* One block computes O and L for Br query rows of one (batch, head).
+ * grid = Tr * B * H blocks in one dimension (see block_schedule), block =
+ * 32 * WARPS threads; warp w owns MT = Br / (16 WARPS) m-tiles (1 or 2).
+ * Dynamic shared memory: Q_i [Br][D], then STAGES K slots and STAGES V slots
+ * [Bc][D], all swizzled: (Br + 2 STAGES Bc) D 2 bytes.
+ * QREG: Q_i's A fragments live in registers for the whole loop (lesson 07);
+ * without it they are re-read from the Q tile (ldmatrix) at every step,
+ * which frees D/4 registers per m-tile: what lets a warp own 32 rows at
+ * d = 128 without spilling (FlashAttention-2's own kernels do this).
+ * scale_log2 = scale * log2(e) (exponentials as ex2, m kept unscaled). */
+template <typename T, int D, int BR, int BC, int WARPS, int STAGES, bool QREG>
+__global__ void __launch_bounds__(WARPS * 32)
+fa2_pipeline_kernel(const T *__restrict__ Q, const T *__restrict__ K, const T *__restrict__ V,
+                    T *__restrict__ O, float *__restrict__ L, int N, float scale_log2, int causal) {
+    static_assert(BR == 16 * WARPS || BR == 32 * WARPS, "Br must be 16 or 32 rows per warp");
+    static_assert(BC % 16 == 0 && D % 16 == 0 && STAGES >= 1, "bad tile shape");
+#if FA_SM80
+    using C = Traits<T, D, BR, BC, WARPS, STAGES, QREG>;
+    extern __shared__ __align__(128) unsigned char fa_smem[];
+    unsigned char *sQ = fa_smem;
+    const uint32_t aQ = smem_u32(sQ), aK = aQ + BR * D * 2, aV = aK + STAGES * C::SLOT;
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+
+    const int Tr = (N + BR - 1) / BR;
+    int q_tile, bh;
+    block_schedule((int)blockIdx.x, Tr, (int)gridDim.x / Tr, causal, q_tile, bh);
+    const int q0 = q_tile * BR;
+    const int kv_end = causal ? min(N, q0 + BR) : N;  // causal: skip tiles above the diagonal
+    const int n_tiles = (kv_end + BC - 1) / BC;
+    const size_t head = (size_t)bh * N;
+    Q += head * D; K += head * D; V += head * D; O += head * D; L += head;
+
+    prologue<C>(aQ, aK, aV, Q, K, V, q0, n_tiles, N, tid);
+    const LaneAddr la = lane_addr(warp, lane, C::MT);
+    typename C::QFrag qf;
+    if constexpr (QREG) load_q_fragments<C>(qf, aQ, la);
+    /* What a thread accumulates for its MT m-tiles, in lesson 07's C-fragment
+     * layout (g = lane / 4, t = lane % 4): o[mt][nb] = O rows g, g + 8 x dims
+     * 8 nb + 2t, +1, not yet divided by l; m = the running max of the raw
+     * scores q.k of rows g, g + 8; l = their running sum over this thread's
+     * columns only (the quad adds its four in the epilogue). */
+    float o[C::MT][D / 8][4], m[C::MT][2], l[C::MT][2];
+#pragma unroll
+    for (int mt = 0; mt < C::MT; ++mt) {
+#pragma unroll
+        for (int nb = 0; nb < D / 8; ++nb) o[mt][nb][0] = o[mt][nb][1] = o[mt][nb][2] = o[mt][nb][3] = 0.f;
+        m[mt][0] = m[mt][1] = -INFINITY;
+        l[mt][0] = l[mt][1] = 0.f;
+    }
+
+    /* Step it works on K/V tile j = n_tiles - 1 - it, in slot it % STAGES:
+     * from the diagonal (or the ragged end of the sequence) down to tile 0,
+     * so every tile that needs a mask comes first. */
+    for (int it = 0; it < n_tiles; ++it) {
+        const int k0 = (n_tiles - 1 - it) * BC;  // first key of K_j, V_j
+        const uint32_t sK = aK + (it % STAGES) * C::SLOT, sV = aV + (it % STAGES) * C::SLOT;
+        wait_then_refill<C>(aV, V, it + STAGES - 1, n_tiles, N, tid);  // K(it) landed; V(it+S-1) starts
+        float s[C::MT][BC / 8][4];
+        s_mma<C>(s, qf, aQ, sK, la);
+        if (k0 + BC > N || (causal && k0 + BC - 1 > q0)) apply_mask<C>(s, q0, k0, N, causal, warp, lane);
+        float base[C::MT][2];
+        softmax_rescale<C>(s, o, m, l, base, scale_log2);
+        /* The V step sits between the row maxima and the exponentials, not
+         * right after S as in FlashAttention-2: so the exponentials share one
+         * stretch of code with P V_j, and the step fits in 255 registers at
+         * d = 128 (the other way, it spills). */
+        wait_then_refill<C>(aK, K, it + STAGES, n_tiles, N, tid);  // V(it) landed; K(it+S) starts
+        pv_mma<C>(s, base, o, l, sV, la, scale_log2);
+    }
+    epilogue<C>(o, m, l, sQ, O, L, q0, N, scale_log2, warp, lane);
 #endif
 }
+// [end kernel]
 
 // [region host]
 template <typename T, int D, int BR, int BC, int WARPS, int STAGES, int QREG>

@@ -1,6 +1,10 @@
-/* emu08.cpp: lesson 08's kernel (several tile configurations) on the CPU warp
- * emulator (see emu.h). */
+/* emu8.cpp: lesson 08's kernel (several tile configurations) on the CPU warp
+ * emulator (see emu.h). The build defines FA_EMULATOR and puts tests/warp_emu first on the
+ * include path: the lesson's #include "ptx_mma.h" lands on the emulator's stand-in, and its
+ * own cp.async wrappers drop out for emu.h's (copies that land at issue or at the retiring
+ * wait, with per-chunk hazard tracking). */
 #include "emu.h"
+#define FA_SM80 1  // every kernel body runs on the emulator (the stand-in ptx_mma.h does not set it)
 #include EMU_SRC
 
 template <typename T, int D, int BR, int BC, int W, int S, bool QR>
