@@ -10,7 +10,7 @@
 #                           make bench do not make (experiment builds of lessons 04, 05, 07, 08;
 #                           ncu on solution 06; TEXT_EXPERIMENTS=grid: lessons 06-08 vs PyTorch
 #                           over the grid); output in build/text-experiments/
-#   make text-exp-variant TEXT_EXP_N=7 TEXT_EXP_DEFS=-DFA_NO_SWIZZLE TEXT_EXP_OUT=build/x
+#   make text-exp-variant TEXT_EXP_N=4 TEXT_EXP_DEFS=-DRUNTIME_INDEX TEXT_EXP_OUT=build/x
 #                           one solution built with extra -D flags, anywhere (the experiments' builds)
 #   make gpu-check-selftest (CPU, in make test) the refusals: no GPU (exit 4), bad variables (exit 2)
 .PHONY: gpu-check text-experiments text-exp-variant gpu-check-selftest

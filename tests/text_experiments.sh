@@ -8,8 +8,8 @@
 #   timings  experiment builds, timed with the harness (--bench-only, median of 30):
 #              04  -DRUNTIME_INDEX, -DMIN_BLOCKS_D64=4 against the default (bench shape, fp32)
 #              05  causal against non-causal, N = 1024, 4096, 8192 (B = 16384/N, H = 16, d = 64)
-#              07  -DFA_NO_SWIZZLE against the swizzle (fp16, B = 4, N = 4096, d = 128 and 64)
-#              08  -DFA_CAUSAL_LPT=0 against longest-first (fp16, causal, d = 128)
+#              07  the no-swizzle variant against the swizzle (fp16, B = 4, N = 4096, d = 128 and 64)
+#              08  the no-lpt variant (non-causal block order) against longest-first (fp16, causal, d = 128)
 #            -> timings.txt (a table) and timings.csv
 #   ncu      Nsight Compute on solution 06 (fp16, B = 4, H = 16, N = 4096, d = 128), lesson 06's
 #            "What limits it" -> ncu-solution6.txt; skipped when ncu is not installed
@@ -43,6 +43,13 @@ build() {
         >"$OUT/build-$1-$2.log" 2>&1 || { echo "build of solution $1 with $3 failed: $OUT/build-$1-$2.log"; fail=1; }
 }
 
+# variant N NAME: solution N with the patch lessons/NN-*/variants/NAME.patch (make solutionN-NAME),
+# as $OUT/solutionN-NAME
+variant() {
+    $MAKE -s "solution$1-$2" >"$OUT/build-$1-$2.log" 2>&1 && mv "solution$1-$2" "$OUT/" ||
+        { echo "build of solution$1-$2 failed: $OUT/build-$1-$2.log"; fail=1; }
+}
+
 # t LESSON LABEL BINARY ARGS...: one harness timing, a row of the table and the CSV
 t() {
     local lesson=$1 label=$2 bin=$3; shift 3
@@ -61,8 +68,8 @@ timings() {
     $MAKE -s solution4 solution5 solution7 solution8 >"$OUT/build.log" 2>&1 || { cat "$OUT/build.log"; return 1; }
     build 4 runtime-index -DRUNTIME_INDEX
     build 4 4blocks -DMIN_BLOCKS_D64=4
-    build 7 no-swizzle -DFA_NO_SWIZZLE
-    build 8 no-lpt -DFA_CAUSAL_LPT=0
+    variant 7 no-swizzle
+    variant 8 no-lpt
     t 04 "bench shape (fp32, B8 H12 N1024 d64), default" ./solution4
     t 04 "bench shape, -DRUNTIME_INDEX" "$OUT/solution4-runtime-index"
     t 04 "bench shape, -DMIN_BLOCKS_D64=4 (128-register cap)" "$OUT/solution4-4blocks"
@@ -73,13 +80,13 @@ timings() {
         t 05 "B$B H16 N$N d64 causal" ./solution5 -b $B -H 16 -n $N -d 64 --causal
     done
     t 07 "fp16 B4 H16 N4096 d128, swizzled" ./solution7 -b 4 -H 16 -n 4096 -d 128 --dtype fp16
-    t 07 "fp16 B4 H16 N4096 d128, -DFA_NO_SWIZZLE" "$OUT/solution7-no-swizzle" -b 4 -H 16 -n 4096 -d 128 --dtype fp16
+    t 07 "fp16 B4 H16 N4096 d128, no-swizzle variant" "$OUT/solution7-no-swizzle" -b 4 -H 16 -n 4096 -d 128 --dtype fp16
     t 07 "fp16 B4 H32 N4096 d64, swizzled" ./solution7 -b 4 -H 32 -n 4096 -d 64 --dtype fp16
-    t 07 "fp16 B4 H32 N4096 d64, -DFA_NO_SWIZZLE" "$OUT/solution7-no-swizzle" -b 4 -H 32 -n 4096 -d 64 --dtype fp16
+    t 07 "fp16 B4 H32 N4096 d64, no-swizzle variant" "$OUT/solution7-no-swizzle" -b 4 -H 32 -n 4096 -d 64 --dtype fp16
     t 08 "fp16 B1 H16 N16384 d128 causal, longest first" ./solution8 -b 1 -H 16 -n 16384 -d 128 --dtype fp16 --causal
-    t 08 "fp16 B1 H16 N16384 d128 causal, -DFA_CAUSAL_LPT=0" "$OUT/solution8-no-lpt" -b 1 -H 16 -n 16384 -d 128 --dtype fp16 --causal
+    t 08 "fp16 B1 H16 N16384 d128 causal, no-lpt variant" "$OUT/solution8-no-lpt" -b 1 -H 16 -n 16384 -d 128 --dtype fp16 --causal
     t 08 "fp16 B4 H16 N4096 d128 causal, longest first" ./solution8 -b 4 -H 16 -n 4096 -d 128 --dtype fp16 --causal
-    t 08 "fp16 B4 H16 N4096 d128 causal, -DFA_CAUSAL_LPT=0" "$OUT/solution8-no-lpt" -b 4 -H 16 -n 4096 -d 128 --dtype fp16 --causal
+    t 08 "fp16 B4 H16 N4096 d128 causal, no-lpt variant" "$OUT/solution8-no-lpt" -b 4 -H 16 -n 4096 -d 128 --dtype fp16 --causal
 }
 
 ncu_solution6() {
