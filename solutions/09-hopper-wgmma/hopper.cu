@@ -353,11 +353,11 @@ template <class C>
 struct Consumer {
     using T = typename C::T;
     static constexpr int D = C::D, BC = C::BC, BR = C::BR;
-    float o[D / 2] = {};               // O: 64 x D per warpgroup, fp32
-    float s[BC / 2] = {};              // S of one tile, then its exponentials
-    uint32_t p[BC / 16][4];            // P as wgmma A fragments (16 keys each)
+    float o[D / 2] = {};                  // O: 64 x D per warpgroup, fp32
+    float s[BC / 2] = {};                 // S of one tile, then its exponentials
+    uint32_t p[BC / 16][4];               // P as wgmma A fragments (16 keys each)
     float m[2] = {-INFINITY, -INFINITY};  // running max (raw scores), rows g and g + 8
-    float l[2] = {};                   // this thread's share of the running sums
+    float l[2] = {};                      // this thread's share of the running sums
     // [region issue-s]
     /* S = Q_i K_j^T for this warpgroup's 64 rows: D / 16 wgmmas, the first with scale_d = 0. */
     __device__ __forceinline__ void issue_s(uint32_t sQ, int wg_row0, uint32_t sK) {
@@ -490,7 +490,7 @@ struct Kernel {
     uint32_t base;  // the block's shared memory (SmemLayout)
     __device__ __forceinline__ uint32_t bar(MBar b, int s = 0) const { return base + SL::bar(b, s); }
     // [region init]
-    /* One thread: a full barrier expects one arrival, an empty one one per consumer warp. */
+    /* Thread 0, before every role: a full barrier expects one arrival, an empty one per consumer warp. */
     __device__ __forceinline__ void init_barriers() const {
         mbar_init(bar(FULL_Q), 1);
         mbar_init(bar(EMPTY_Q), 4 * C::NC);
@@ -520,9 +520,9 @@ struct Kernel {
     }
     // [end producer]
     // [region producer-loop]
-    /* The producer thread: per work item Q_i (once every consumer warp released its buffer), then
-     * its K/V tiles from the diagonal down. Step 7 claims the next item while Q_i's copies fly and
-     * stores it for the consumers before its arrival on full Q (past the end: no bytes). */
+    /* The producer's thread 0 (the kernel): per work item Q_i, once every consumer warp released its
+     * buffer (empty Q), then its K/V tiles from the diagonal down (load_kv). Step 7 claims the next
+     * item while Q_i's copies fly, stores it before its arrival on full Q (past the end: no bytes). */
     __device__ __forceinline__ void producer_mainloop() const {
         int item = blockIdx.x;     // the block's first work item
         int qn = 0, gi = 0;        // query tiles and K/V tiles loaded so far
@@ -555,10 +555,11 @@ struct Kernel {
     }
     // [end producer-loop]
     // [region loop-overlap]
-    /* The MMA loop of a work item (FlashAttention-3, Algorithm 2): in one turn a warpgroup issues
-     * S_it = Q K_it^T and O += P_{it-1} V_{it-1}, waits for the first (wait<1>), computes the
-     * softmax of S_it while the second runs, and waits for it (wait<0>) only before it rescales O
-     * and overwrites P. Turns: S_0, n_tiles - 1 pairs, the last P V. Ring positions from gi. */
+    /* A consumer warpgroup's MMA loop over a work item (consumer_mainloop; FlashAttention-3,
+     * Algorithm 2): in one turn (its named barrier) it issues S_it = Q K_it^T and O += P_{it-1}
+     * V_{it-1} once their tiles have landed (full K, full V), waits for the first (wait<1>),
+     * computes the softmax of S_it while the second runs, and waits for it (wait<0>) only before it
+     * rescales O and overwrites P. Turns: S_0, n_tiles - 1 pairs, the last P V. Slots from gi. */
     __device__ __forceinline__ void mma_loop(const Warpgroup<C> &wg, Consumer<C> &w, const Work &wk, int row,
                                              int gi) const {
         constexpr int STAGES = C::STAGES;
@@ -629,8 +630,8 @@ struct Kernel {
     }
     // [end loop-overlap]
     // [region epilogue]
-    /* The end of a work item for the warpgroup's 64 rows: O and L of rows < N. O goes, step 5,
-     * through the warpgroup's rows of the Q tile (no wgmma reads them past its epilogue barrier)
+    /* The end of a work item (consumer_mainloop): O and L of the warpgroup's rows < N. O goes, step
+     * 5, through the warpgroup's rows of the Q tile (no wgmma reads them past its epilogue barrier)
      * and 16-byte stores; step 6, from registers (Q's buffer holds the next tile); step 7, by a
      * TMA store per 64 columns of its own O tile, issued (and later waited for) by its thread 0. */
     __device__ __forceinline__ void epilogue(const Warpgroup<C> &wg, Consumer<C> &w, const Work &wk,
@@ -690,8 +691,8 @@ struct Kernel {
     }
     // [end epilogue]
     // [region consumer-loop]
-    /* A consumer thread: the block's work items in turn (step 5: one), each the MMA loop and the
-     * epilogue; step 7 reads the item the producer stored before its arrival on full Q. */
+    /* A consumer thread (the kernel): the block's work items in turn (step 5: one), each the MMA
+     * loop and the epilogue; step 7 reads the item the producer stored before arriving on full Q. */
     __device__ __forceinline__ void consumer_mainloop(int tid) const {
         const Warpgroup<C> wg(base, tid);
         if (S::CHAIN && wg.c == C::NC - 1) wg.pass_turn();  // step 7: warpgroup 0 takes the first turn
