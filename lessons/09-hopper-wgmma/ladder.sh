@@ -1,17 +1,19 @@
 #!/usr/bin/env bash
 # lessons/09-hopper-wgmma/ladder.sh: lesson 09's ladder on a Hopper GPU. Builds the solution at
-# every step (FA9_STEP=1..7, see hopper.cu) and any variant asked for, grades each on a few
-# cases, times each on the course's shapes next to PyTorch's SDPA (flash and cuDNN backends,
-# same timing method), and prints per head dimension a table of TFLOP/s and one of ratios to
-# cuDNN.
+# every step (FA9_STEP=1..7, see hopper.cu; steps 1-4 through variants/steps-1-4.var) and any
+# variant asked for, grades each on a few cases, times each on the course's shapes next to
+# PyTorch's SDPA (flash and cuDNN backends, same timing method), and prints per head dimension
+# a table of TFLOP/s and one of ratios to cuDNN.
 #
 #   bash lessons/09-hopper-wgmma/ladder.sh        (from the repository root; or make ladder-09)
 # Options:
 #   --steps "1 2 3 4 5 6 7"  steps to build (default all; "" for none)
-#   --variant 'NAME:DEFS'    one more build with these -D flags, e.g.
-#                            --variant 's7wg3@64:-DFA9_STEP=7 -DFA64_WG=3'; NAME@64 (or @128)
-#                            times it at that head dimension only; repeatable. Without
-#                            -DFA9_STEP in DEFS the variant is built at the source's default step
+#   --variant 'NAME:DEFS'    one more build with these -D flags and +VARIANT files
+#                            (lessons/09-hopper-wgmma/variants/VARIANT.var, WORKLOG.md), e.g.
+#                            --variant 's7wg3@64:-DFA9_STEP=7 -DFA64_WG=3' or
+#                            --variant 's7noL2:+no-l2-sections'; NAME@64 (or @128) times it at
+#                            that head dimension only; repeatable. Without -DFA9_STEP in DEFS
+#                            the variant is built at the source's default step
 #   --configs "128:176,2 64:192,2"   shorthand: step 7 with another B_c and stage count for one
 #                            head dimension (d:Bc,stages -> -DFA<d>_BC=Bc -DFA<d>_STAGES=stages)
 #   --d 64,128            head dimensions (default both)
@@ -37,8 +39,13 @@ add_variant() { # NAME[@d]:DEFS
     name=${head%@*}
     [[ $head == *@* ]] && d=${head#*@}
     for w in $defs; do
+        if [[ $w == +* ]]; then
+            [ -f "lessons/09-hopper-wgmma/variants/${w#+}.var" ] ||
+                { echo "ladder.sh: --variant $name: no variant file lessons/09-hopper-wgmma/variants/${w#+}.var" >&2; exit 2; }
+            continue
+        fi
         [[ $w =~ ^-D[A-Za-z_][A-Za-z0-9_]*(=[A-Za-z0-9_.-]+)?$ ]] ||
-            { echo "ladder.sh: --variant $name: '$w' is not a -DNAME or -DNAME=VALUE flag" >&2; exit 2; }
+            { echo "ladder.sh: --variant $name: '$w' is neither -DNAME[=VALUE] nor +VARIANT" >&2; exit 2; }
     done
     for v in "${VARIANTS[@]}"; do
         [ "${v%%|*}" != "$name" ] || { echo "ladder.sh: two variants are named '$name'" >&2; exit 2; }
@@ -62,7 +69,7 @@ while [ $# -gt 0 ]; do
     --no-grade) GRADE=0 ;;
     --no-peers) PEERS=0 ;;
     --no-lesson08) BASE=0 ;;
-    -h | --help) sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "ladder.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
     esac
     shift
@@ -111,7 +118,9 @@ if [ "$BUILD" = 1 ]; then
     for v in "${VARIANTS[@]}"; do
         IFS='|' read -r name defs _ _ <<< "$v"
         rm -f "$OUT/$name"
-        echo "make --no-print-directory hopper-variant ${SRC:+HOPPER_SRC=$SRC} HOPPER_OUT=$OUT/$name HOPPER_DEFS=\"$defs\" >/dev/null || echo \"build failed: $name (see $OUT/$name.ptxas)\" >&2" >> "$jobs_file"
+        dflags="" vfiles=""
+        for w in $defs; do if [[ $w == +* ]]; then vfiles="$vfiles ${w#+}"; else dflags="$dflags $w"; fi; done
+        echo "make --no-print-directory hopper-variant ${SRC:+HOPPER_SRC=$SRC} HOPPER_OUT=$OUT/$name HOPPER_DEFS=\"${dflags# }\" HOPPER_VARIANTS=\"${vfiles# }\" >/dev/null || echo \"build failed: $name (see $OUT/$name.ptxas)\" >&2" >> "$jobs_file"
     done
     echo "building ${#VARIANTS[@]} variants with $JOBS jobs..." >&2
     xargs -d '\n' -P "$JOBS" -I{} bash -c {} < "$jobs_file"

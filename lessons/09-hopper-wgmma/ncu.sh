@@ -4,7 +4,9 @@
 # and what the warps wait for.
 #
 #   bash lessons/09-hopper-wgmma/ncu.sh        (after make ladder-09, which builds the steps;
-#                                               or make ncu-09)
+#                                               or make ncu-09; a missing step is built with
+#                                               make hopper-variant, steps 1-4 through
+#                                               variants/steps-1-4.var)
 # Options:
 #   --steps "1 2 3 4 5 6 7"  --shape "-b 2 -H 16 -n 4096 -d 128 --dtype fp16" (harness options)
 #   --causal             add --causal to the shape
@@ -20,7 +22,7 @@ while [ $# -gt 0 ]; do
     --steps) STEPS="${2:?}"; shift ;;
     --shape) SHAPE="${2:?}"; shift ;;
     --causal) CAUSAL=--causal ;;
-    -h | --help) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "ncu.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
     esac
     shift

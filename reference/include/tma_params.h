@@ -16,6 +16,8 @@
  * is a dimension of its own, a box that runs past row N - 1 is filled with zeros by TMA
  * instead of reading the next (b, h) slice: ragged last tiles need no bounds code.
  *
+ * Compiled by nvcc, it also makes the tensor map itself (tma_tensor_map_make, at the end).
+ *
  * Source: CUDA driver API, cuTensorMapEncodeTiled (requirements on sizes, strides, box,
  * swizzle); PTX ISA, "Tensor copy" and the shared-memory swizzling modes. */
 #ifndef TMA_PARAMS_H
@@ -107,4 +109,91 @@ static inline TMA_HD uint32_t tma_tile_offset(int r, int c, int rows) {
                          (uint32_t)(c % TMA_BOX_COLS) * 2u;
     return tma_swizzle128(lin);
 }
+
+#if defined(__CUDACC__)
+/* ---- CUDA only: the tensor map, for a lesson's host code ---- */
+#include <cuda.h> /* CUtensorMap and its enums (types only: no -lcuda, see tma_encoder) */
+#include <cuda_runtime.h>
+
+/* cuTensorMapEncodeTiled is a CUDA driver function. Asking the runtime for its address
+ * (cudaGetDriverEntryPointByVersion) avoids linking with -lcuda. NULL (and printed why) when
+ * the driver has none. */
+typedef CUresult (*tma_encode_fn)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *, const cuuint64_t *,
+                                  const cuuint64_t *, const cuuint32_t *, const cuuint32_t *, CUtensorMapInterleave,
+                                  CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+static tma_encode_fn tma_encoder(void) {
+    static tma_encode_fn fn = NULL;
+    static int tried = 0;
+    if (!tried) {
+        tried = 1;
+        void *p = NULL;
+        cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSuccess;
+#if CUDART_VERSION >= 12050
+        cudaError_t e = cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &q);
+#else
+        cudaError_t e = cudaGetDriverEntryPoint("cuTensorMapEncodeTiled", &p, cudaEnableDefault, &q);
+#endif
+        if (e != cudaSuccess || q != cudaDriverEntryPointSuccess || !p)
+            fprintf(stderr, "%s:%d: cudaGetDriverEntryPointByVersion(cuTensorMapEncodeTiled) failed (%s, query %d)\n"
+                    "  hint: TMA tensor maps need a CUDA 12 driver or newer (nvidia-smi shows its CUDA version)\n",
+                    __FILE__, __LINE__, cudaGetErrorString(e), (int)q);
+        else
+            fn = (tma_encode_fn)p;
+    }
+    return fn;
+}
+
+// [region tensor-map]
+/* The tensor map of one of Q, K, V, O ([B H, N, d] of a->dtype) with boxes of `rows` rows,
+ * the 128-byte swizzle, rows past N zero-filled; the numbers come from tma_tile_params_make.
+ * Returns 0 or -1 (printed why). */
+static int tma_tensor_map_make(CUtensorMap *map, const void *base, const attn_args *a, int rows) {
+    tma_tile_params p;
+    char err[256];
+    if (tma_tile_params_make(&p, base, (long long)a->B * a->H, a->N, a->d, a->d, a->dtype, rows, err, sizeof err)) {
+        fprintf(stderr, "%s:%d: tensor map refused: %s\n", __FILE__, __LINE__, err);
+        return -1;
+    }
+    tma_encode_fn encode = tma_encoder();
+    if (!encode) return -1;
+    const CUtensorMapDataType type =
+        a->dtype == DTYPE_FP16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+    CUresult r = encode(map, type, p.rank, (void *)base, p.dims, p.strides, p.box, p.elem_strides,
+                        CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                        CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    if (r != CUDA_SUCCESS) {
+        fprintf(stderr, "%s:%d: cuTensorMapEncodeTiled failed (CUresult %d), dims {%llu, %llu, %llu}, box {%u, %u, 1}\n"
+                "  hint: the address must be 16-byte aligned and the strides multiples of 16 bytes\n",
+                __FILE__, __LINE__, (int)r, (unsigned long long)p.dims[0], (unsigned long long)p.dims[1],
+                (unsigned long long)p.dims[2], p.box[0], p.box[1]);
+        return -1;
+    }
+    return 0;
+}
+// [end tensor-map]
+
+/* The tensor maps of Q, K, V and O of a call (boxes of rows_q, rows_kv, rows_kv and rows_o
+ * rows), kept for the next call on the same buffers and shape: encoding takes microseconds, and
+ * the harness times repeated launches. One cache per call site; returns NULL (printed why) when
+ * a map cannot be made. */
+typedef struct {
+    const void *q, *k, *v, *o;
+    int B, H, N, d;
+    dtype_t dtype;
+    CUtensorMap mq, mk, mv, mo;
+} tma_qkvo_maps;
+static const tma_qkvo_maps *tma_qkvo_maps_get(tma_qkvo_maps *c, const attn_args *a, int rows_q, int rows_kv,
+                                              int rows_o) {
+    if (c->q == a->Q && c->k == a->K && c->v == a->V && c->o == a->O && c->B == a->B && c->H == a->H &&
+        c->N == a->N && c->d == a->d && c->dtype == a->dtype)
+        return c;
+    c->q = NULL;
+    if (tma_tensor_map_make(&c->mq, a->Q, a, rows_q) || tma_tensor_map_make(&c->mk, a->K, a, rows_kv) ||
+        tma_tensor_map_make(&c->mv, a->V, a, rows_kv) || tma_tensor_map_make(&c->mo, a->O, a, rows_o))
+        return NULL;
+    c->q = a->Q; c->k = a->K; c->v = a->V; c->o = a->O;
+    c->B = a->B; c->H = a->H; c->N = a->N; c->d = a->d; c->dtype = a->dtype;
+    return c;
+}
+#endif /* __CUDACC__ */
 #endif

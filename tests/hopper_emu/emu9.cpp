@@ -1,5 +1,9 @@
 /* emu9.cpp: lesson 09's kernel, every step of its ladder and several tile configurations,
- * on the CPU Hopper emulator (hemu.h), graded against float64 on small shapes.
+ * on the CPU Hopper emulator (hemu.h), graded against float64 on small shapes. The kernel
+ * source (EMU_SRC: the lesson's file with its "host" region left out, and steps 1-4 added from
+ * lessons/09-hopper-wgmma/variants/steps-1-4.var; see mk/hopper.mk) is compiled with
+ * FA_EMULATOR defined, so that its PTX wrappers give way to the stand-ins of ptx_hopper.h and
+ * ptx_mma.h here.
  *
  * First a layout check that needs no kernel run: the kernel's own wgmma descriptors
  * (desc_kmajor, desc_mnmajor), decoded with the PTX ISA's canonical layouts, must address
@@ -8,7 +12,8 @@
  * NaN (a read outside shows), O and L poisoned, writes outside O and L detected.
  * Usage: emu9 [quick]   Environment: EMU_STEP=k (only that step), EMU_WGMMA=late,
  * EMU_TMA=late (see hemu.h), EMU_HANG_S (watchdog seconds, default 10). */
-#include "hemu.h"
+#define FA_EMULATOR 1
+#include "ptx_hopper.h"
 #include "tma_params.h"
 #include EMU_SRC
 
@@ -71,7 +76,8 @@ template <typename T> static T poison16() { uint16_t b = 0xffad; T t; memcpy(&t,
  * per section of the causal order (0: all, one section). */
 template <typename T, int D, int BC, int STAGES, int STEP, int NC = 2>
 static void run(int B, int H, int N, int causal, float qmul, unsigned seed, int HS = 0) {
-    using SL = typename Config<D, BC, STAGES, NC, STEP>::SL;
+    using Cfg = Config<T, D, BC, STAGES, STEP, NC>;
+    using SL = typename Cfg::SL;
     constexpr int BR = 64 * NC;
     const size_t n = (size_t)B * H * N * D;
     Guarded<T> Q(n, nan16<T>()), K(n, nan16<T>()), V(n, nan16<T>()), O(n, poison16<T>());
@@ -96,19 +102,19 @@ static void run(int B, int H, int N, int causal, float qmul, unsigned seed, int 
         emu_encode_tensor_map(maps[i], ptr[i], p.dims, p.strides, p.box, p.esize, p.swizzle_bytes);
     }
     emu_bar_name = [](uint32_t a) {
-        if (a == SL::full_q()) return std::string("the full barrier of Q");
-        if (a == SL::empty_q()) return std::string("the empty barrier of Q");
+        if (a == SL::bar(FULL_Q)) return std::string("the full barrier of Q");
+        if (a == SL::bar(EMPTY_Q)) return std::string("the empty barrier of Q");
         for (int s = 0; s < STAGES; ++s) {
-            if (a == SL::full_k(s)) return emu_fmt("the full barrier of K slot %d", s);
-            if (a == SL::full_v(s)) return emu_fmt("the full barrier of V slot %d", s);
-            if (a == SL::empty_k(s)) return emu_fmt("the empty barrier of K slot %d", s);
-            if (a == SL::empty_v(s)) return emu_fmt("the empty barrier of V slot %d", s);
+            if (a == SL::bar(FULL_K, s)) return emu_fmt("the full barrier of K slot %d", s);
+            if (a == SL::bar(FULL_V, s)) return emu_fmt("the full barrier of V slot %d", s);
+            if (a == SL::bar(EMPTY_K, s)) return emu_fmt("the empty barrier of K slot %d", s);
+            if (a == SL::bar(EMPTY_V, s)) return emu_fmt("the empty barrier of V slot %d", s);
         }
         return emu_fmt("the mbarrier at shared %u", a);
     };
     const long errors0 = emu_errors.load();
-    const int Tr = (N + BR - 1) / BR, NT = STEP >= 3 ? 128 * (NC + 1) : 128 * NC;
-    const int regs = STEP >= 3 ? 65536 / NT / 8 * 8 : 0;  // what setmaxnreg starts from
+    const int Tr = (N + BR - 1) / BR, NT = Cfg::THREADS;
+    const int regs = NT > 128 * NC ? 65536 / NT / 8 * 8 : 0;  // with a producer: what setmaxnreg starts from
     /* steps 6-7 are persistent: few "SMs", so that every block takes several query tiles in turn */
     const int work = Tr * B * H, grid = STEP >= 6 ? std::min(work, g_sms) : work;
     const float sl2 = scale * 1.4426950408889634f;
@@ -197,7 +203,8 @@ int main(int argc, char **argv) {
               check_layout<128, 176>() + check_layout<64, 64>() + check_layout<64, 96>();
     printf("layout check: the kernel's descriptors %s the TMA layout\n", lay ? "DO NOT MATCH" : "match");
     g_fail += lay != 0;
-    /* FA_EXP2_FMA's polynomial against exp2, on every exponent it can meet */
+#ifdef FA_EXP2_FMA
+    /* the exp2-fma variant's polynomial against exp2, on every exponent it can meet */
     double worst = 0;
     for (double x = -126.0; x <= 0.0; x += 1.0 / 4096) {
         const double e = fabs(exp2_fma((float)x) / exp2(x) - 1.0);
@@ -208,6 +215,7 @@ int main(int argc, char **argv) {
     printf("exp2_fma: largest relative error %.2e on [-126, 0], 2^-inf = %g, NaN %s: %s\n", worst, exp2_fma(-INFINITY),
            std::isnan(exp2_fma(NAN)) ? "stays NaN" : "LOST", poly_ok ? "ok" : "FAIL");
     g_fail += !poly_ok;
+#endif
     if (!only || only == 1) step_cases<1>(quick);
     if (!only || only == 2) step_cases<2>(quick);
     if (!only || only == 3) step_cases<3>(quick);

@@ -2,8 +2,9 @@
  * instructions it uses emulated from their PTX ISA definitions, to check index math,
  * descriptors, barrier protocols and ordering without a GPU.
  *
- * The kernel source is compiled by g++ with its PTX wrapper regions ("ptx-*") replaced by
- * the functions below:
+ * The kernel source is compiled by g++ with FA_EMULATOR defined, so that it leaves out its own
+ * PTX wrappers; the stand-ins ptx_hopper.h and ptx_mma.h in this directory, first on the
+ * include path, bring the functions below instead:
  *   - wgmma.mma_async m64nNk16 (ss and rs, f16/bf16 -> f32), fence, commit_group, wait_group:
  *     descriptors decoded with the canonical shared-memory layouts of the PTX ISA (none,
  *     32/64/128-byte swizzle; K-major and MN-major); the products land in the accumulators
@@ -641,6 +642,18 @@ template <int N> static void bulk_wait_read() {
         me->bulk_groups.pop_front();
     }
     emu_tick();
+}
+
+/* __trap(): where the starter stops for a TODO not written yet. The run ends here. */
+static void __trap() {
+    {
+        std::lock_guard<std::mutex> g(emu_print_mx);
+        fprintf(stderr, "EMU ERROR: block %u thread %u reached __trap() (a TODO not written yet?)\n", blockIdx.x,
+                threadIdx.x);
+    }
+    printf("EMU FAILED (trap)\n");
+    fflush(stdout);
+    _exit(3);
 }
 
 /* Global-memory atomics: blocks run one after another, so a host atomic is exact. */
