@@ -14,7 +14,9 @@
 #                       B N = 16384, d 64 and 128, N 1k 4k 16k, causal and not, fp16) and lesson
 #                       12 on 17 decode shapes (H = 32, d = 128, fp16; B x H_kv of 1x8, 16x8,
 #                       64x8, 16x32; N_kv 4k, 32k, 128k; one query; then 8, 16 and 32 queries,
-#                       d = 64 and bf16 at 16x8, 32k: every row layout of the kernel)
+#                       d = 64 and bf16 at 16x8, 32k: every row layout of the kernel); every
+#                       other lesson at B = 16, H d = 2048, N = 1024, d 64 and 128 (causal too
+#                       from lesson 05 on, bf16 at d = 128 for the 16-bit lessons)
 #   --rounds R          each (shape, build) is timed R times, alternating before and after
 #                       (default 3); a row shows the median of the R medians
 #   --reps N            timed launches per run (default 50)
@@ -97,6 +99,13 @@ shapes_of() { # LESSON: one shape per line ("" = the bench shape)
         for n in 8 16 32; do echo "-b 16 -H 32 --kv-heads 8 -n $n --kv-seq 32768 -d 128 --dtype fp16"; done
         echo "-b 16 -H 32 --kv-heads 8 -n 1 --kv-seq 32768 -d 64 --dtype fp16"
         echo "-b 16 -H 32 --kv-heads 8 -n 1 --kv-seq 32768 -d 128 --dtype bf16" ;;
+    *)  # every other lesson: both head dimensions in its first dtype, causal from lesson 05 on,
+        # and bf16 at d = 128 for the 16-bit lessons (06 on, but lesson 10, fp32)
+        for d in 64 128; do for c in 0 1; do
+            [ "$c" = 1 ] && [ "$1" -lt 5 ] && continue
+            echo "-b 16 -H $((2048 / d)) -n 1024 -d $d$([ $c = 1 ] && echo ' --causal')"
+        done; done
+        [ "$1" -ge 6 ] && [ "$1" != 10 ] && echo "-b 16 -H 16 -n 1024 -d 128 --dtype bf16" ;;
     esac
 }
 
