@@ -11,6 +11,7 @@ backward-loop.svg      the backward pass (Algorithm 2): a block per K_j, V_j, qu
 swizzle-128b.svg       lesson 09: one 8-row atom of the 128-byte swizzle, and what a descriptor points at
 mbarrier-ring.svg      lesson 09: the producer, the K/V slots, full and empty mbarriers, phase parities
 pingpong.svg           lesson 09: two consumer warpgroups taking turns, and the overlap inside one
+wgmma-descriptors.svg  lesson 09: a K-major and an MN-major wgmma operand in the TMA layout, LBO and SBO
 
 The SVGs are committed; tests/docs/check_site.sh fails if they differ from what this
 script draws, so edit the script, run it, and commit both.
@@ -506,6 +507,82 @@ def backward_loop(path):
     s.write(path)
 
 
+def wgmma_descriptors(path):
+    """Lesson 09: the two canonical operand layouts of wgmma over the tiles TMA writes."""
+    s = Svg(1040, 620, "What a wgmma descriptor describes: a K-major and an MN-major operand in the layout TMA writes")
+    s.text(520, 30, "Two wgmma operands in the same TMA layout (byte addresses before the swizzle)", 18, "middle", "bold")
+    orange, grey = "#f8d9b0", "#eef0f3"
+    cw = 19  # one 16-byte chunk
+
+    def box(x, y, rows, rh, label, hl):  # hl(r, c): is chunk c of row r part of the operand?
+        for r in range(rows):
+            for c in range(8):
+                s.rect(x + c * cw, y + r * rh, cw, rh, orange if hl(r, c) else grey, stroke="#fff", sw=0.6)
+        for r in range(0, rows + 1, 8):
+            s.line(x, y + r * rh, x + 8 * cw, y + r * rh, stroke="#666", sw=1.2)
+        s.rect(x, y, 8 * cw, rows * rh, "none", stroke=INK, sw=1.2)
+        s.text(x + 4 * cw, y + rows * rh + 16, "⋮", 14, "middle")
+        s.text(x + 4 * cw, y - 10, label, 12.5, "middle", "bold")
+
+    def dot(x, y):
+        s.add(f'<circle cx="{x:g}" cy="{y:g}" r="4.5" fill="{INK}"/>')
+
+    def notes(x, y, lines):
+        for k, line in enumerate(lines):
+            s.text(x, y + 20 * k, line, 12.5, fill=INK if k == 0 else MUTED)
+
+    # K-major: Q_i or K_j, k-slice kk = 5 (box 1, bytes 32..63 of every row)
+    x0, y0, rh, rows = 50, 130, 8, 24
+    s.text(255, 64, "K-major: Q_i or K_j, k-slice kk = 5 (columns 80..95)", 15, "middle", "bold")
+    s.text(255, 84, "rows × 16 columns: 2 chunks (32 bytes) of every row", 12.5, "middle", fill=MUTED)
+    box(x0, y0, rows, rh, "box 0: columns 0-63", lambda r, c: False)
+    bx = x0 + 8 * cw + 50
+    box(bx, y0, rows, rh, "box 1: columns 64-127", lambda r, c: c in (2, 3))
+    s.text(x0 + 8 * cw + 25, y0 + 100, "then", 12, "middle", fill=MUTED)
+    dot(bx + 2 * cw, y0)
+    ax = bx + 8 * cw + 10
+    s.line(ax, y0, ax, y0 + 8 * rh, arrow=True, sw=1.3)
+    s.text(ax + 6, y0 + 4 * rh - 2, "SBO = 1024 B", 12.5)
+    s.text(ax + 6, y0 + 4 * rh + 14, "(next 8 rows)", 12.5, fill=MUTED)
+    notes(x0, y0 + rows * rh + 46, ["● start = tile + (kk / 4)·rows·128 + row0·128 + 32·(kk mod 4)",
+                                    "The 16 values of k lie inside one 128-byte row:",
+                                    "the instruction never steps in K, so LBO is unused (1)."])
+
+    # MN-major: V_j, keys 16 ks .. 16 ks + 15 with ks = 1, all 128 columns
+    x1, rh1, rows1 = 560, 6, 32
+    s.text(775, 64, "MN-major: V_j, keys 16..31 (ks = 1), all of d = 128", 15, "middle", "bold")
+    s.text(775, 84, "16 keys × 128 columns: 16 whole rows of both boxes", 12.5, "middle", fill=MUTED)
+    hl = lambda r, c: 16 <= r < 32
+    box(x1, y0, rows1, rh1, "box 0: columns 0-63", hl)
+    bx1 = x1 + 8 * cw + 50
+    box(bx1, y0, rows1, rh1, "box 1: columns 64-127", hl)
+    dot(x1, y0 + 16 * rh1)
+    ly = y0 + 24 * rh1
+    s.line(x1 + 8 * cw + 4, ly, bx1 - 4, ly, arrow=True, sw=1.3)
+    s.text(x1 + 8 * cw + 25, ly - 8, "LBO", 12.5, "middle", "bold")
+    ax1 = bx1 + 8 * cw + 10
+    s.line(ax1, y0 + 16 * rh1, ax1, y0 + 24 * rh1, arrow=True, sw=1.3)
+    s.text(ax1 + 6, y0 + 20 * rh1 - 2, "SBO = 1024 B", 12.5)
+    s.text(ax1 + 6, y0 + 20 * rh1 + 14, "(next 8 keys)", 12.5, fill=MUTED)
+    notes(x1, y0 + rows * rh + 46, ["● start = tile + 2048·ks (16 rows of 128 bytes)",
+                                    "LBO = B_c·128 bytes, one box: from columns 0-63",
+                                    "of d to 64-127 (so only d = 128 needs it)."])
+
+    # the two canonical layouts and TMA's, as formulas
+    fy = 470
+    s.rect(30, fy - 22, 980, 150, "#f4f5f7", stroke="#ccc", rx=6)
+    lines = [
+        "K-major  (m: row of M or N, k &lt; 16):  byte = start + 128·(m mod 8) + SBO·(m / 8) + 2·k",
+        "MN-major (n: column of N,   k &lt; 16):  byte = start + 2·(n mod 64) + LBO·(n / 64)",
+        "                                                   + 128·(k mod 8) + SBO·(k / 8)",
+        "TMA's tile (row r, column c):         byte = (c / 64)·rows·128 + 128·r + 2·(c mod 64)",
+        "Then both swap 16-byte chunks: address bits 4-6 ^= bits 7-9 (every tile starts on 1024 bytes).",
+    ]
+    for k, line in enumerate(lines):
+        s.add(f'<text x="46" y="{fy + 6 + 26 * k}" font-family="{MONO}" font-size="13" fill="{INK}" '
+              f'xml:space="preserve">{line}</text>')
+    s.write(path)
+
 def main():
     out = sys.argv[1] if len(sys.argv) > 1 else os.path.dirname(os.path.abspath(__file__))
     os.makedirs(out, exist_ok=True)
@@ -517,6 +594,7 @@ def main():
     mbarrier_ring(os.path.join(out, "mbarrier-ring.svg"))
     pingpong(os.path.join(out, "pingpong.svg"))
     backward_loop(os.path.join(out, "backward-loop.svg"))
+    wgmma_descriptors(os.path.join(out, "wgmma-descriptors.svg"))
 
 
 if __name__ == "__main__":

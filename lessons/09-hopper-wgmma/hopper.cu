@@ -506,7 +506,8 @@ struct Warpgroup {
     /* Turns: c issues its GEMMs after bar.sync on its barrier, then lets c + 1 (mod NC) go. */
     // TODO(8): begin_turn waits on this warpgroup's turn barrier, pass_turn lets the next
     //   warpgroup (mod NC) go without waiting; each barrier counts the 256 threads of the two
-    //   warpgroups that meet on it (Roles; README, "Ping-pong between the consumers").
+    //   warpgroups that meet on it (Roles; README, "Named barriers" and "Ping-pong between the
+    //   consumers").
     __device__ __forceinline__ void begin_turn() const {}
     __device__ __forceinline__ void pass_turn() const {}
 };
@@ -772,8 +773,8 @@ fa3_forward_kernel(const __grid_constant__ CUtensorMap tmQ, const __grid_constan
         if (tid == 0) k.producer_mainloop();
         return;
     }
-    // TODO(7): ...and let the consumers take them (REG_CONSUMER; README, "Step 3: warp
-    //   specialization and setmaxnreg": the two must add up, or this waits forever).
+    // TODO(7): ...and let the consumers take them (REG_CONSUMER; README, "Warp specialization
+    //   and setmaxnreg" and "The register budget": the two must add up, or this waits forever).
     k.consumer_mainloop(tid);
 }
 // [end roles]
