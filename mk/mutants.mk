@@ -4,11 +4,12 @@
 #                         write docs/results/mutants-<gpu>.md. LESSONS="2 7" picks lessons.
 #   make mutants-cpu      lesson 01's mutants + the command-line refusal tests (in make test)
 #   make mutants-gpu      lessons 02+ only, and `make grade` with a hanging lesson 02 (GPU)
+#   make mutants-apply    every mutant still applies to its solution (nothing built; in make test)
 #   make mutants-build    apply + compile every GPU mutant, no GPU needed (GPU_ARCH=90);
 #                         MUTANTS_EQUIV=1 also flags mutants whose SASS equals the solution's
 #   make fuzz             (GPU) every GPU solution on FUZZ_K (500) random valid shapes,
 #                         FUZZ_SEED (1); table in docs/results/fuzz-<gpu>.md
-.PHONY: mutants mutants-cpu mutants-cpu-only mutants-cli mutants-gpu mutants-build fuzz
+.PHONY: mutants mutants-cpu mutants-cpu-only mutants-cli mutants-gpu mutants-build mutants-apply fuzz
 
 MUTANTS_ENV = MUTANTS_FROM_MAKE=1 CC='$(CC)' CFLAGS='$(CFLAGS)' NVCC='$(NVCC)' NVCC_FLAGS='$(NVCC_FLAGS)' \
   ARCH_FLAGS='$(ARCH_FLAGS)' ARCH_TAG='$(ARCH_TAG)' HARNESS_C_OBJ='$(HARNESS_C_OBJ)' \
@@ -38,6 +39,9 @@ mutants-gpu:
 	@$(MAKE) --no-print-directory -s $(HARNESS_C_OBJ) $(HARNESS_ALL_CU_OBJ)
 	@$(MUTANTS_ENV) bash tests/mutants/run.sh gpu
 
+mutants-apply:
+	@LESSONS='$(LESSONS)' python3 tests/mutants/run.py apply
+
 mutants-build: $(HARNESS_C_OBJ) $(HARNESS_ALL_CU_OBJ)
 	@$(MUTANTS_ENV) bash tests/mutants/run.sh build $(if $(MUTANTS_EQUIV),--equiv)
 
@@ -46,4 +50,4 @@ FUZZ_SEED ?= 1
 fuzz:
 	@FUZZ_K=$(FUZZ_K) FUZZ_SEED=$(FUZZ_SEED) LESSONS='$(LESSONS)' bash tests/mutants/fuzz.sh
 
-test:: mutants-cpu
+test:: mutants-cpu mutants-apply

@@ -1,13 +1,12 @@
-/* 09-hopper-wgmma: FlashAttention-2's forward pass on the Hopper hardware FlashAttention-3
- * uses: warpgroup MMA (wgmma), TMA copies, mbarriers, warp specialization with setmaxnreg.
- * Source: Shah, Bikshandi, Zhang, Thakkar, Ramani, Dao, "FlashAttention-3" (2024): Algorithm 1
- * (producer and consumer warpgroups, a ring of K/V stages), Section 3.1 (ping-pong between
- * consumers), Section 3.2 and Algorithm 2 (the softmax of a tile overlapped with the GEMMs of
- * the next); the math is FlashAttention-2, Algorithm 1, as in lessons 07 and 08.
- * fa3_forward_kernel, the last device function, only hands out roles: a producer warpgroup
- * (Kernel::producer_mainloop) and consumer warpgroups of 64 query rows (consumer_mainloop: per
- * work item the MMA loop, then the epilogue). Q, K, V, O: [B, H, N, d] row-major; L: [B, H, N]
- * fp32, the natural-log logsumexp of the scaled scores (reference/include/attention.h).
+/* 09-hopper-wgmma: FlashAttention-2's forward pass on the Hopper hardware FlashAttention-3 uses: warpgroup
+ * MMA (wgmma), TMA copies, mbarriers, warp specialization with setmaxnreg.
+ * Source: Shah, Bikshandi, Zhang, Thakkar, Ramani, Dao, "FlashAttention-3" (2024): Algorithm 1 (producer and
+ * consumer warpgroups, a ring of K/V stages), Section 3.1 (ping-pong between consumers), Section 3.2 and
+ * Algorithm 2 (the softmax of a tile overlapped with the GEMMs of the next); the math is FlashAttention-2,
+ * Algorithm 1, as in lessons 07 and 08. fa3_forward_kernel, the last device function, only hands out roles:
+ * a producer warpgroup (Kernel::producer_mainloop) and consumer warpgroups of 64 query rows
+ * (consumer_mainloop: per work item the MMA loop, then the epilogue). Q, K, V, O: [B, H, N, d] row-major;
+ * L: [B, H, N] fp32, the natural-log logsumexp of the scaled scores (reference/include/attention.h).
  * Preconditions: fp16 or bf16, d in {64, 128}, scale > 0, compute capability 9.0 (sm_90a). */
 // build: sm_90a
 #include <cuda.h>  // CUtensorMap
@@ -462,18 +461,22 @@ struct Warpgroup {
         : base(base_), tid(tid_), lane(tid_ & 31), c(tid_ / 128 - 1), wq((tid_ / 32) % 4), g(lane >> 2),
           t(lane & 3), wg_row0(64 * c) {}
     __device__ __forceinline__ uint32_t bar(MBar b, int s = 0) const { return base + C::SL::bar(b, s); }
+    // [region release]
     /* A warp releases a tile after its wgmmas on it: __syncwarp (every lane waited), lane 0 arrives. */
     __device__ __forceinline__ void release(MBar b, int s = 0) const {
         __syncwarp();
         if (lane == 0) mbar_arrive(bar(b, s));
     }
+    // [end release]
     /* Steps 6-7, after this warpgroup's last S = Q_i K_j^T: Q_i's buffer may take the next tile. */
     __device__ __forceinline__ void release_q() const {
         if constexpr (C::S::PERSISTENT) release(EMPTY_Q);
     }
+    // [region turns]
     /* Turns: c issues its GEMMs after bar.sync on its barrier, then lets c + 1 (mod NC) go. */
     __device__ __forceinline__ void begin_turn() const { named_sync(C::R::TURN_WG0 + c, 256); }
     __device__ __forceinline__ void pass_turn() const { named_arrive(C::R::TURN_WG0 + (c + 1) % C::NC, 256); }
+    // [end turns]
 };
 
 /* The phases of a kernel of the ladder, and what they share: its arguments, its shared memory. */

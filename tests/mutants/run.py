@@ -21,6 +21,7 @@ Usage (normally through make, which passes the compiler flags in the environment
   gpu    lessons 02+ (needs a GPU), plus the check that `make grade` reports the
          hang mutant as a timeout and goes on with the next lesson
   all    both
+  apply  check that every mutant still applies to its solution (nothing is built)
   build  apply and compile the GPU mutants only (no GPU needed); with --equiv
          also compare each mutant's SASS with the solution's (same SASS = the
          planted bug changes nothing = a useless mutant)
@@ -378,6 +379,21 @@ def grade_moves_on(hang):
     return ("rejected (timeout; next lesson graded)" if ok else "FAILED: see build/mutants/grade-tree.log"), ok, shown
 
 
+def apply_all():
+    """`run.py apply`: every mutant's substitutions still apply to its solution (each from-text
+    occurs exactly once), without building anything; a mutant that no longer applies is a
+    mutant that silently stopped testing the grader."""
+    want = set(int(x) for x in env("LESSONS").replace(",", " ").split())
+    mutants = [Mutant(p) for p in sorted(glob.glob(os.path.join(HERE, "[0-9][0-9]", "*.mut")))]
+    mutants = [m for m in mutants if not want or m.lesson in want]
+    bad = [(m, m.apply()) for m in mutants]
+    bad = [(m, e) for m, e in bad if e]
+    for m, e in bad:
+        print("  %-34s %s" % (m.id, e))
+    print("mutants-apply: %d of %d mutants apply to their solutions" % (len(mutants) - len(bad), len(mutants)))
+    return 1 if bad else 0
+
+
 def md_escape(s):
     return s.replace("|", "\\|")
 
@@ -387,6 +403,8 @@ def main():
     mode = args[0] if args else "all"
     equiv = "--equiv" in args
     md = args[args.index("--md") + 1] if "--md" in args else None
+    if mode == "apply":
+        return apply_all()
     if mode not in ("cpu", "gpu", "all", "build"):
         print(__doc__)
         return 2
