@@ -353,8 +353,7 @@ struct WarpLanes {
         qT = swz<C::D>(t_row, d_off / 8 + t_chunk);
     }
 };
-/* One step: Q_i against the block's K_j, V_j; where its operands are. */
-struct Step {
+struct Step {  // one step: Q_i against the block's K_j, V_j; where its operands are
     int k0, q0;                 // the first key of K_j, the first query of Q_i
     int N, causal;
     uint32_t aQ, aDO, aL2, aD;  // this step's slot: Q_i, dO_i (Br x d), L2_i, D_i (Br floats)
@@ -458,7 +457,8 @@ __device__ __forceinline__ void mask_s(typename C::KeysQueries &s, const Step &s
  * after the swizzle, 32 banks. stmatrix (C::STSM, sm_90): one stmatrix.x4
  * writes the four 8 x 8 matrices of a 16-key slice, the inverse of the
  * ldmatrix that reads them back, with the same lanes (a_row, a_chunk): a
- * quarter of the store instructions. */
+ * quarter of the store instructions. After BAR_STEP_LANDED (no warp still
+ * reads the previous step's tiles); read after BAR_PDS_STORED. */
 template <class C>
 __device__ __forceinline__ void store_pair(uint32_t tile, const typename C::Packed &v, int nb, const WarpLanes<C> &ln) {
 #pragma unroll
