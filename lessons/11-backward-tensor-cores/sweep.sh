@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# lessons/11-backward-tensor-cores/sweep.sh: build lesson 11's solution with several tile
-# configurations and time each on the course's shapes, with PyTorch's SDPA backward
-# (FlashAttention-2 and cuDNN) timed the same way in the same run; prints a Markdown table.
+# lessons/11-backward-tensor-cores/sweep.sh: build lesson 11's options variant (the solution
+# with variants/options.patch, make variant11) with several tile configurations and time each on
+# the course's shapes, with PyTorch's SDPA backward (FlashAttention-2 and cuDNN) timed the same
+# way in the same run; prints a Markdown table. The variant's defaults are the solution's kernels.
 #
 #   bash lessons/11-backward-tensor-cores/sweep.sh        (from the repository root; GPU)
 #   make sweep-11 SWEEP11_ARGS="--quick"                   (the same)
@@ -19,8 +20,10 @@
 # buffers, K/V fragments in registers, P^T through shared memory; then, optional (0 when
 # left out), PF,ST,DQ,DH,QA: P^T before dP^T (1) or interleaved with it (2), stmatrix stores,
 # dQ before dV/dK (1) or between dV and dK (2), dS from the 16-bit P^T, the dQ accumulator in
-# fragment order (the FB64_* / FB128_* macros of backward.cu, region config). Variants that spill registers (ptxas -v) are still timed and flagged. TFLOP/s are counted as the issue does: 2.5 x the forward's
-# 4 B H N^2 d, halved when causal. Every timing: build/sweep11/sweep.csv.
+# fragment order (the FB64_* / FB128_* macros of the variant, region config). Variants that
+# spill registers (ptxas -v) are still timed and flagged. TFLOP/s are counted as the lesson
+# counts them: 2.5 x the forward's 4 B H N^2 d, halved when causal. Every timing:
+# build/sweep11/sweep.csv. WORKLOG.md has the runs these lists made.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -37,20 +40,20 @@ while [ $# -gt 0 ]; do
     --no-build) BUILD=0 ;;
     --no-peers) PEERS=0 ;;
     --quick) NLIST="4096" ;;
-    -h | --help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "sweep.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
     esac
     shift
 done
 case "$DTYPE" in fp16 | bf16) ;; *) echo "sweep.sh: --dtype must be fp16 or bf16" >&2; exit 2 ;; esac
 
-# Candidates (the lesson text says why each is here); the first of each list is the default
+# Candidates (WORKLOG.md says why each is here); the first of each list is the default
 # (the fastest on an H100, N 1k-16k, among the options that keep the plain backward's
 # roundings, DSH = 0): at d = 64 P^T interleaved, stmatrix, dQ first; at d = 128 dQ between
 # dV and dK (FlashAttention-2's order), the rest plain; at both, the dQ accumulator in fragment
 # order (the second of each list is the same without it).
-# The tile shapes were compared first (the lesson text's table); these lists now compare the
-# step's instruction-level options on the two winners.
+# The tile shapes were compared first (WORKLOG.md); these lists compare the step's options on
+# the two winners.
 D64_CONFIGS="128,128,8,2,0,1,2,1,1,0,1 128,128,8,2,0,1,2,1,1,0 128,128,8,2,0,1,2,1,0,0,1 128,128,8,2,0,1,2,1,2,0,1 128,128,8,2,0,1,2,1,0,0 128,128,8,2,0,1,2,1,2,0 128,128,8,2,0,1,0,1,1,0 128,128,8,2,0,1,2,0,1,0 128,128,8,2,0,1 128,128,8,2,0,1,2,1,1,1 64,128,8,2,1,1,2,1,1,1"
 D128_CONFIGS="64,128,8,2,0,1,0,0,2,0,1 64,128,8,2,0,1,0,0,2,0 64,128,8,2,0,1,0,0,1,0,1 64,128,8,2,0,1,0,0,0,0,1 64,128,8,2,0,1 64,128,8,2,0,1,0,0,1,0 64,128,8,2,0,1,1,0,2,0 64,128,8,2,0,1,2,1,2,0 64,128,8,2,0,1,0,1,2,0 64,128,8,2,0,1,0,0,2,1"
 
@@ -83,7 +86,7 @@ configs_for() { if [ -n "$CONFIGS" ]; then echo "$CONFIGS"; elif [ "$1" = 64 ]; 
 
 # ---- build every variant (the harness objects first, once, so parallel builds share them) ----
 if [ "$BUILD" = 1 ]; then
-    make --no-print-directory solution11 GPU_ARCH="$GPU_ARCH" >/dev/null || { echo "sweep.sh: make solution11 failed" >&2; exit 1; }
+    make --no-print-directory solution11 variant11 GPU_ARCH="$GPU_ARCH" >/dev/null || { echo "sweep.sh: make solution11 variant11 failed" >&2; exit 1; }
     jobs_file="$OUTDIR/jobs.txt"
     : > "$jobs_file"
     for d in $DLIST; do
@@ -98,7 +101,7 @@ fi
 
 # ---- registers / spills of the variant's main kernel for this d (fp16 instantiation) ----
 regs_of() { # ptxas-file d -> "R regs" or "R regs, S B spill"
-    awk -v pat="fa2_bwd_kernelI6__halfLi$2E" '
+    awk -v pat="fa2_bwd_kernelI6__half9BwdConfigILi$2E" '
         /Compiling entry function/ { on = index($0, pat) > 0 && index($0, "sm_'"$GPU_ARCH"'") > 0 }
         on && /spill stores/ { s = $0; sub(/ bytes spill stores.*/, "", s); k = split(s, a, " "); sp = a[k] }
         on && /Used [0-9]+ registers/ { for (i = 1; i <= NF; i++) if ($i == "Used") r = $(i+1); on = 0 }

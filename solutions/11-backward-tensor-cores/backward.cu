@@ -16,270 +16,60 @@
  *        P^T  = exp(S^T - L)   dS^T = P^T o (dP^T - D)
  *        dV_j += P^T dO_i      dK_j += dS^T Q_i      dQ_i += dS K_j
  *      so that P^T and dS^T come out of the mma in the register layout of
- *      the A operand of dV and dK (used as is, or stored for the other warps
- *      that share the keys: PSMEM in "config");
+ *      the A operand of dV and dK;
  *   3. convert: dQ = scale * dQ accumulator, rounded to the element type.
  *
  * Layouts: Q, K, V, O, dO, dQ, dK, dV are [B, H, N, d] row-major
  * (reference/include/attention.h); L is [B, H, N] fp32, natural-log logsumexp of the
  * scaled scores. Preconditions: dtype fp16 or bf16, d in {64, 128}, scale > 0,
- * an sm_80+ GPU (sm_90 uses 8-byte vector atomics).
+ * an sm_80+ GPU (sm_90 uses stmatrix and vector atomics).
  */
 #include <cuda_runtime.h>
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
 #include <stdint.h>
-#include <type_traits>
 #include <stdio.h>
 #include <math.h>
 #include "attention.h"
+#include "ptx_mma.h"       // lesson 07: ldmatrix, mma, ex2, pack2, swz
+#include "ptx_cp_async.h"  // lesson 08: cp.async
+#include "ptx_memory.h"    // stmatrix, st.shared, ld.shared, red.global.add
 
 const lesson_info LESSON = {
     11, "11-backward-tensor-cores", "backward pass on tensor cores: P recomputed from L, five mma products, dQ by atomics",
     DTYPE_BIT(DTYPE_FP16) | DTYPE_BIT(DTYPE_BF16), 1, {64, 128, 0}, LESSON_ATOMIC_ACCUMULATION, 0};
 
 // [region config]
-/* Tile configuration per head dimension (BwdTiles below says what each
- * means for the warps): Br (query rows per step), Bc (keys per block), warps
- * per block, stages (1: one Q_i/dO_i buffer, refilled while dQ is computed;
- * 2: double buffer, refilled a whole step ahead), KVREG (1: each warp keeps
- * its rows of K_j and V_j as A fragments in registers for the whole loop; 0:
- * re-read from shared memory at every step) and PSMEM (0: P^T and dS^T go
- * from the registers of S^T straight into dV and dK, a warp owns whole rows
- * of keys; 1: pairs of warps split the queries and the columns of dK, dV,
- * and P^T goes through shared memory). To try another, define all six of a
- * head dimension, e.g. -DFB64_BR=64 -DFB64_BC=128 -DFB64_WARPS=8
- * -DFB64_STAGES=2 -DFB64_KVREG=1 -DFB64_PSMEM=0 (`make sweep-11` times a
- * list of them). */
-#ifndef FB64_BR
-#define FB64_BR 128
-#define FB64_BC 128
-#define FB64_WARPS 8
-#define FB64_STAGES 2
-#define FB64_KVREG 0
-#define FB64_PSMEM 1
-#endif
-#ifndef FB128_BR
-#define FB128_BR 64
-#define FB128_BC 128
-#define FB128_WARPS 8
-#define FB128_STAGES 2
-#define FB128_KVREG 0
-#define FB128_PSMEM 1
-#endif
-/* Five more knobs per head dimension (the lesson text's sweep says what each
- * one is for; all 0 is the plain kernel of the text's walk-through). The
- * defaults are what make sweep-11 and A/B runs measured fastest on an H100
- * (fp16, N 1k to 16k) among the options that grade on every shape: at d = 64
- * P^T interleaved with dP^T and stored by stmatrix, dQ_i first (DQFIRST = 1);
- * at d = 128 FlashAttention-2's order, dV_j, dQ_i, dK_j (DQFIRST = 2: +3 to
- * +5% over dQ_i last), the rest plain (stmatrix and P^T first or interleaved
- * were 1-5% slower there). DSH = 1 was 1-2% faster but rounds
- * dP - D to 16 bits before the product: one more rounding than the plain
- * backward, and ./solution11 --fuzz 100 --seed 1 then fails one element of
- * dK (1.6 ulp off at -b 1 -H 5 -n 44 -d 128). PFIRST (0: P^T after dP^T; 1: before
- * it; 2: interleaved with its slices), STSM (1: P^T, dS^T stored with sm_90's
- * stmatrix instead of 4-byte st.shared), DQFIRST (PSMEM = 1 only; 0: dQ_i and
- * its atomics after dV_j, dK_j; 1: before them; 2: between them, its atomics
- * issued a part per slice of dK_j), DSH (1: dS from the 16-bit P^T, two
- * elements per instruction, instead of from P^T in fp32) and DQACC (region dq;
- * 0: the fp32 dQ accumulator in dQ's row-major layout, 8-byte reductions; 1:
- * in the order of the mma fragments, one 16-byte reduction per fragment: the
- * default at both d, +3 to +14% over 0 on an H100, N 1k to 16k). */
-#ifndef FB64_PFIRST
-#define FB64_PFIRST 2
-#endif
-#ifndef FB64_STSM
-#define FB64_STSM 1
-#endif
-#ifndef FB64_DQFIRST
-#define FB64_DQFIRST 1
-#endif
-#ifndef FB128_PFIRST
-#define FB128_PFIRST 0
-#endif
-#ifndef FB128_STSM
-#define FB128_STSM 0
-#endif
-#ifndef FB128_DQFIRST
-#define FB128_DQFIRST 2
-#endif
-#ifndef FB64_DSH
-#define FB64_DSH 0
-#endif
-#ifndef FB64_DQACC
-#define FB64_DQACC 1
-#endif
-#ifndef FB128_DQACC
-#define FB128_DQACC 1
-#endif
-#ifndef FB128_DSH
-#define FB128_DSH 0
-#endif
-#define FB_CFG_D64 \
-    FB64_BR, FB64_BC, FB64_WARPS, FB64_STAGES, FB64_KVREG, FB64_PSMEM, FB64_PFIRST, FB64_STSM, FB64_DQFIRST, FB64_DSH, FB64_DQACC
-#define FB_CFG_D128                                                                                               \
-    FB128_BR, FB128_BC, FB128_WARPS, FB128_STAGES, FB128_KVREG, FB128_PSMEM, FB128_PFIRST, FB128_STSM, FB128_DQFIRST, \
-        FB128_DSH, FB128_DQACC
+/* The tiles and the order of one step, per head dimension: Br query rows per
+ * step, Bc keys per block, warps per block (BwdTiles: how they split the
+ * work), and three choices inside a step, each the fastest measured on an
+ * H100 (the lesson's WORKLOG.md: the runs, and the variant build that times
+ * other tiles and orders):
+ *   P_ORDER   P^T after dP^T (after_dp), or between the slices of dP^T so
+ *             that its exponentials run while the tensor cores work (in_dp);
+ *   STSM      P^T, dS^T stored with sm_90's stmatrix (true) or 4-byte
+ *             st.shared (false, and on sm_80);
+ *   DQ_ORDER  dQ_i = dS K_j and its atomics before dV_j, dK_j (first), or
+ *             between them, the atomics spread over dK_j's slices (between,
+ *             FlashAttention-2's order). */
+enum class POrder { after_dp, in_dp };  // where P^T is computed
+enum class DqOrder { first, between };  // where dQ_i goes
+template <int HEAD_DIM> struct BwdConfig;
+template <> struct BwdConfig<64> {
+    static constexpr int D = 64, BR = 128, BC = 128, WARPS = 8;
+    static constexpr POrder P_ORDER = POrder::in_dp;
+    static constexpr bool STSM = true;
+    static constexpr DqOrder DQ_ORDER = DqOrder::first;
+};
+template <> struct BwdConfig<128> {
+    static constexpr int D = 128, BR = 64, BC = 128, WARPS = 8;
+    static constexpr POrder P_ORDER = POrder::after_dp;
+    static constexpr bool STSM = false;
+    static constexpr DqOrder DQ_ORDER = DqOrder::between;
+};
 // [end config]
 
-/* cp.async, bf16 mma.m16n8k16: sm_80. The portable build's sm_75 code gets
- * empty kernels, which the host never launches (ATTN_UNSUPPORTED). */
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
-#define FA_SM80 0
-#else
-#define FA_SM80 1
-#endif
-/* stmatrix: sm_90 (the STSM option falls back to st.shared below that) */
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
-#define FA_SM90 0
-#else
-#define FA_SM90 1
-#endif
-
-// [region ptx]
-/* ldmatrix .x4: lanes 8i..8i+7 give the addresses of the 8 rows of matrix i;
- * lane gets (row lane/4, cols 2*(lane%4), +1) of matrix i in r[i]. */
-__device__ __forceinline__ void ldmatrix_x4(uint32_t r[4], uint32_t addr) {
-#if FA_SM80
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
-#endif
-}
-/* .trans: lane gets (rows 2*(lane%4), +1; col lane/4) of matrix i. */
-__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t r[4], uint32_t addr) {
-#if FA_SM80
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
-#endif
-}
-/* stmatrix .x4 (sm_90), the inverse of ldmatrix_x4: lanes 8i..8i+7 give the
- * addresses of the 8 rows of matrix i; r<i> of a lane holds (row lane/4, cols
- * 2*(lane%4), +1) of matrix i, the C layout of an mma fragment. */
-__device__ __forceinline__ void stmatrix_x4(uint32_t addr, uint32_t r0, uint32_t r1, uint32_t r2, uint32_t r3) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(r0), "r"(r1),
-                 "r"(r2), "r"(r3)
-                 : "memory");
-#endif
-}
-/* d += A (16x16, row) * B (16x8, col), fp32 accumulate. */
-template <typename T>
-__device__ __forceinline__ void mma_16816(float d[4], const uint32_t a[4], uint32_t b0, uint32_t b1);
-template <>
-__device__ __forceinline__ void mma_16816<__half>(float d[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
-#if FA_SM80
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
-                 "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-#endif
-}
-template <>
-__device__ __forceinline__ void mma_16816<__nv_bfloat16>(float d[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
-#if FA_SM80
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
-                 "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-#endif
-}
-__device__ __forceinline__ float ex2(float x) {
-    float y = 0.f;
-#if FA_SM80
-    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-#endif
-    return y;
-}
-__device__ __forceinline__ uint32_t smem_u32(const void *p) {
-    return (uint32_t)__cvta_generic_to_shared(p);
-}
-/* One 32-bit store to shared memory at a shared-space address (as ldmatrix
- * takes them). Written as PTX so that the CPU emulator sees every store into
- * the dS^T tile and can check it against the barriers. */
-__device__ __forceinline__ void sts32(uint32_t addr, uint32_t v) {
-#if FA_SM80
-    asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(addr), "r"(v) : "memory");
-#endif
-}
-/* Loads from shared memory at shared-space addresses, as PTX for the same
- * reason: 8 bytes (two floats) and 16 bytes. */
-__device__ __forceinline__ float2 lds_f32x2(uint32_t addr) {
-    float2 v = make_float2(0.f, 0.f);
-#if FA_SM80
-    asm volatile("ld.shared.v2.f32 {%0, %1}, [%2];\n" : "=f"(v.x), "=f"(v.y) : "r"(addr));
-#endif
-    return v;
-}
-__device__ __forceinline__ uint4 lds_u128(uint32_t addr) {
-    uint4 v = make_uint4(0, 0, 0, 0);
-#if FA_SM80
-    asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(addr));
-#endif
-    return v;
-}
-/* p[0] += a, p[1] += b in global memory, atomically, without reading the
- * result back (a reduction: the thread does not wait for it). p is 8-byte
- * aligned. sm_90 has one 8-byte vector reduction for the pair; sm_80 takes two. */
-__device__ __forceinline__ void red_add_f32x2(float *p, float a, float b) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("red.global.add.v2.f32 [%0], {%1, %2};\n" ::"l"(__cvta_generic_to_global(p)), "f"(a), "f"(b)
-                 : "memory");
-#elif FA_SM80
-    atomicAdd(p, a);
-    atomicAdd(p + 1, b);
-#endif
-}
-/* p[0..3] += a, b, c, e: one 16-byte vector reduction on sm_90 (p 16-byte
- * aligned), four scalar ones below that. */
-__device__ __forceinline__ void red_add_f32x4(float *p, float a, float b, float c, float e) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"l"(__cvta_generic_to_global(p)), "f"(a), "f"(b),
-                 "f"(c), "f"(e)
-                 : "memory");
-#elif FA_SM80
-    atomicAdd(p, a);
-    atomicAdd(p + 1, b);
-    atomicAdd(p + 2, c);
-    atomicAdd(p + 3, e);
-#endif
-}
-// [end ptx]
-
-// [region cp-async]
-/* One 16-byte global -> shared copy that does not go through registers
- * (.cg: cached in L2 only). With valid == false nothing is read and the 16
- * shared bytes are zero-filled (lesson 08). */
-__device__ __forceinline__ void cp_async_16(uint32_t dst, const void *src, bool valid) {
-#if FA_SM80
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0));
-#endif
-}
-__device__ __forceinline__ void cp_async_commit() {
-#if FA_SM80
-    asm volatile("cp.async.commit_group;\n" ::: "memory");
-#endif
-}
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-#if FA_SM80
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
-#endif
-}
-// [end cp-async]
-
-/* Two fp32 -> one register of two 16-bit values, `lo` in the low half (the
- * lower column index, as in every mma fragment register). */
-template <typename T> __device__ __forceinline__ uint32_t pack2(float lo, float hi);
-template <> __device__ __forceinline__ uint32_t pack2<__half>(float lo, float hi) {
-    __half2 h = __floats2half2_rn(lo, hi);
-    return *reinterpret_cast<uint32_t *>(&h);
-}
-template <> __device__ __forceinline__ uint32_t pack2<__nv_bfloat16>(float lo, float hi) {
-    __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
-    return *reinterpret_cast<uint32_t *>(&h);
-}
-/* The inverse: one register of two 16-bit values -> two floats. */
+/* One register of two 16-bit values -> two floats (the inverse of pack2). */
 template <typename T> __device__ __forceinline__ float2 unpack2(uint32_t v);
 template <> __device__ __forceinline__ float2 unpack2<__half>(uint32_t v) {
     return __half22float2(*reinterpret_cast<__half2 *>(&v));
@@ -287,42 +77,23 @@ template <> __device__ __forceinline__ float2 unpack2<__half>(uint32_t v) {
 template <> __device__ __forceinline__ float2 unpack2<__nv_bfloat16>(uint32_t v) {
     return __bfloat1622float2(*reinterpret_cast<__nv_bfloat162 *>(&v));
 }
-/* The lane-wise product of two registers of two 16-bit values, rounded once
- * (one HMUL2 / HFMA2.BF16 instruction for both). */
-template <typename T> __device__ __forceinline__ uint32_t mul2(uint32_t a, uint32_t b);
-template <> __device__ __forceinline__ uint32_t mul2<__half>(uint32_t a, uint32_t b) {
-    __half2 r = __hmul2(*reinterpret_cast<__half2 *>(&a), *reinterpret_cast<__half2 *>(&b));
-    return *reinterpret_cast<uint32_t *>(&r);
-}
-template <> __device__ __forceinline__ uint32_t mul2<__nv_bfloat16>(uint32_t a, uint32_t b) {
-    __nv_bfloat162 r = __hmul2(*reinterpret_cast<__nv_bfloat162 *>(&a), *reinterpret_cast<__nv_bfloat162 *>(&b));
-    return *reinterpret_cast<uint32_t *>(&r);
-}
 
-/* Byte offset of 16-byte chunk `chunk` of row `row` in a swizzled tile of
- * W-element rows (lesson 07; W >= 64): chunk ^ (row % 8) makes every 8x8
- * ldmatrix matrix, and every 8 consecutive 16-byte copies of a row,
- * conflict-free. */
-template <int W>
-__device__ __forceinline__ uint32_t swz(int row, int chunk) {
-    static_assert(W >= 64, "the swizzle needs at least 8 chunks per row");
-    return (uint32_t)(row * (W * 2) + ((chunk ^ (row & 7)) << 4));
-}
 // [region swz-lane]
-/* The same addresses without the arithmetic at every load (CUTLASS's
- * swizzled layouts do the same): a lane's address of (row, chunk) is computed
- * once per tile and operand role, and at(dr, dc) moves it by dr rows and dc
- * chunks, both compile-time constants, with one XOR and a constant the load
- * instruction carries as an immediate. Exact when dr % 8 == 0 (row % 8, which
- * selects the permutation, stays), dc shares no bit with `chunk` (then chunk
- * + dc == chunk ^ dc, and (chunk + dc) ^ (row % 8) == (chunk ^ (row % 8)) ^
- * dc; every use below has chunk = a multiple of a power of two, plus 0 or 1,
- * and an even dc under that power of two), and the tile starts at a multiple
- * of W * 2 bytes (BwdTiles checks its offsets), so that the XOR touches only
- * the chunk bits. */
+/* The addresses of swz<W> (lesson 07) without the arithmetic at every load,
+ * as CUTLASS's swizzled layouts do: a lane's address of (row, chunk) is
+ * computed once per tile and operand role, and at(dr, dc) moves it by dr
+ * rows and dc chunks, compile-time constants, with one XOR and an immediate
+ * offset. Exact when dr % 8 == 0 (row % 8, which selects the permutation,
+ * stays), dc shares no bit with `chunk` (then (chunk + dc) ^ (row % 8) ==
+ * (chunk ^ (row % 8)) ^ dc; every use has chunk = a multiple of a power of
+ * two, plus 0 or 1, and an even dc below that power), and the tile starts at
+ * a multiple of W * 2 bytes (BwdTiles checks), so the XOR touches only the
+ * chunk bits. */
 template <int W>
 struct SwzLane {
+    static_assert(W >= 64, "the swizzle needs at least 8 chunks per row");
     uint32_t a;
+    SwzLane() = default;
     __device__ __forceinline__ SwzLane(uint32_t tile, int row, int chunk) : a(tile + swz<W>(row, chunk)) {}
     /* from a tile's start plus a lane offset swz<W>(row, chunk) computed earlier */
     __device__ __forceinline__ explicit SwzLane(uint32_t addr) : a(addr) {}
@@ -359,55 +130,60 @@ __device__ __forceinline__ void load_tile_async(uint32_t tile, const T *g, int r
 
 // [region tiles]
 /* Work split and shared-memory map of the main kernel, for the host, the
- * kernel and the CPU emulator alike.
- * Warps: S^T and dP^T (Bc keys x Br queries) are split into WK x WQ warp
- * tiles of MK * 16 keys x QW queries; dK_j, dV_j (Bc keys x d) into WK x WQ
- * tiles of MK * 16 keys x DW columns, the same keys. PSMEM = 0: WQ = 1, a warp
- * owns whole rows of keys and P^T, dS^T go from its S^T registers straight
- * into dV, dK. PSMEM = 1: WQ = 2, square-ish warp tiles (fewer shared-memory
- * reads per mma), and P^T, dS^T go through shared memory (FlashAttention-2's
- * split). dQ_i (Br x d) is split into WM x WN tiles of RQ rows x CQ columns.
+ * kernel and the CPU emulator alike (Cfg: BwdConfig). Pairs of warps share
+ * MK * 16 keys (FlashAttention-2's split): S^T, dP^T (Bc keys x Br queries)
+ * are split into WK x 2 warp tiles of MK * 16 keys x QW queries, dK_j, dV_j
+ * (Bc keys x d) into WK x 2 tiles of the same keys x DW columns. So a warp
+ * needs the other's P^T, dS^T for dV_j, dK_j: both go through shared memory.
+ * dQ_i (Br x d) is split into WM x WN tiles of RQ rows x CQ columns.
  * Shared memory, bytes:
  *   K_j, V_j     Bc x d each, swizzled, for the whole block
- *   Q_i, dO_i    STAGES slots of Br x d each, swizzled
- *   dS^T         Bc x Br, keys as rows, swizzled; read by every warp for dQ_i
- *   P^T          Bc x Br, the same (PSMEM only)
- *   L2_i, D_i    STAGES slots of 2 x Br floats */
-template <int D, int BR, int BC, int WARPS, int STAGES, int PSMEM>
-struct BwdTiles {
-    static constexpr int NT = WARPS * 32;
-    static constexpr int WQ = PSMEM ? 2 : 1, WK = WARPS / WQ;
+ *   Q_i, dO_i    2 slots (STAGES) of Br x d each, swizzled
+ *   dS^T, P^T    Bc x Br each, keys as rows, swizzled
+ *   L2_i, D_i    2 slots of 2 x Br floats */
+template <class Cfg>
+struct BwdTiles : Cfg {
+    static constexpr int D = Cfg::D, BR = Cfg::BR, BC = Cfg::BC, WARPS = Cfg::WARPS;
+    static constexpr int NT = WARPS * 32, STAGES = 2;
+    static constexpr int WQ = 2, WK = WARPS / WQ;
     static constexpr int MK = BC / (16 * WK);  // 16-key m-tiles per warp
     static constexpr int QW = BR / WQ, DW = D / WQ;
     static constexpr uint32_t KV_BYTES = BC * D * 2, Q_BYTES = BR * D * 2, DS_BYTES = BC * BR * 2,
                               LD_BYTES = 2 * BR * 4;
     static constexpr uint32_t K_OFF = 0, V_OFF = KV_BYTES, Q_OFF = 2 * KV_BYTES, DO_OFF = Q_OFF + STAGES * Q_BYTES,
                               DS_OFF = DO_OFF + STAGES * Q_BYTES, P_OFF = DS_OFF + DS_BYTES,
-                              LD_OFF = P_OFF + (PSMEM ? DS_BYTES : 0), SMEM = LD_OFF + STAGES * LD_BYTES;
+                              LD_OFF = P_OFF + DS_BYTES, SMEM = LD_OFF + STAGES * LD_BYTES;
     /* 32 rows per warp where the columns still split into >= 16, else 16 */
     static constexpr bool R32 = BR % 32 == 0 && WARPS % (BR / 32) == 0 && D % (16 * (WARPS / (BR / 32))) == 0;
     static constexpr int RQ = R32 ? 32 : 16, WM = BR / RQ, WN = WARPS / WM, CQ = D / WN;
     static constexpr int MQ = RQ / 16, NQ = CQ / 8;  // dQ fragments per warp: MQ x NQ
-    static constexpr int ROWS = BR;
-    static_assert(MK == 1 || MK == 2, "a warp owns 16 or 32 keys: Bc = 16 or 32 x warps / WQ");
+    static_assert(MK == 1 || MK == 2, "a warp owns 16 or 32 keys: Bc = 16 or 32 x warps / 2");
     static_assert(BR == 64 || BR == 128, "Br is 64 or 128 (the dS^T tile's swizzle needs rows of >= 64)");
     static_assert(QW % 16 == 0 && DW % 16 == 0, "warp tiles are whole 16-wide mma operands");
     static_assert(WARPS % WM == 0 && CQ % 16 == 0 && WM * RQ == BR, "dQ tile must split over the warps");
-    static_assert(STAGES == 1 || STAGES == 2, "1 or 2 Q_i/dO_i buffers");
     static_assert(BC * (D / 8) % NT == 0 && NT >= BR / 2, "epilogue and L/D copies split evenly over the threads");
     static_assert(KV_BYTES % (D * 2) == 0 && Q_BYTES % (D * 2) == 0 && DS_OFF % (BR * 2) == 0 &&
                       DS_BYTES % (BR * 2) == 0,
                   "every tile starts at a multiple of its row length (SwzLane)");
+    using KeysQueries = float[MK][QW / 8][4];  // a warp's S^T, dP^T or P^T (C layout): MK * 16 keys x QW queries
+    using Packed = uint32_t[MK][QW / 8][2];    // P^T or dS^T in 16 bits: the A layout of dV, dK
+    using KeysDims = float[MK][DW / 8][4];     // dK_j or dV_j: MK * 16 keys x DW columns
+    using DqFrags = float[MQ][NQ][4];          // its RQ x CQ tile of dQ_i
+    /* where lane `lane` of warp `warp` adds its dQ fragment f, in floats from
+     * the query tile's start: the accumulator in fragment order (region dq) */
+    __host__ __device__ static constexpr int dq_frag(int warp, int f, int lane) {
+        return ((warp * MQ * NQ + f) * 32 + lane) * 4;
+    }
 };
-/* Launch geometry of the three kernels and the workspace size, for the host
- * code and the CPU emulator alike. */
+/* Launch geometry of the three kernels and the workspace, for the host code
+ * and the CPU emulator alike. */
 struct BwdGeometry {
     int Npad;               // workspace rows per (b, h): whole query tiles
     long long rows;         // B * H * Npad
     long long pre_blocks;   // preprocess: 256 threads, 256 / (d / 8) rows per block
     long long main_blocks;  // Tc * B * H
-    long long chunks;       // convert: 8-element chunks of dQ, B * H * N * d / 8
-    long long conv_blocks;  // convert: 256 threads each, grid-stride over the chunks
+    long long quads;        // convert: 4-float fragments of the accumulator, B * H * Npad * d / 4
+    long long conv_blocks;  // convert: 256 threads each, grid-stride over the quads
     size_t ws_floats;       // dQacc, L2, D: rows * (d + 2)
 };
 static inline BwdGeometry bwd_geometry(int B, int H, int N, int d, int BR, int BC) {
@@ -417,8 +193,8 @@ static inline BwdGeometry bwd_geometry(int B, int H, int N, int d, int BR, int B
     g.rows = BH * g.Npad;
     g.pre_blocks = (g.rows + rpb - 1) / rpb;
     g.main_blocks = (long long)((N + BC - 1) / BC) * BH;
-    g.chunks = BH * N * (d / 8);
-    g.conv_blocks = (g.chunks + 255) / 256 < 65536 ? (g.chunks + 255) / 256 : 65536;
+    g.quads = g.rows * d / 4;
+    g.conv_blocks = (g.quads + 255) / 256 < 65536 ? (g.quads + 255) / 256 : 65536;
     g.ws_floats = (size_t)g.rows * (d + 2);
     return g;
 }
@@ -468,575 +244,520 @@ fa2_bwd_preprocess_kernel(const T *__restrict__ O, const T *__restrict__ dO, con
 }
 // [end preprocess]
 
-/* Fragment layouts (lesson 07), g = lane / 4, t = lane % 4:
- *   A 16x16: a[0] (g, 2t..2t+1)  a[1] (g+8, 2t..)  a[2] (g, 2t+8..)  a[3] (g+8, 2t+8..)
- *   B 16x8 : b0 (rows 2t, 2t+1; col g)   b1 (rows 2t+8, 2t+9; col g)
- *   C 16x8 : c[0], c[1] (g, 2t..2t+1)    c[2], c[3] (g+8, 2t..2t+1)
- * In the main kernel the rows of S^T, dP^T, P^T, dS^T, dK_j, dV_j are keys. */
+/* ---- The main kernel's parts, in the order of a step (fragment layouts:
+ * ptx_mma.h; the rows of S^T, dP^T, P^T, dS^T, dK_j, dV_j are keys) ---- */
 
-/* The main kernel: one block per (K_j, V_j) tile of one (b, h); it walks the
- * query tiles Q_i that see any of its keys, accumulates dK_j and dV_j in
- * registers, and adds its share of every dQ_i into the fp32 accumulator.
- * grid = Tc * B * H blocks in one dimension (see "schedule"), block = 32 *
- * WARPS threads; warp w owns keys k0 + (w / WQ) * MK * 16 .. + MK * 16 - 1
- * (BwdTiles). Dynamic shared memory: BwdTiles::SMEM bytes.
- * L2, Dv: [BH, Npad] from the preprocess kernel; dQacc: BH * Npad * D fp32,
- * zeroed, row-major [BH, Npad, D] or (DQACC) per query tile in fragment
- * order; dK, dV: [BH, N, D] of T, every row < N written once.
- * scale_log2 = scale * log2(e) (exponentials as ex2); scale multiplies dK here
- * and dQ in the convert kernel (dS is the gradient of the scaled scores). */
-template <typename T, int D, int BR, int BC, int WARPS, int STAGES, bool KVREG, int PSMEM, int PFIRST = 0,
-          bool STSM = false, int DQFIRST = 0, bool DSH = false, bool DQACC = false>
-__global__ void __launch_bounds__(WARPS * 32)
-fa2_bwd_kernel(const T *__restrict__ Q, const T *__restrict__ K, const T *__restrict__ V, const T *__restrict__ dO,
-               const float *__restrict__ L2, const float *__restrict__ Dv, float *__restrict__ dQacc,
-               T *__restrict__ dK, T *__restrict__ dV, int N, int Npad, float scale_log2, float scale, int causal) {
-    using C = BwdTiles<D, BR, BC, WARPS, STAGES, PSMEM>;
-#if FA_SM80
-    constexpr int NT = C::NT, MK = C::MK, WQ = C::WQ, QW = C::QW, DW = C::DW, CH = D / 8;
-    constexpr bool USE_STSM = STSM && FA_SM90;
-    static_assert(PFIRST >= 0 && PFIRST <= 2, "PFIRST is 0, 1 or 2");
-    extern __shared__ __align__(1024) unsigned char fa_smem[];  // SwzLane: tiles on whole rows
-    const uint32_t base = smem_u32(fa_smem);
-    const uint32_t aK = base + C::K_OFF, aV = base + C::V_OFF, aS = base + C::DS_OFF, aP = base + C::P_OFF;
+// [region barriers]
+/* The main kernel's barriers, each the block-wide __syncthreads: the name
+ * says what holds once every thread has passed it. */
+enum BwdBarrier {
+    BAR_STEP_LANDED,   // a step's Q_i, dO_i, L2_i, D_i are visible, and every warp is done with the
+                       // previous step: its slot and the P^T, dS^T tiles may be refilled
+    BAR_PDS_STORED,    // the step's P^T, dS^T are stored: a warp may read other warps' rows
+    BAR_KV_DONE,       // after the loop: no warp reads K_j, V_j any more; their tiles take dK_j, dV_j
+    BAR_GRADS_STAGED,  // dK_j, dV_j are staged in shared memory for the 16-byte stores
+};
+__device__ __forceinline__ void block_sync(BwdBarrier) { __syncthreads(); }
+// [end barriers]
 
-    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-    const int g = lane >> 2, t = lane & 3;
-    // [region schedule]
-    /* Non-causal: every block has the same work; the Tc key tiles of one head
-     * are neighbours, so the blocks running together read the same Q, dO from
-     * L2. Causal: key tile j sees only the query tiles from its diagonal on,
-     * so tile 0 has the most work: tile 0 of every head goes first, then tile
-     * 1, ... (longest first, lesson 08). Every block starts at the query tile
-     * of its diagonal, i_first, and (non-causal) wraps around to i_first - 1:
-     * the blocks of one head then add into different dQ_i at any moment,
-     * instead of all into dQ_0 at once. */
-    const int Tc = (N + BC - 1) / BC, Tr = (N + BR - 1) / BR, BH = (int)gridDim.x / Tc, bid = (int)blockIdx.x;
+// [region schedule]
+/* Which keys a block owns and which query tiles it visits; one block per
+ * (K_j, V_j) tile and (b, h), grid = Tc * B * H. Non-causal: every block has
+ * the same work, and the Tc key tiles of a head are neighbours, so the blocks
+ * running together read the same Q, dO from L2. Causal: key tile j sees only
+ * the query tiles from its diagonal on, so tile 0 of every head goes first,
+ * then tile 1, ... (longest first, lesson 08). Every block starts at the
+ * query tile of its diagonal, i_first, and (non-causal) wraps around to
+ * i_first - 1: the blocks of a head then add into different dQ_i at any
+ * moment, instead of all into dQ_0 at once. */
+struct BlockWork {
+    int bh, k0;            // b * H + h; the block's first key
+    int i_first, n_steps;  // the first query tile it visits; how many
+    int Tr;                // query tiles per head
+};
+template <class C>
+__device__ __forceinline__ BlockWork block_work(int N, int causal) {
+    BlockWork w;
+    const int Tc = (N + C::BC - 1) / C::BC, Tr = (N + C::BR - 1) / C::BR, BH = (int)gridDim.x / Tc;
+    const int bid = (int)blockIdx.x;
     const int kv_tile = causal ? bid / BH : bid % Tc;
-    const int bh = causal ? bid % BH : bid / Tc;  // b * H + h
-    const int k0 = kv_tile * BC;
-    const int i_first = k0 / BR;  // the query tile that holds query k0
-    const int n_steps = causal ? Tr - i_first : Tr;
-    // [end schedule]
-    const size_t head = (size_t)bh * N;
-    Q += head * D; K += head * D; V += head * D; dO += head * D; dK += head * D; dV += head * D;
-    L2 += (size_t)bh * Npad; Dv += (size_t)bh * Npad; dQacc += (size_t)bh * Npad * D;
+    w.Tr = Tr;
+    w.bh = causal ? bid % BH : bid / Tc;
+    w.k0 = kv_tile * C::BC;
+    w.i_first = w.k0 / C::BR;  // the query tile that holds query k0
+    w.n_steps = causal ? Tr - w.i_first : Tr;
+    return w;
+}
+__device__ __forceinline__ int query_tile(const BlockWork &w, int it) {  // step it's: wrapped around
+    int qt = w.i_first + it;
+    if (qt >= w.Tr) qt -= w.Tr;
+    return qt;
+}
+// [end schedule]
 
-    /* The copies of step `it`: Q_i, dO_i, and L2_i, D_i (whole 16-byte chunks:
-     * the workspace rows are padded to whole tiles). */
-    auto load_step = [&](int it) {
-        int qt = i_first + it;
-        if (qt >= Tr) qt -= Tr;
-        const int q0 = qt * BR, slot = it % STAGES;
-        load_tile_async<T, D, BR, NT>(base + C::Q_OFF + slot * C::Q_BYTES, Q, q0, N, tid);
-        load_tile_async<T, D, BR, NT>(base + C::DO_OFF + slot * C::Q_BYTES, dO, q0, N, tid);
-        if (tid < BR / 2) {  // BR / 4 chunks of L2, then BR / 4 of D
-            const float *src = tid < BR / 4 ? L2 + q0 + 4 * tid : Dv + q0 + 4 * (tid - BR / 4);
-            cp_async_16(base + C::LD_OFF + slot * C::LD_BYTES + 16 * tid, src, true);
-        }
-    };
+// [region lanes]
+/* Where a thread works in the warp tiles (BwdTiles), and its shared-memory
+ * address in each operand role, computed once per block (SwzLane). The
+ * ldmatrix row and chunk of a lane (lesson 07), per role:
+ *   A (rows in smem rows): K_j, V_j in S^T, dP^T (kA, vA); P^T, dS^T in dV,
+ *     dK (pA, sA)
+ *   B (n in smem rows, k along them): Q_i, dO_i in S^T, dP^T (qB)
+ *   B trans (k in smem rows): dO_i, Q_i in dV, dK (qT); K_j in dQ (kT)
+ *   A trans (k in smem rows): dS^T in dQ (sT, the lanes of B)
+ * Stores of P^T, dS^T: stm (stmatrix: rows a_row, chunks a_chunk), sts
+ * (st.shared: row g, word t). stm, sts, qB, qT are offsets in a tile or slot,
+ * made addresses where the tile is known. */
+template <class C>
+struct WarpLanes {
+    int warp, lane, g, t;
+    int key_row0, q_off, d_off;  // the warp's first key in the tile, query in S^T, column of dK_j, dV_j
+    SwzLane<C::D> kA, vA, kT;
+    SwzLane<C::BR> pA, sA, sT;
+    uint32_t stm, sts, qB, qT;
+    __device__ __forceinline__ WarpLanes(uint32_t base, int warp_, int lane_, int g_, int t_) {
+        warp = warp_, lane = lane_, g = g_, t = t_;
+        const int a_row = (lane & 7) + (((lane >> 3) & 1) << 3), a_chunk = lane >> 4;
+        const int b_row = (lane & 7) + ((lane >> 4) << 3), b_chunk = (lane >> 3) & 1;
+        const int t_row = a_row, t_chunk = a_chunk;
+        key_row0 = (warp / C::WQ) * C::MK * 16;
+        q_off = (warp % C::WQ) * C::QW;
+        d_off = (warp % C::WQ) * C::DW;
+        const uint32_t aK = base + C::K_OFF, aV = base + C::V_OFF, aS = base + C::DS_OFF, aP = base + C::P_OFF;
+        kA = SwzLane<C::D>(aK, key_row0 + a_row, a_chunk);
+        vA = SwzLane<C::D>(aV, key_row0 + a_row, a_chunk);
+        kT = SwzLane<C::D>(aK, t_row, (warp % C::WN) * C::CQ / 8 + t_chunk);
+        pA = SwzLane<C::BR>(aP, key_row0 + a_row, a_chunk);
+        sA = SwzLane<C::BR>(aS, key_row0 + a_row, a_chunk);
+        sT = SwzLane<C::BR>(aS, b_row, (warp / C::WN) * C::RQ / 8 + b_chunk);
+        stm = swz<C::BR>(key_row0 + a_row, q_off / 8 + a_chunk);
+        sts = swz<C::BR>(key_row0 + g, q_off / 8) + 4 * t;
+        qB = swz<C::D>(q_off + b_row, b_chunk);
+        qT = swz<C::D>(t_row, d_off / 8 + t_chunk);
+    }
+};
+struct Step {  // one step: Q_i against the block's K_j, V_j; where its operands are
+    int k0, q0;                 // the first key of K_j, the first query of Q_i
+    int N, causal;
+    uint32_t aQ, aDO, aL2, aD;  // this step's slot: Q_i, dO_i (Br x d), L2_i, D_i (Br floats)
+    uint32_t aS, aP;            // the dS^T and P^T tiles
+};
+// [end lanes]
 
-    // [region prologue]
-    /* Two groups: K_j, V_j, then the first step's tiles. */
-    load_tile_async<T, D, BC, NT>(aK, K, k0, N, tid);
-    load_tile_async<T, D, BC, NT>(aV, V, k0, N, tid);
-    cp_async_commit();
-    load_step(0);
-    cp_async_commit();
+// [region load]
+/* Before the loop: K_j, V_j (Bc x d each) into their tiles, for the whole
+ * loop, rows >= N zero-filled. The caller commits the group. */
+template <typename T, class C>
+__device__ __forceinline__ void load_kv(uint32_t base, const T *K, const T *V, int k0, int N, int tid) {
+    load_tile_async<T, C::D, C::BC, C::NT>(base + C::K_OFF, K, k0, N, tid);
+    load_tile_async<T, C::D, C::BC, C::NT>(base + C::V_OFF, V, k0, N, tid);
+}
+/* The copies of step `it` into slot it % STAGES: Q_i, dO_i of its query tile
+ * (query_tile), and L2_i, D_i (whole 16-byte chunks: the workspace rows are
+ * padded to whole query tiles). Called one step ahead, after
+ * BAR_STEP_LANDED, which frees the slot; the caller commits the group. */
+template <typename T, class C>
+__device__ __forceinline__ void load_step(uint32_t base, const T *Q, const T *dO, const float *L2, const float *Dv,
+                                          const BlockWork &w, int it, int N, int tid) {
+    const int q0 = query_tile(w, it) * C::BR, slot = it % C::STAGES;
+    load_tile_async<T, C::D, C::BR, C::NT>(base + C::Q_OFF + slot * C::Q_BYTES, Q, q0, N, tid);
+    load_tile_async<T, C::D, C::BR, C::NT>(base + C::DO_OFF + slot * C::Q_BYTES, dO, q0, N, tid);
+    if (tid < C::BR / 2) {  // BR / 4 chunks of L2, then BR / 4 of D
+        const float *src = tid < C::BR / 4 ? L2 + q0 + 4 * tid : Dv + q0 + 4 * (tid - C::BR / 4);
+        cp_async_16(base + C::LD_OFF + slot * C::LD_BYTES + 16 * tid, src, true);
+    }
+}
+// [end load]
 
-    /* ldmatrix row/chunk of this lane (lesson 07), per operand role:
-     *   A (16 rows x 16 cols, rows in smem rows): K_j, V_j in S^T, dP^T;
-     *     P^T, dS^T in dV, dK (PSMEM)
-     *   B (n in smem rows, k along them): Q_i, dO_i in S^T, dP^T
-     *   B trans (k in smem rows): dO_i, Q_i in dV, dK; K_j in dQ
-     *   A trans (k in smem rows): dS^T in dQ (the same lanes as B) */
-    const int a_row = (lane & 7) + (((lane >> 3) & 1) << 3), a_chunk = lane >> 4;
-    const int b_row = (lane & 7) + ((lane >> 4) << 3), b_chunk = (lane >> 3) & 1;
-    const int t_row = a_row, t_chunk = a_chunk;
-    const int key_row0 = (warp / WQ) * MK * 16;  // this warp's first key in the tile
-    const int q_off = (warp % WQ) * QW;          // its first query of the tile in S^T
-    const int d_off = (warp % WQ) * DW;          // its first column of dK_j, dV_j
-    /* This lane's addresses in each operand role (SwzLane), computed once:
-     * the rows of K_j, V_j as A (S^T, dP^T); the columns of K_j as B trans
-     * (dQ); the rows of P^T, dS^T as A (dV, dK) and the columns of dS^T as A
-     * trans (dQ); the stores of P^T and dS^T (stmatrix: the rows a_row,
-     * chunks a_chunk; st.shared: row g, word t). Q_i, dO_i: offsets in a
-     * slot (qB as B, qT as B trans), made addresses at each step. */
-    const SwzLane<D> kA(aK, key_row0 + a_row, a_chunk), vA(aV, key_row0 + a_row, a_chunk);
-    const SwzLane<D> kT(aK, t_row, (warp % C::WN) * C::CQ / 8 + t_chunk);
-    const SwzLane<BR> pA(aP, key_row0 + a_row, a_chunk), sA(aS, key_row0 + a_row, a_chunk);
-    const SwzLane<BR> sT(aS, b_row, (warp / C::WN) * C::RQ / 8 + b_chunk);
-    const uint32_t stm = swz<BR>(key_row0 + a_row, q_off / 8 + a_chunk), sts = swz<BR>(key_row0 + g, q_off / 8) + 4 * t;
-    const uint32_t qB = swz<D>(q_off + b_row, b_chunk), qT = swz<D>(t_row, d_off / 8 + t_chunk);
-
-    float dk[MK][DW / 8][4], dv[MK][DW / 8][4];
+// [region s]
+/* acc = A B^T for this warp's MK * 16 keys x QW queries, k over d: S^T =
+ * K_j Q_i^T (A = K_j, lanes kA; B = Q_i) and dP^T = V_j dO_i^T (vA, dO_i).
+ * A's rows are keys (lesson 07's A layout); B^T's columns are the queries,
+ * whose rows in shared memory are the columns n of the mma's B operand:
+ * ldmatrix without .trans, at offset qB in the slot b_tile. after_slice(kk)
+ * runs after each 16-wide slice of d (POrder::in_dp computes P^T there).
+ * S^T (or P^T) and dP^T are both alive until dS: with dK_j, dV_j, the
+ * register peak of the kernel. Called after BAR_STEP_LANDED. */
+template <typename T, class C, class AfterSlice>
+__device__ __forceinline__ void keys_x_queries(typename C::KeysQueries &acc, const SwzLane<C::D> &a_lane,
+                                               uint32_t b_tile, const WarpLanes<C> &ln, AfterSlice after_slice) {
+    constexpr int MK = C::MK, QW = C::QW, D = C::D;
 #pragma unroll
     for (int mk = 0; mk < MK; ++mk)
 #pragma unroll
-        for (int nb = 0; nb < DW / 8; ++nb)
+        for (int nb = 0; nb < QW / 8; ++nb) acc[mk][nb][0] = acc[mk][nb][1] = acc[mk][nb][2] = acc[mk][nb][3] = 0.f;
 #pragma unroll
-            for (int e = 0; e < 4; ++e) dk[mk][nb][e] = dv[mk][nb][e] = 0.f;
-    /* KVREG: this warp's rows of K_j and V_j as A fragments, loaded once
-     * (K_j, V_j have landed, the first Q_i, dO_i may still fly). */
-    uint32_t kf[KVREG ? MK : 1][KVREG ? D / 16 : 1][4], vf[KVREG ? MK : 1][KVREG ? D / 16 : 1][4];
-    if constexpr (KVREG) {
-        cp_async_wait<1>();
-        __syncthreads();
+    for (int kk = 0; kk < D / 16; ++kk) {
+        uint32_t a[MK][4];
 #pragma unroll
-        for (int mk = 0; mk < MK; ++mk)
+        for (int mk = 0; mk < MK; ++mk) ldmatrix_x4(a[mk], a_lane.at(mk * 16, 2 * kk));
 #pragma unroll
-            for (int kk = 0; kk < D / 16; ++kk) {
-                ldmatrix_x4(kf[mk][kk], aK + swz<D>(key_row0 + mk * 16 + a_row, 2 * kk + a_chunk));
-                ldmatrix_x4(vf[mk][kk], aV + swz<D>(key_row0 + mk * 16 + a_row, 2 * kk + a_chunk));
+        for (int np = 0; np < QW / 16; ++np) {
+            uint32_t b[4];
+            ldmatrix_x4(b, SwzLane<D>(b_tile + ln.qB).at(np * 16, 2 * kk));
+#pragma unroll
+            for (int mk = 0; mk < MK; ++mk) {
+                mma_16816<T>(acc[mk][2 * np], a[mk], b[0], b[1]);
+                mma_16816<T>(acc[mk][2 * np + 1], a[mk], b[2], b[3]);
             }
+        }
+        after_slice(kk);
     }
-    // [end prologue]
+}
+// [end s]
 
-    /* DQACC: where this lane's dQ fragment f goes in the Br x d floats of a
-     * query tile's accumulator, in floats (region dq). */
-    auto dq_frag = [&](int f) { return ((warp * C::MQ * C::NQ + f) * 32 + lane) * 4; };
-    for (int it = 0; it < n_steps; ++it) {
-        int qt = i_first + it;
-        if (qt >= Tr) qt -= Tr;
-        const int q0 = qt * BR, slot = it % STAGES;
-        const uint32_t aQ = base + C::Q_OFF + slot * C::Q_BYTES, aDO = base + C::DO_OFF + slot * C::Q_BYTES;
-        const uint32_t aL2 = base + C::LD_OFF + slot * C::LD_BYTES, aD = aL2 + BR * 4;
+// [region mask]
+/* S = -inf where a key may not contribute: keys >= N (their zero rows of K
+ * would give P = exp(-L) > 0) and, causal, keys after the query. Then P = 0
+ * and dS = 0 there: one mask serves the four products that use P or dS.
+ * Only the tiles that cross the diagonal or the end of the keys pay for the
+ * test (need_mask: one branch per step, so the code on either side stays one
+ * stretch the compiler schedules as a whole). A thread's elements: keys k0 +
+ * key_row0 + mk * 16 + g (+ 8), queries q0 + q_off + nb * 8 + 2t (+ 1). */
+template <class C>
+__device__ __forceinline__ void mask_s(typename C::KeysQueries &s, const Step &st, const WarpLanes<C> &ln,
+                                       bool need_mask) {
+    if (!need_mask) return;
+#pragma unroll
+    for (int mk = 0; mk < C::MK; ++mk)
+#pragma unroll
+        for (int nb = 0; nb < C::QW / 8; ++nb)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                const int key = st.k0 + ln.key_row0 + mk * 16 + ln.g + (e >> 1) * 8;
+                const int query = st.q0 + ln.q_off + nb * 8 + 2 * ln.t + (e & 1);
+                if (key >= st.N || (st.causal && key > query)) s[mk][nb][e] = -INFINITY;
+            }
+}
+// [end mask]
 
-        // [region pipeline]
-        /* This step's copies have landed (the only group in flight); after the
-         * barrier every thread's copies are visible, and every warp has
-         * finished the previous step: its reads of dS^T (and P^T), and of the
-         * other Q_i/dO_i slot, which can now take the next step's tiles. */
-        cp_async_wait<0>();
-        __syncthreads();
-        if constexpr (STAGES == 2) {
-            if (it + 1 < n_steps) load_step(it + 1);
-            cp_async_commit();
+// [region ds-store]
+/* Fragments nb, nb + 1 of this warp's P^T or dS^T (C layout, packed) into a
+ * Bc x Br tile: row = key, 16-byte chunk = 8 queries. st.shared: 4 bytes per
+ * lane; the 32 lanes hit 8 rows (g) x 4 words (t) of 8 different chunks
+ * after the swizzle, 32 banks. stmatrix (C::STSM, sm_90): one stmatrix.x4
+ * writes the four 8 x 8 matrices of a 16-key slice, the inverse of the
+ * ldmatrix that reads them back, with the same lanes (a_row, a_chunk): a
+ * quarter of the store instructions. After BAR_STEP_LANDED (no warp still
+ * reads the previous step's tiles); read after BAR_PDS_STORED. */
+template <class C>
+__device__ __forceinline__ void store_pair(uint32_t tile, const typename C::Packed &v, int nb, const WarpLanes<C> &ln) {
+#pragma unroll
+    for (int mk = 0; mk < C::MK; ++mk) {
+        if constexpr (C::STSM && FA_SM90) {
+            stmatrix_x4(SwzLane<C::BR>(tile + ln.stm).at(mk * 16, nb), v[mk][nb][0], v[mk][nb][1], v[mk][nb + 1][0],
+                        v[mk][nb + 1][1]);
+        } else {
+#pragma unroll
+            for (int n2 = nb; n2 < nb + 2; ++n2)
+#pragma unroll
+                for (int r = 0; r < 2; ++r) sts32(SwzLane<C::BR>(tile + ln.sts).at(mk * 16 + 8 * r, n2), v[mk][n2][r]);
         }
-        // [end pipeline]
+    }
+}
+// [end ds-store]
 
-        // [region s]
-        /* S^T = K_j Q_i^T, this warp's keys x its QW queries: A = K_j rows,
-         * B = Q_i rows (the columns n of B, not transposed). */
-        float s[MK][QW / 8][4];
+// [region p-ds]
+/* P^T = exp(S^T scale - L) for the queries of n-blocks [nb0, nb1),
+ * recomputed from the forward's logsumexp: L is exact, so P is the
+ * normalised softmax at once and never overflows (every exponent is <= 0).
+ * In base 2: scale_log2 = scale log2(e), L2 = L log2(e). A thread's columns
+ * are queries nb * 8 + 2t, +1: one float pair of L2 per n-block. P^T is kept
+ * in fp32 (pf, for dS) and packed to 16 bits (pp): the C layout of S^T with
+ * keys as rows is the A layout of dV += P^T dO_i. Each completed pair of
+ * n-blocks is stored for the other warp of the pair. After mask_s. */
+template <typename T, class C>
+__device__ __forceinline__ void p_from_l(int nb0, int nb1, const typename C::KeysQueries &s,
+                                         typename C::KeysQueries &pf, typename C::Packed &pp, const Step &st,
+                                         const WarpLanes<C> &ln, float scale_log2) {
 #pragma unroll
-        for (int mk = 0; mk < MK; ++mk)
+    for (int nb = nb0; nb < nb1; ++nb) {
+        const float2 l2 = lds_f32x2(st.aL2 + 4 * (ln.q_off + nb * 8 + 2 * ln.t));
 #pragma unroll
-            for (int nb = 0; nb < QW / 8; ++nb) s[mk][nb][0] = s[mk][nb][1] = s[mk][nb][2] = s[mk][nb][3] = 0.f;
+        for (int mk = 0; mk < C::MK; ++mk) {
+            float *p = pf[mk][nb];
 #pragma unroll
-        for (int kk = 0; kk < D / 16; ++kk) {
-            uint32_t ka[MK][4];
-#pragma unroll
-            for (int mk = 0; mk < MK; ++mk) {
-                if constexpr (KVREG) {
-#pragma unroll
-                    for (int x = 0; x < 4; ++x) ka[mk][x] = kf[mk][kk][x];
-                } else {
-                    ldmatrix_x4(ka[mk], kA.at(mk * 16, 2 * kk));
-                }
+            for (int e = 0; e < 4; ++e) {
+                const float x = s[mk][nb][e];
+                p[e] = ex2(fmaf(x, scale_log2, -((e & 1) ? l2.y : l2.x)));
             }
-#pragma unroll
-            for (int np = 0; np < QW / 16; ++np) {
-                uint32_t b[4];
-                ldmatrix_x4(b, SwzLane<D>(aQ + qB).at(np * 16, 2 * kk));
-#pragma unroll
-                for (int mk = 0; mk < MK; ++mk) {
-                    mma_16816<T>(s[mk][2 * np], ka[mk], b[0], b[1]);
-                    mma_16816<T>(s[mk][2 * np + 1], ka[mk], b[2], b[3]);
-                }
-            }
+            pp[mk][nb][0] = pack2<T>(p[0], p[1]);
+            pp[mk][nb][1] = pack2<T>(p[2], p[3]);
         }
-        // [end s]
-
-        // [region ds-store]
-        /* Fragments nb and nb + 1 of this warp's P^T or dS^T (C layout, keys as
-         * rows, packed to 16 bits) into a Bc x Br tile of shared memory: row =
-         * key, 16-byte chunk = 8 queries. dS^T goes there for dQ_i = dS K_j,
-         * which needs every warp's keys, and P^T too when the dV, dK tiles are
-         * shared (PSMEM). st.shared: 4 bytes per lane, the 32 lanes of a store
-         * hit 8 rows (g) x 4 words (t) of 8 different chunks after the swizzle,
-         * 32 different banks. STSM (sm_90): one stmatrix.x4 writes the four
-         * 8 x 8 matrices (rows g, g + 8; chunks nb, nb + 1) of a 16-key slice,
-         * the inverse of the ldmatrix that reads them back, with the same lanes
-         * (a_row, a_chunk) pointing at the same rows: a quarter of the store
-         * instructions for the same bytes. */
-        auto store_pair = [&](uint32_t tile, const uint32_t (&v)[MK][QW / 8][2], int nb) {
+        if (nb & 1) store_pair<C>(st.aP, pp, nb - 1, ln);
+    }
+}
+/* dS^T = P^T o (dP^T - D) in fp32, rounded once to 16 bits, and stored:
+ * dQ_i = dS K_j needs every warp's keys, dK_j the other warp's queries. D
+ * of a thread's two queries: one float pair per n-block. */
+template <typename T, class C>
+__device__ __forceinline__ void ds_from_dp(const typename C::KeysQueries &dp, const typename C::KeysQueries &pf,
+                                           typename C::Packed &dsp, const Step &st, const WarpLanes<C> &ln) {
 #pragma unroll
-            for (int mk = 0; mk < MK; ++mk) {
-                if constexpr (USE_STSM) {
-                    stmatrix_x4(SwzLane<BR>(tile + stm).at(mk * 16, nb), v[mk][nb][0],
-                                v[mk][nb][1], v[mk][nb + 1][0], v[mk][nb + 1][1]);
-                } else {
+    for (int nb = 0; nb < C::QW / 8; ++nb) {
+        const float2 dd = lds_f32x2(st.aD + 4 * (ln.q_off + nb * 8 + 2 * ln.t));
 #pragma unroll
-                    for (int n2 = nb; n2 < nb + 2; ++n2)
+        for (int mk = 0; mk < C::MK; ++mk) {
+            const float *p = pf[mk][nb];
+            float ds[4];
 #pragma unroll
-                        for (int r = 0; r < 2; ++r)
-                            sts32(SwzLane<BR>(tile + sts).at(mk * 16 + 8 * r, n2), v[mk][n2][r]);
-                }
+            for (int e = 0; e < 4; ++e) {
+                ds[e] = p[e] * (dp[mk][nb][e] - ((e & 1) ? dd.y : dd.x));
             }
-        };
-        // [end ds-store]
-
-        // [region p-ds]
-        /* P^T = exp(S^T scale - L), recomputed from the forward's logsumexp:
-         * L is exact, so P is the normalised softmax at once and never
-         * overflows (every exponent is <= 0), whatever the size of the
-         * logits. dS^T = P^T o (dP^T - D). A thread's columns are queries
-         * nb * 8 + 2t, +1: their L2 and D are one float pair each per n-block.
-         * Masked elements (causal: key > query; keys >= N, whose zero rows of
-         * K would give P = exp(-L) > 0) get S = -inf, so P = 0 and dS = 0:
-         * one mask serves all four products that use P or dS. Only tiles that
-         * cross the diagonal or the end of the keys pay for the test, behind
-         * one branch per step (the code on either side stays one stretch the
-         * compiler can schedule as a whole). Both are packed to 16 bits at
-         * once: the C layout of S^T with keys as rows is the A layout of
-         * dV += P^T dO_i, as P's is for P V in the forward. */
-        const bool need_mask = k0 + BC > N || (causal && q0 < k0 + BC - 1);
-        auto mask_s = [&] {
-            if (!need_mask) return;
-#pragma unroll
-            for (int mk = 0; mk < MK; ++mk)
-#pragma unroll
-                for (int nb = 0; nb < QW / 8; ++nb)
-#pragma unroll
-                    for (int e = 0; e < 4; ++e) {
-                        const int key = k0 + key_row0 + mk * 16 + g + (e >> 1) * 8;
-                        const int query = q0 + q_off + nb * 8 + 2 * t + (e & 1);
-                        if (key >= N || (causal && key > query)) s[mk][nb][e] = -INFINITY;
-                    }
-        };
-        float pf[MK][QW / 8][4];  // P^T in fp32, for dS (DSH: dead once packed)
-        uint32_t pp[MK][QW / 8][2], dsp[MK][QW / 8][2];
-        auto p_tile = [&](int nb) {  // P^T of queries nb * 8 .. + 7 (and, PSMEM, its store)
-            const float2 l2 = lds_f32x2(aL2 + 4 * (q_off + nb * 8 + 2 * t));
-#pragma unroll
-            for (int mk = 0; mk < MK; ++mk) {
-                float *p = pf[mk][nb];
-#pragma unroll
-                for (int e = 0; e < 4; ++e) {
-                    const float x = s[mk][nb][e];
-                    p[e] = ex2(fmaf(x, scale_log2, -((e & 1) ? l2.y : l2.x)));
-                }
-                pp[mk][nb][0] = pack2<T>(p[0], p[1]);
-                pp[mk][nb][1] = pack2<T>(p[2], p[3]);
-            }
-            if constexpr (PSMEM)
-                if (nb & 1) store_pair(aP, pp, nb - 1);
-        };
-        auto ds_tile = [&](int nb, const float (&dp)[MK][QW / 8][4]) {  // dS^T of queries nb * 8 .. + 7, and its store
-            const float2 dd = lds_f32x2(aD + 4 * (q_off + nb * 8 + 2 * t));
-#pragma unroll
-            for (int mk = 0; mk < MK; ++mk) {
-                if constexpr (DSH) {  // from the packed P^T: one subtraction per element, one product per pair
-                    dsp[mk][nb][0] = mul2<T>(pp[mk][nb][0], pack2<T>(dp[mk][nb][0] - dd.x, dp[mk][nb][1] - dd.y));
-                    dsp[mk][nb][1] = mul2<T>(pp[mk][nb][1], pack2<T>(dp[mk][nb][2] - dd.x, dp[mk][nb][3] - dd.y));
-                    continue;
-                }
-                const float *p = pf[mk][nb];
-                float ds[4];
-#pragma unroll
-                for (int e = 0; e < 4; ++e) {
-                    ds[e] = p[e] * (dp[mk][nb][e] - ((e & 1) ? dd.y : dd.x));
-                }
-                dsp[mk][nb][0] = pack2<T>(ds[0], ds[1]);
-                dsp[mk][nb][1] = pack2<T>(ds[2], ds[3]);
-            }
-            if (nb & 1) store_pair(aS, dsp, nb - 1);
-        };
-        // [end p-ds]
-
-        // [region p-first]
-        /* PFIRST = 1: P^T right after S^T, before dP^T, so that its ex2 (a
-         * quarter-rate unit: 16 per clock and SM on sm_90) can run while the
-         * tensor cores compute dP^T; PFIRST = 2: the same, interleaved in
-         * source, 1/(d/16) of the n-blocks per slice of dP^T. PFIRST = 0: P^T
-         * after dP^T, both next to dS. */
-        if constexpr (PFIRST) mask_s();
-        if constexpr (PFIRST == 1) {
-#pragma unroll
-            for (int nb = 0; nb < QW / 8; ++nb) p_tile(nb);
+            dsp[mk][nb][0] = pack2<T>(ds[0], ds[1]);
+            dsp[mk][nb][1] = pack2<T>(ds[2], ds[3]);
         }
-        // [end p-first]
+        if (nb & 1) store_pair<C>(st.aS, dsp, nb - 1, ln);
+    }
+}
+// [end p-ds]
 
-        // [region dp]
-        /* dP^T = V_j dO_i^T: the same product with V_j and dO_i. S^T (or P^T)
-         * and dP^T are both alive until dS: with dK_j, dV_j that is the
-         * register peak of the kernel. */
-        float dp[MK][QW / 8][4];
+// [region dq]
+/* dQ_i += dS K_j: this warp's RQ x CQ tile of dQ_i, k over the Bc keys.
+ * A = dS (queries x keys) is dS^T read transposed (sT); B = K_j read
+ * transposed (kT: keys are k). Reads every warp's dS^T rows: after
+ * BAR_PDS_STORED. The loop is unrolled 4 slices at a time at d = 128 (all 8
+ * was 1-2% slower on an H100), whole at d = 64 (3% faster). */
+template <typename T, class C>
+__device__ __forceinline__ void dq_mma(typename C::DqFrags &dq, const WarpLanes<C> &ln) {
+    constexpr int MQ = C::MQ, NQ = C::NQ;
+    constexpr int DQ_UNROLL = C::D >= 128 ? 4 : C::BC / 16;
 #pragma unroll
-        for (int mk = 0; mk < MK; ++mk)
+    for (int mq = 0; mq < MQ; ++mq)
 #pragma unroll
-            for (int nb = 0; nb < QW / 8; ++nb) dp[mk][nb][0] = dp[mk][nb][1] = dp[mk][nb][2] = dp[mk][nb][3] = 0.f;
-#pragma unroll
-        for (int kk = 0; kk < D / 16; ++kk) {
-            uint32_t va[MK][4];
-#pragma unroll
-            for (int mk = 0; mk < MK; ++mk) {
-                if constexpr (KVREG) {
-#pragma unroll
-                    for (int x = 0; x < 4; ++x) va[mk][x] = vf[mk][kk][x];
-                } else {
-                    ldmatrix_x4(va[mk], vA.at(mk * 16, 2 * kk));
-                }
-            }
-#pragma unroll
-            for (int np = 0; np < QW / 16; ++np) {
-                uint32_t b[4];
-                ldmatrix_x4(b, SwzLane<D>(aDO + qB).at(np * 16, 2 * kk));
-#pragma unroll
-                for (int mk = 0; mk < MK; ++mk) {
-                    mma_16816<T>(dp[mk][2 * np], va[mk], b[0], b[1]);
-                    mma_16816<T>(dp[mk][2 * np + 1], va[mk], b[2], b[3]);
-                }
-            }
-            if constexpr (PFIRST == 2) {
-#pragma unroll
-                for (int nb = kk * (QW / 8) / (D / 16); nb < (kk + 1) * (QW / 8) / (D / 16); ++nb) p_tile(nb);
-            }
-        }
-        // [end dp]
-
-        if constexpr (!PFIRST) {
-            mask_s();
-#pragma unroll
-            for (int nb = 0; nb < QW / 8; ++nb) p_tile(nb);
-        }
-#pragma unroll
-        for (int nb = 0; nb < QW / 8; ++nb) ds_tile(nb, dp);
-
-        // [region dq]
-        /* dQ_i += dS K_j: this warp's RQ x CQ tile of dQ_i, k over the Bc keys.
-         * A = dS (queries x keys) is dS^T read transposed; B = K_j read
-         * transposed (keys are k). The partial sum goes to the fp32
-         * accumulator with atomic adds: the other key tiles' blocks add to the
-         * same dQ_i in an order that changes from run to run. Called after the
-         * barrier that makes dS^T visible: after dV_j and dK_j, before them,
-         * or between them (DQFIRST, region dv-dk). A warp's 2 * MQ * NQ
-         * atomics are 8-byte reductions the warp does not wait for, but they
-         * queue in the same memory pipeline as ldmatrix: all at once, they
-         * stall the loads that follow them (ncu: "MIO throttle"); DQFIRST = 2
-         * spreads them over the slices of dK_j.
-         * Where they land: DQACC = 0, dQ_i's own row-major layout, so that a
-         * lane adds two floats to each of rows g and g + 8 (8-byte
-         * reductions; a warp's instruction touches 8 rows x 32 bytes, 8 L2
-         * sectors in 8 lines, two per fragment). DQACC = 1: nobody reads the accumulator but
-         * the convert kernel, so its layout is ours to choose; in fragment
-         * order (warp, fragment, lane, the fragment's 4 floats: dq_frag) a
-         * lane adds its 4 floats with one 16-byte reduction and a warp's
-         * instruction covers 512 contiguous bytes, 16 sectors in 4 whole L2
-         * lines: half the instructions, and a quarter of the lines, for the
-         * same additions.
-         * The convert kernel undoes the order (it knows the tile map). */
-        constexpr int MQ = C::MQ, NQ = C::NQ;
-        float dq[MQ][NQ][4];
-        /* the loop over the Bc keys unrolled 4 slices at a time at d = 128
-         * (all 8 was 1-2% slower on an H100), whole at d = 64 (3% faster) */
-        constexpr int DQ_UNROLL = D >= 128 ? 4 : BC / 16;
-        auto dq_mma = [&] {
-#pragma unroll
-            for (int mq = 0; mq < MQ; ++mq)
-#pragma unroll
-                for (int nb = 0; nb < NQ; ++nb) dq[mq][nb][0] = dq[mq][nb][1] = dq[mq][nb][2] = dq[mq][nb][3] = 0.f;
+        for (int nb = 0; nb < NQ; ++nb) dq[mq][nb][0] = dq[mq][nb][1] = dq[mq][nb][2] = dq[mq][nb][3] = 0.f;
 #pragma unroll DQ_UNROLL
-            for (int kk = 0; kk < BC / 16; ++kk) {
-                uint32_t a[MQ][4];
+    for (int kk = 0; kk < C::BC / 16; ++kk) {
+        uint32_t a[MQ][4];
 #pragma unroll
-                for (int mq = 0; mq < MQ; ++mq)
-                    ldmatrix_x4_trans(a[mq], sT.at(kk * 16, 2 * mq));
+        for (int mq = 0; mq < MQ; ++mq)
+            ldmatrix_x4_trans(a[mq], ln.sT.at(kk * 16, 2 * mq));
 #pragma unroll
-                for (int dpair = 0; dpair < NQ / 2; ++dpair) {
-                    uint32_t b[4];
-                    ldmatrix_x4_trans(b, kT.at(kk * 16, 2 * dpair));
+        for (int dpair = 0; dpair < NQ / 2; ++dpair) {
+            uint32_t b[4];
+            ldmatrix_x4_trans(b, ln.kT.at(kk * 16, 2 * dpair));
 #pragma unroll
-                    for (int mq = 0; mq < MQ; ++mq) {
-                        mma_16816<T>(dq[mq][2 * dpair], a[mq], b[0], b[1]);
-                        mma_16816<T>(dq[mq][2 * dpair + 1], a[mq], b[2], b[3]);
-                    }
-                }
+            for (int mq = 0; mq < MQ; ++mq) {
+                mma_16816<T>(dq[mq][2 * dpair], a[mq], b[0], b[1]);
+                mma_16816<T>(dq[mq][2 * dpair + 1], a[mq], b[2], b[3]);
             }
-        };
-        /* The atomics of part `part` of `parts` of this warp's dQ fragments
-         * (all of them: 0, 1). Rows past N land in the padded rows of the
-         * accumulator, which nobody reads: no bounds test. */
-        auto dq_red = [&](int part, int parts) {
-            const int wm = warp / C::WN, wn = warp % C::WN;
-#pragma unroll
-            for (int f = part * MQ * NQ / parts; f < (part + 1) * MQ * NQ / parts; ++f) {
-                const int mq = f / NQ, nb = f % NQ;
-                const float *v = dq[mq][nb];
-                if constexpr (!DQACC) {
-                    float *dst = dQacc + (size_t)(q0 + wm * C::RQ + mq * 16 + g) * D + wn * C::CQ + nb * 8 + 2 * t;
-                    red_add_f32x2(dst, v[0], v[1]);
-                    red_add_f32x2(dst + 8 * D, v[2], v[3]);
-                } else {
-                    red_add_f32x4(dQacc + (size_t)q0 * D + dq_frag(f), v[0], v[1], v[2], v[3]);
-                }
-            }
-        };
-        auto dq_step = [&] {
-            dq_mma();
-            dq_red(0, 1);
-        };
-        // [end dq]
-
-        // [region dv-dk]
-        /* dV_j += P^T dO_i and dK_j += dS^T Q_i: k runs over the Br queries,
-         * 16 at a time; B = dO_i and Q_i read transposed (their rows are now
-         * k), each fragment feeding the MK key m-tiles. A = P^T, dS^T: with
-         * PSMEM = 0 the packed registers of this warp (it has all Br queries
-         * of its keys), with PSMEM = 1 read from shared memory after the
-         * barrier (half of them come from the other warp of its keys). */
-        /* a_p, a_s: where the A fragments of P^T and dS^T come from; dv_on,
-         * dk_on (std::true_type or false_type): which of the two products
-         * this pass computes (DQFIRST = 2 splits them to put dQ_i between);
-         * after_kk(kk) runs after each slice (there: a part of dQ_i's atomics). */
-        auto dv_dk = [&](auto a_p, auto a_s, auto dv_on, auto dk_on, auto after_kk) {
-            constexpr bool DV = decltype(dv_on)::value, DK = decltype(dk_on)::value;
-#pragma unroll
-            for (int kk = 0; kk < BR / 16; ++kk) {
-                uint32_t pa[MK][4], sa[MK][4];
-                if constexpr (DV) a_p(kk, pa);
-                if constexpr (DK) a_s(kk, sa);
-#pragma unroll
-                for (int dpair = 0; dpair < DW / 16; ++dpair) {
-                    uint32_t bo[4], bq[4];
-                    if constexpr (DV) ldmatrix_x4_trans(bo, SwzLane<D>(aDO + qT).at(kk * 16, 2 * dpair));
-                    if constexpr (DK) ldmatrix_x4_trans(bq, SwzLane<D>(aQ + qT).at(kk * 16, 2 * dpair));
-#pragma unroll
-                    for (int mk = 0; mk < MK; ++mk) {
-                        if constexpr (DV) {
-                            mma_16816<T>(dv[mk][2 * dpair], pa[mk], bo[0], bo[1]);
-                            mma_16816<T>(dv[mk][2 * dpair + 1], pa[mk], bo[2], bo[3]);
-                        }
-                        if constexpr (DK) {
-                            mma_16816<T>(dk[mk][2 * dpair], sa[mk], bq[0], bq[1]);
-                            mma_16816<T>(dk[mk][2 * dpair + 1], sa[mk], bq[2], bq[3]);
-                        }
-                    }
-                }
-                after_kk(kk);
-            }
-        };
-        constexpr std::true_type ON{};
-        constexpr std::false_type OFF{};
-        if constexpr (!PSMEM) {
-            auto reg = [&](const uint32_t (&v)[MK][QW / 8][2]) {
-                return [&](int kk, uint32_t (&a)[MK][4]) {
-#pragma unroll
-                    for (int mk = 0; mk < MK; ++mk) {
-                        a[mk][0] = v[mk][2 * kk][0]; a[mk][1] = v[mk][2 * kk][1];
-                        a[mk][2] = v[mk][2 * kk + 1][0]; a[mk][3] = v[mk][2 * kk + 1][1];
-                    }
-                };
-            };
-            dv_dk(reg(pp), reg(dsp), ON, ON, [](int) {});
         }
-        /* dS^T (and P^T) complete. PSMEM = 0: every warp is also done with
-         * Q_i, dO_i, L2_i, D_i, so with one buffer the next step's copies
-         * start now and fly during dQ. */
-        __syncthreads();
-        if constexpr (PSMEM) {
-            auto p_smem = [&](int kk, uint32_t (&a)[MK][4]) {
-#pragma unroll
-                for (int mk = 0; mk < MK; ++mk) ldmatrix_x4(a[mk], pA.at(mk * 16, 2 * kk));
-            };
-            auto s_smem = [&](int kk, uint32_t (&a)[MK][4]) {
-#pragma unroll
-                for (int mk = 0; mk < MK; ++mk) ldmatrix_x4(a[mk], sA.at(mk * 16, 2 * kk));
-            };
-            // [region dq-order]
-            if constexpr (DQFIRST == 1) {  // dQ_i first: its atomics leave while dV_j, dK_j compute
-                dq_step();
-                dv_dk(p_smem, s_smem, ON, ON, [](int) {});
-            } else if constexpr (DQFIRST == 2) {  // FlashAttention-2's order: dV_j, dQ_i, dK_j
-                dv_dk(p_smem, s_smem, ON, OFF, [](int) {});
-                dq_mma();  // its atomics go out a part per slice of dK_j, not at once
-                dv_dk(p_smem, s_smem, OFF, ON, [&](int kk) { dq_red(kk, BR / 16); });
-            } else {
-                dv_dk(p_smem, s_smem, ON, ON, [](int) {});
-            }
-            // [end dq-order]
-            if constexpr (STAGES == 1) __syncthreads();  // before the refill: Q_i, dO_i were just read
-        }
-        if constexpr (STAGES == 1) {
-            if (it + 1 < n_steps) load_step(it + 1);
-            cp_async_commit();
-        }
-        if constexpr (!PSMEM || DQFIRST == 0) dq_step();
-        // [end dv-dk]
     }
+}
+/* The partial dQ_i goes to the fp32 accumulator by atomic adds, with the
+ * other key tiles' blocks', in an order that changes from run to run. Only
+ * the convert kernel reads it, so its layout is ours: per query tile in the
+ * order of the mma fragments (BwdTiles::dq_frag), one 16-byte reduction per
+ * lane and fragment, 512 contiguous bytes per warp instruction. Reductions
+ * do not make the warp wait, but they queue in the pipeline ldmatrix uses:
+ * all at once, they hold up the loads that follow. So dq_red adds part
+ * `part` of `parts` of the warp's MQ * NQ fragments (0, 1: all). Rows past N
+ * land in padded rows nobody reads: no bounds test. */
+template <class C>
+__device__ __forceinline__ void dq_red(const typename C::DqFrags &dq, float *dQacc, const Step &st,
+                                       const WarpLanes<C> &ln, int part, int parts) {
+    constexpr int MQ = C::MQ, NQ = C::NQ;
+#pragma unroll
+    for (int f = part * MQ * NQ / parts; f < (part + 1) * MQ * NQ / parts; ++f) {
+        const float *v = dq[f / NQ][f % NQ];
+        red_add_f32x4(dQacc + (size_t)st.q0 * C::D + C::dq_frag(ln.warp, f, ln.lane), v[0], v[1], v[2], v[3]);
+    }
+}
+// [end dq]
 
-    // [region epilogue]
-    /* dK_j = scale dS^T Q summed over i (the scores were scaled), dV_j as is;
-     * both go through the K_j and V_j tiles (after a barrier: every warp read
-     * all of K_j in its last dQ) and leave as 16-byte stores, rows >= N
-     * skipped. */
-    __syncthreads();
+// [region dv-dk]
+/* dV_j += P^T dO_i (DV) and dK_j += dS^T Q_i (DK), k over the Br queries,
+ * 16 at a time. A = P^T, dS^T of this warp's keys, from shared memory (half
+ * of their queries come from the other warp of the pair); B = dO_i, Q_i read
+ * transposed (their rows are now k), each fragment feeding the MK m-tiles.
+ * after_slice(kk) runs after each slice (DqOrder::between: a part of dQ_i's
+ * atomics). After BAR_PDS_STORED. */
+template <typename T, class C, bool DV, bool DK, class AfterSlice>
+__device__ __forceinline__ void dv_dk(typename C::KeysDims &dv, typename C::KeysDims &dk, const Step &st,
+                                      const WarpLanes<C> &ln, AfterSlice after_slice) {
+    constexpr int MK = C::MK, DW = C::DW, D = C::D;
 #pragma unroll
-    for (int mk = 0; mk < MK; ++mk)
+    for (int kk = 0; kk < C::BR / 16; ++kk) {
+        uint32_t pa[MK][4], sa[MK][4];
+        if constexpr (DV) {
 #pragma unroll
-        for (int nb = 0; nb < DW / 8; ++nb)
+            for (int mk = 0; mk < MK; ++mk) ldmatrix_x4(pa[mk], ln.pA.at(mk * 16, 2 * kk));
+        }
+        if constexpr (DK) {
+#pragma unroll
+            for (int mk = 0; mk < MK; ++mk) ldmatrix_x4(sa[mk], ln.sA.at(mk * 16, 2 * kk));
+        }
+#pragma unroll
+        for (int dpair = 0; dpair < DW / 16; ++dpair) {
+            uint32_t bo[4], bq[4];
+            if constexpr (DV) ldmatrix_x4_trans(bo, SwzLane<D>(st.aDO + ln.qT).at(kk * 16, 2 * dpair));
+            if constexpr (DK) ldmatrix_x4_trans(bq, SwzLane<D>(st.aQ + ln.qT).at(kk * 16, 2 * dpair));
+#pragma unroll
+            for (int mk = 0; mk < MK; ++mk) {
+                if constexpr (DV) {
+                    mma_16816<T>(dv[mk][2 * dpair], pa[mk], bo[0], bo[1]);
+                    mma_16816<T>(dv[mk][2 * dpair + 1], pa[mk], bo[2], bo[3]);
+                }
+                if constexpr (DK) {
+                    mma_16816<T>(dk[mk][2 * dpair], sa[mk], bq[0], bq[1]);
+                    mma_16816<T>(dk[mk][2 * dpair + 1], sa[mk], bq[2], bq[3]);
+                }
+            }
+        }
+        after_slice(kk);
+    }
+}
+// [end dv-dk]
+
+// [region epilogue]
+/* After the loop: dK_j = scale dS^T Q summed over i (the scores were
+ * scaled) and dV_j, packed to 16 bits into the K_j and V_j tiles, swizzled,
+ * for the kernel's 16-byte stores. After BAR_KV_DONE (every warp read all of
+ * K_j in its last dQ). */
+template <typename T, class C>
+__device__ __forceinline__ void stage_dk_dv(const typename C::KeysDims &dk, const typename C::KeysDims &dv,
+                                            uint32_t aK, uint32_t aV, float scale, const WarpLanes<C> &ln) {
+#pragma unroll
+    for (int mk = 0; mk < C::MK; ++mk)
+#pragma unroll
+        for (int nb = 0; nb < C::DW / 8; ++nb)
 #pragma unroll
             for (int r = 0; r < 2; ++r) {
-                const uint32_t off = swz<D>(key_row0 + mk * 16 + g + 8 * r, d_off / 8 + nb) + 4 * t;
+                const uint32_t off = swz<C::D>(ln.key_row0 + mk * 16 + ln.g + 8 * r, ln.d_off / 8 + nb) + 4 * ln.t;
                 sts32(aK + off, pack2<T>(dk[mk][nb][2 * r] * scale, dk[mk][nb][2 * r + 1] * scale));
                 sts32(aV + off, pack2<T>(dv[mk][nb][2 * r], dv[mk][nb][2 * r + 1]));
             }
-    __syncthreads();
-    /* thread tid stores chunk tid % CH of rows tid / CH, + NT / CH, ... */
+}
+// [end epilogue]
+
+// [region kernel]
+/* The main kernel: one block per (K_j, V_j) tile of one (b, h); it walks the
+ * query tiles Q_i that see any of its keys (block_work), accumulates dK_j,
+ * dV_j in registers, and adds its share of every dQ_i to the fp32
+ * accumulator. grid = Tc * B * H, block = 32 * WARPS threads, dynamic shared
+ * memory BwdTiles::SMEM bytes. L2, Dv: [BH, Npad] (preprocess); dQacc: BH *
+ * Npad * D fp32, zeroed, per query tile in fragment order (region dq); dK,
+ * dV: [BH, N, D] of T, every row < N written once. scale_log2 = scale *
+ * log2(e); scale multiplies dK here and dQ in the convert kernel (dS is the
+ * gradient of the scaled scores). */
+template <typename T, class Cfg>
+__global__ void __launch_bounds__(Cfg::WARPS * 32)
+fa2_bwd_kernel(const T *__restrict__ Q, const T *__restrict__ K, const T *__restrict__ V, const T *__restrict__ dO,
+               const float *__restrict__ L2, const float *__restrict__ Dv, float *__restrict__ dQacc,
+               T *__restrict__ dK, T *__restrict__ dV, int N, int Npad, float scale_log2, float scale, int causal) {
+#if FA_SM80
+    using C = BwdTiles<Cfg>;
+    extern __shared__ __align__(1024) unsigned char fa_smem[];  // SwzLane: tiles on whole rows
+    const uint32_t base = smem_u32(fa_smem);
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
+    const BlockWork w = block_work<C>(N, causal);
+    const size_t head = (size_t)w.bh * N;
+    Q += head * C::D; K += head * C::D; V += head * C::D; dO += head * C::D; dK += head * C::D; dV += head * C::D;
+    L2 += (size_t)w.bh * Npad; Dv += (size_t)w.bh * Npad; dQacc += (size_t)w.bh * Npad * C::D;
+
+    // [region prologue]
+    /* Two groups: K_j, V_j, then the first step's tiles. */
+    load_kv<T, C>(base, K, V, w.k0, N, tid);
+    cp_async_commit();
+    load_step<T, C>(base, Q, dO, L2, Dv, w, 0, N, tid);
+    cp_async_commit();
+    const WarpLanes<C> ln(base, warp, lane, g, t);
+    typename C::KeysDims dk, dv;
 #pragma unroll
-    for (int i = 0; i < BC * CH / NT; ++i) {
-        const int r = tid / CH + i * (NT / CH), ch = tid % CH;
-        if (k0 + r < N) {
-            *reinterpret_cast<uint4 *>(dK + (size_t)(k0 + r) * D + ch * 8) = lds_u128(aK + swz<D>(r, ch));
-            *reinterpret_cast<uint4 *>(dV + (size_t)(k0 + r) * D + ch * 8) = lds_u128(aV + swz<D>(r, ch));
+    for (int mk = 0; mk < C::MK; ++mk)
+#pragma unroll
+        for (int nb = 0; nb < C::DW / 8; ++nb)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) dk[mk][nb][e] = dv[mk][nb][e] = 0.f;
+    // [end prologue]
+
+    for (int it = 0; it < w.n_steps; ++it) {
+        const int q0 = query_tile(w, it) * C::BR, slot = it % C::STAGES;
+        const uint32_t aQ = base + C::Q_OFF + slot * C::Q_BYTES, aDO = base + C::DO_OFF + slot * C::Q_BYTES;
+        const uint32_t aL2 = base + C::LD_OFF + slot * C::LD_BYTES, aD = aL2 + C::BR * 4;
+        const Step st = {w.k0, q0, N, causal, aQ, aDO, aL2, aD, base + C::DS_OFF, base + C::P_OFF};
+
+        // [region pipeline]
+        /* This step's copies have landed (the only group in flight); after the
+         * barrier all threads' copies are visible and every warp is done with
+         * the previous step, so the other slot takes the next step's tiles. */
+        cp_async_wait<0>();
+        block_sync(BAR_STEP_LANDED);
+        if (it + 1 < w.n_steps) load_step<T, C>(base, Q, dO, L2, Dv, w, it + 1, N, tid);
+        cp_async_commit();
+        // [end pipeline]
+
+        // [region step]
+        typename C::KeysQueries s, pf;  // S^T, and P^T in fp32 (for dS)
+        typename C::Packed pp, dsp;     // P^T, dS^T packed to 16 bits
+        typename C::KeysQueries dp;     // dP^T
+        typename C::DqFrags dq;         // the warp's part of dQ_i
+        keys_x_queries<T, C>(s, ln.kA, st.aQ, ln, [](int) {});  // S^T
+        const bool need_mask = w.k0 + C::BC > N || (causal && q0 < w.k0 + C::BC - 1);
+        if constexpr (C::P_ORDER == POrder::in_dp) {  // P^T between the slices of dP^T
+            constexpr int NB = C::QW / 8, KS = C::D / 16;
+            mask_s<C>(s, st, ln, need_mask);
+            keys_x_queries<T, C>(dp, ln.vA, st.aDO, ln, [&](int kk) {  // dP^T
+                p_from_l<T, C>(kk * NB / KS, (kk + 1) * NB / KS, s, pf, pp, st, ln, scale_log2);
+            });
+        } else {  // P^T after dP^T
+            keys_x_queries<T, C>(dp, ln.vA, st.aDO, ln, [](int) {});  // dP^T
+            mask_s<C>(s, st, ln, need_mask);
+            p_from_l<T, C>(0, C::QW / 8, s, pf, pp, st, ln, scale_log2);
+        }
+        ds_from_dp<T, C>(dp, pf, dsp, st, ln);
+        block_sync(BAR_PDS_STORED);
+        if constexpr (C::DQ_ORDER == DqOrder::first) {  // its atomics leave while dV_j, dK_j compute
+            dq_mma<T, C>(dq, ln);
+            dq_red<C>(dq, dQacc, st, ln, 0, 1);
+            dv_dk<T, C, true, true>(dv, dk, st, ln, [](int) {});
+        } else {  // dV_j, dQ_i, dK_j, with a part of dQ_i's atomics after each slice of dK_j
+            dv_dk<T, C, true, false>(dv, dk, st, ln, [](int) {});
+            dq_mma<T, C>(dq, ln);
+            dv_dk<T, C, false, true>(dv, dk, st, ln, [&](int kk) { dq_red<C>(dq, dQacc, st, ln, kk, C::BR / 16); });
+        }
+        // [end step]
+    }
+
+    // [region epilogue-store]
+    constexpr int CH = C::D / 8;  // dK_j, dV_j via their tiles: thread tid stores chunk tid % CH of rows tid / CH, ...
+    const uint32_t aK = base + C::K_OFF, aV = base + C::V_OFF;
+    block_sync(BAR_KV_DONE);
+    stage_dk_dv<T, C>(dk, dv, aK, aV, scale, ln);
+    block_sync(BAR_GRADS_STAGED);
+#pragma unroll
+    for (int i = 0; i < C::BC * CH / C::NT; ++i) {
+        const int r = tid / CH + i * (C::NT / CH), ch = tid % CH;
+        if (w.k0 + r < N) {
+            *reinterpret_cast<uint4 *>(dK + (size_t)(w.k0 + r) * C::D + ch * 8) = lds_u128(aK + swz<C::D>(r, ch));
+            *reinterpret_cast<uint4 *>(dV + (size_t)(w.k0 + r) * C::D + ch * 8) = lds_u128(aV + swz<C::D>(r, ch));
         }
     }
-    // [end epilogue]
+    // [end epilogue-store]
 #endif
 }
+// [end kernel]
 
 // [region convert]
-/* dQ = scale * dQacc, rounded to T: one thread per 8 elements (two 16-byte
- * loads, one 16-byte store), a grid-stride loop over the BH * N real rows.
- * dQacc: [BH, Npad, D] fp32; dQ: [BH, N, D] of T. */
-template <typename T, int D>
+/* dQ = scale * dQacc, rounded to T. One thread per 4 floats of the
+ * accumulator in fragment order (region dq), one lane's mma fragment (rows
+ * g, g + 8 of a 16-row slice, columns 2t, 2t + 1), put back in its row and
+ * column with the main kernel's tile map (BwdTiles): 16-byte reads,
+ * contiguous across the warp; 4-byte writes; rows >= N skipped.
+ * dQacc: [BH, Npad / Br, Br * D in fragment order]; quads = BH * Npad * D /
+ * 4; dQ: [BH, N, D] of T. */
+template <typename T, class Cfg>
 __global__ void __launch_bounds__(256)
 fa2_bwd_convert_dq_kernel(const float *__restrict__ dQacc, T *__restrict__ dQ, int N, int Npad, float scale,
-                          long long chunks) {
-    constexpr int CH = D / 8;
-    for (long long c = (long long)blockIdx.x * 256 + threadIdx.x; c < chunks; c += (long long)gridDim.x * 256) {
-        const long long r = c / CH, bh = r / N;
-        const int ch = (int)(c - r * CH), i = (int)(r - bh * N);
-        const float4 *src = reinterpret_cast<const float4 *>(dQacc + ((size_t)bh * Npad + i) * D + ch * 8);
-        const float4 x = src[0], y = src[1];
-        uint4 out;
-        out.x = pack2<T>(x.x * scale, x.y * scale);
-        out.y = pack2<T>(x.z * scale, x.w * scale);
-        out.z = pack2<T>(y.x * scale, y.y * scale);
-        out.w = pack2<T>(y.z * scale, y.w * scale);
-        *reinterpret_cast<uint4 *>(dQ + (size_t)r * D + ch * 8) = out;
-    }
-}
-/* The same for an accumulator in fragment order (DQACC, region dq): one
- * thread per 4 floats, one lane's mma fragment (rows g, g + 8 of a 16-row
- * slice, columns 2t, 2t + 1 of an 8-column one), placed with the main
- * kernel's tile map C (BwdTiles). Reads are 16 bytes per thread, contiguous
- * across the warp; writes are 4 bytes, 16 contiguous per 4 lanes.
- * dQacc: [BH, Npad / Br tiles, Br * D floats in fragment order]; quads =
- * BH * Npad * D / 4. */
-template <typename T, int D, class C>
-__global__ void __launch_bounds__(256)
-fa2_bwd_convert_dq_frag_kernel(const float *__restrict__ dQacc, T *__restrict__ dQ, int N, int Npad, float scale,
-                               long long quads) {
-    constexpr int F = C::MQ * C::NQ, TILE4 = C::ROWS * D / 4;
-    const int Tr = Npad / C::ROWS;
+                          long long quads) {
+    using C = BwdTiles<Cfg>;
+    constexpr int D = C::D, F = C::MQ * C::NQ, TILE4 = C::BR * D / 4;
+    const int Tr = Npad / C::BR;
     for (long long q = (long long)blockIdx.x * 256 + threadIdx.x; q < quads; q += (long long)gridDim.x * 256) {
         const long long tile = q / TILE4;  // bh * Tr + qt
         const int w = (int)(q - tile * TILE4), lane = w % 32, f = (w / 32) % F, warp = w / (32 * F);
         const long long bh = tile / Tr;
         const int qt = (int)(tile - bh * Tr);
-        const int row = qt * C::ROWS + (warp / C::WN) * C::RQ + (f / C::NQ) * 16 + lane / 4;
+        const int row = qt * C::BR + (warp / C::WN) * C::RQ + (f / C::NQ) * 16 + lane / 4;
         const int col = (warp % C::WN) * C::CQ + (f % C::NQ) * 8 + 2 * (lane % 4);
         const float4 x = reinterpret_cast<const float4 *>(dQacc)[q];
         T *dst = dQ + ((size_t)bh * N + row) * D + col;
@@ -1069,12 +790,12 @@ static int ensure_workspace(size_t bytes) {
     return ATTN_OK;
 }
 
-template <typename T, int D, int BR, int BC, int WARPS, int STAGES, int KVREG, int PSMEM, int PFIRST, int STSM,
-          int DQFIRST, int DSH, int DQACC>
+/* The three kernels of head dimension Cfg::D on a->stream. */
+template <typename T, class Cfg>
 static int launch(const attn_bwd_args *a) {
-    using C = BwdTiles<D, BR, BC, WARPS, STAGES, PSMEM>;
-    auto kernel = fa2_bwd_kernel<T, D, BR, BC, WARPS, STAGES, KVREG != 0, PSMEM, PFIRST, STSM != 0, DQFIRST,
-                                 DSH != 0, DQACC != 0>;
+    using C = BwdTiles<Cfg>;
+    constexpr int D = C::D;
+    auto kernel = fa2_bwd_kernel<T, Cfg>;
     static int ready = 0;  // once per instantiation: allow > 48 KiB of shared memory
     if (!ready) {
         int dev = 0, optin = 0;
@@ -1086,7 +807,7 @@ static int launch(const attn_bwd_args *a) {
         cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared);
         ready = 1;
     }
-    const BwdGeometry geo = bwd_geometry(a->B, a->H, a->N, D, BR, BC);
+    const BwdGeometry geo = bwd_geometry(a->B, a->H, a->N, D, C::BR, C::BC);
     if (geo.main_blocks > 0x7fffffffLL || geo.pre_blocks > 0x7fffffffLL) return ATTN_UNSUPPORTED;
     const int st = ensure_workspace(geo.ws_floats * sizeof(float));
     if (st != ATTN_OK) return st;
@@ -1095,17 +816,11 @@ static int launch(const attn_bwd_args *a) {
 
     fa2_bwd_preprocess_kernel<T, D><<<(unsigned)geo.pre_blocks, 256, 0, stream>>>(
         (const T *)a->O, (const T *)a->dO, a->L, L2, Dv, dQacc, a->N, geo.Npad, geo.rows);
-    kernel<<<(unsigned)geo.main_blocks, WARPS * 32, C::SMEM, stream>>>(
+    kernel<<<(unsigned)geo.main_blocks, C::NT, C::SMEM, stream>>>(
         (const T *)a->Q, (const T *)a->K, (const T *)a->V, (const T *)a->dO, L2, Dv, dQacc, (T *)a->dK, (T *)a->dV,
         a->N, geo.Npad, a->scale * 1.4426950408889634f, a->scale, a->causal);
-    if constexpr (DQACC == 0) {
-        fa2_bwd_convert_dq_kernel<T, D><<<(unsigned)geo.conv_blocks, 256, 0, stream>>>(dQacc, (T *)a->dQ, a->N,
-                                                                                        geo.Npad, a->scale, geo.chunks);
-    } else {
-        const long long quads = geo.rows * D / 4, blocks = (quads + 255) / 256 < 65536 ? (quads + 255) / 256 : 65536;
-        fa2_bwd_convert_dq_frag_kernel<T, D, C><<<(unsigned)blocks, 256, 0, stream>>>(dQacc, (T *)a->dQ, a->N,
-                                                                                       geo.Npad, a->scale, quads);
-    }
+    fa2_bwd_convert_dq_kernel<T, Cfg><<<(unsigned)geo.conv_blocks, 256, 0, stream>>>(dQacc, (T *)a->dQ, a->N,
+                                                                                    geo.Npad, a->scale, geo.quads);
     return ATTN_OK;
 }
 
@@ -1123,10 +838,10 @@ int attention_backward(const attn_bwd_args *a) {
     if (major < 8 || !(a->scale > 0.f)) return ATTN_UNSUPPORTED;
     if (a->N < 1 || a->B < 1 || a->H < 1) return ATTN_OK;  // nothing to compute
     const int fp16 = a->dtype == DTYPE_FP16, bf16 = a->dtype == DTYPE_BF16;
-    if (a->d == 64 && fp16) return launch<__half, 64, FB_CFG_D64>(a);
-    if (a->d == 64 && bf16) return launch<__nv_bfloat16, 64, FB_CFG_D64>(a);
-    if (a->d == 128 && fp16) return launch<__half, 128, FB_CFG_D128>(a);
-    if (a->d == 128 && bf16) return launch<__nv_bfloat16, 128, FB_CFG_D128>(a);
+    if (a->d == 64 && fp16) return launch<__half, BwdConfig<64>>(a);
+    if (a->d == 64 && bf16) return launch<__nv_bfloat16, BwdConfig<64>>(a);
+    if (a->d == 128 && fp16) return launch<__half, BwdConfig<128>>(a);
+    if (a->d == 128 && bf16) return launch<__nv_bfloat16, BwdConfig<128>>(a);
     return ATTN_UNSUPPORTED;
 }
 // [end host]

@@ -1,11 +1,13 @@
 /* emu_host11.h: the CUDA runtime calls lesson 11's host code makes that the host simulation's
- * fake device (tests/hostsim/fake_device.cpp) does not define, for `make hostsim-11`: the
- * lesson's own source, host code included, compiled by g++ over the warp emulator (emu.h,
- * emu_bwd.h) and linked with reference/runner_backward.cu, so that the real grader grades
- * kernels run on the CPU. Force-included after emu_bwd.h by tests/warp_emu/hostsim11.py.
+ * fake device (tests/hostsim/fake_device.cpp) does not define. The lesson's own source, host
+ * code included, is compiled by g++ over the warp emulator (emu.h and the stand-in headers of
+ * this directory: ptx_mma.h, ptx_cp_async.h, ptx_memory.h) for `make hostsim-11`, linked with
+ * reference/runner_backward.cu so that the real grader grades kernels run on the CPU
+ * (force-included by tests/warp_emu/hostsim11.py), and for `make emu-11` (emu11.cpp, which
+ * defines EMU11_DRIVER and the few runtime calls more that it needs to link).
  * The device it describes: compute capability 9.0, 227 KiB of shared memory per block. */
 #pragma once
-#include "emu_bwd.h"
+#include "ptx_memory.h"
 
 extern "C" {
 cudaError_t CUDARTAPI cudaGetDevice(int *d) {
@@ -26,6 +28,7 @@ cudaError_t CUDARTAPI cudaDeviceGetAttribute(int *v, enum cudaDeviceAttr attr, i
 template <typename F>
 static cudaError_t cudaFuncSetAttribute(F *, enum cudaFuncAttribute, int) { return cudaSuccess; }
 
+#ifndef EMU11_DRIVER  // emu11.cpp prints its own summary
 /* At exit: what the emulator counted over every launch of the run. Any emulator error
  * (hazard, out-of-bounds access) or bank conflict is printed as "EMU ERROR", which
  * hostsim11.py treats as a failure. */
@@ -39,3 +42,4 @@ static struct EmuHostReport {
             fprintf(stderr, "EMU ERROR: the emulator reported the problems above\n");
     }
 } emu_host_report;
+#endif

@@ -5,14 +5,16 @@
                                                            solution) on a few small shapes
     python3 tests/warp_emu/hostsim11.py mutants [NAME...]  every tests/mutants/11/*.mut (or the
                                                            NAMEs): each must fail with its expect:
+    python3 tests/warp_emu/hostsim11.py prep SRC            print SRC as g++ compiles it over the
+                                                           emulator (make emu-11 uses it)
 
 The binary is reference/runner_backward.cu compiled with g++ against tests/hostsim/
 fake_device.cpp (a CUDA runtime on host memory; mk/backward.mk builds those objects and passes
 them in HOSTSIM_OBJ), and the lesson's own source, host code included, compiled by g++ over the
-warp emulator: its "ptx" and "cp-async" regions are replaced by tests/warp_emu/emu.h and
-emu_bwd.h (ldmatrix, mma, cp.async, st/ld.shared, red.add as the PTX ISA defines them, one
-std::thread per CUDA thread) and every kernel<<<grid, block, smem, stream>>>(args) launch
-becomes an emulated one. So attention_backward, its workspace and launch geometry, the
+warp emulator, whole: its #include "ptx_mma.h", "ptx_cp_async.h", "ptx_memory.h" find the
+emulator's stand-ins first on the include path (tests/warp_emu: ldmatrix, mma, cp.async,
+st/ld.shared, red.add as the PTX ISA defines them, one std::thread per CUDA thread), and every
+kernel<<<grid, block, smem, stream>>>(args) launch becomes an emulated one (prep). So attention_backward, its workspace and launch geometry, the
 runner's grading, diagnoses, re-run and causal tests all run for real; the emulator adds its
 own checks (bank conflicts, cp.async and shared-memory hazards), and any problem it reports
 fails the run. What needs the hardware (timing, blocks running at the same time) is not
@@ -44,11 +46,9 @@ def sh(cmd):
 
 
 def prep(src):
-    """The lesson source for g++ over the emulator, or raises ValueError."""
-    text = open(src).read()
-    out, n = re.subn(r"// \[region (ptx|cp-async)\].*?// \[end \1\]\n", "", text, flags=re.S)
-    if n != 2:
-        raise ValueError("expected the regions ptx and cp-async in %s, found %d" % (src, n))
+    """The lesson source for g++ over the emulator: nothing cut out, only the kernel<<<...>>>(...)
+    launches (CUDA syntax) written as emu_launch calls; raises ValueError."""
+    out = open(src).read()
 
     def launch(m):
         cfg = [c.strip() for c in re.split(r",(?![^(]*\))", m.group(2))]
@@ -153,6 +153,13 @@ def main():
         return solution(sys.argv[2] if len(sys.argv) > 2 else None)
     if mode == "mutants":
         return mutant_run(sys.argv[2:])
+    if mode == "prep" and len(sys.argv) == 3:
+        try:
+            sys.stdout.write(prep(sys.argv[2]))
+        except ValueError as e:
+            print("hostsim11.py prep: %s" % e, file=sys.stderr)
+            return 1
+        return 0
     print(__doc__)
     return 2
 

@@ -1,6 +1,8 @@
-/* emu_bwd.h: what the backward kernel (lesson 11) needs from the CPU warp
- * emulator beyond emu.h: the PTX wrappers of its "ptx" region that emu.h does
- * not have, with the same checks.
+/* tests/warp_emu/ptx_memory.h: the warp emulator's stand-in for reference/include/ptx_memory.h
+ * (lesson 11's shared-memory stores and loads at shared-space addresses, and its global
+ * reductions). Emulator builds put tests/warp_emu before reference/include on the include path,
+ * so a lesson's #include "ptx_memory.h" lands here: the same functions, computed as the PTX ISA
+ * defines them, with the checks of emu.h.
  *
  *   sts32        st.shared.b32, warp-collective here (all 32 lanes call it
  *                together, as in the kernel): bounds, alignment, bank
@@ -13,15 +15,24 @@
  *   lds_f32x2    ld.shared.v2.f32 and ld.shared.v4.b32: bounds, alignment, and
  *   lds_u128     the read side of the same shadow (a read of a chunk whose
  *                cp.async has not been retired by a wait_group + barrier).
- *   stmatrix_x4  stmatrix.x4 (sm_90, the STSM option): the same checks as sts32, per row.
+ *   stmatrix_x4  stmatrix.x4 (sm_90): the same checks as sts32, per row.
  *   red_add_f32x2  red.global.add.v2.f32: two atomic float adds (std::atomic_ref),
  *                8-byte alignment checked; out-of-bounds writes show up in the
  *                driver's guard regions.
  *   red_add_f32x4  red.global.add.v4.f32: the same with four, 16-byte alignment checked.
+ * FA_SM90 (and FA_SM80) are 1, as in the real headers for a host compiler: the emulator runs the
+ * sm_90 paths of a kernel.
  */
 #pragma once
 #include "emu.h"
 #include <atomic>
+
+#ifndef FA_SM80  /* the real ptx_mma.h makes it 1 for a host compiler; so do we, in case the */
+#define FA_SM80 1 /* stand-in ptx_mma.h on this path does not */
+#endif
+#ifndef FA_SM90
+#define FA_SM90 1
+#endif
 
 static std::atomic<long> emu_sts_conflicts{0}, emu_sts_count{0};
 
