@@ -9,8 +9,8 @@
 #                          versions of the runner). SKIP without the CUDA headers.
 # The objects and their rules (build/hostsim/%.o, HOSTSIM_CXX) are mk/backward.mk's.
 .PHONY: hostsim-forward
-HOSTSIM_FWD_OBJ = build/hostsim/runner_attention.o build/hostsim/runner_common.o build/hostsim/runner_buffers.o \
-                  build/hostsim/fake_device.o $(HARNESS_C_OBJ)
+HOSTSIM_FWD_OBJ = build/hostsim/runner_attention.o build/hostsim/runner_main.o build/hostsim/runner_grade.o \
+                  build/hostsim/runner_common.o build/hostsim/runner_buffers.o build/hostsim/fake_device.o $(HARNESS_C_OBJ)
 hostsim-forward:
 	@if [ ! -f $(dir $(NVCC))../include/cuda_runtime_api.h ]; then echo "hostsim-forward: SKIP (no CUDA headers)"; exit 0; fi; \
 	$(MAKE) --no-print-directory -s $(HOSTSIM_FWD_OBJ) && HOSTSIM_FWD_OBJ='$(HOSTSIM_FWD_OBJ)' CXX_BWD='$(CXX_BWD)' \
