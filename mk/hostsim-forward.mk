@@ -1,6 +1,7 @@
 # mk/hostsim-forward.mk: the forward runner on the CPU, without a GPU. In `make test`:
-#   make hostsim-forward   reference/runner_attention.cu compiled with g++ over tests/hostsim's fake
-#                          CUDA runtime (as make hostsim-10 does for the backward runner), graded
+#   make hostsim-forward   the forward runner (reference/runner_main.cu + runner_attention.cu) compiled
+#                          with g++ over tests/hostsim's fake CUDA runtime (as make hostsim-10 does
+#                          for the backward runner), graded
 #                          lessons: a stand-in computing the plain attention on the CPU
 #                          (tests/hostsim/forward_lesson.cpp), as an ordinary and as a decode lesson,
 #                          with bugs planted by HOSTSIM_BUG, and solutions 03 and 05 through the fp32
