@@ -32,10 +32,11 @@ BUILD := build/$(ARCH_TAG)
 HARNESS_C := reference/cli.c reference/grade.c reference/cpu_reference.c reference/cpu_reference_bwd.c reference/diagnose.c reference/diagnose_bwd.c reference/rng.c
 HARNESS_H := $(wildcard reference/*.h reference/include/*.h)
 HARNESS_C_OBJ := $(patsubst reference/%.c,build/host/%.o,$(HARNESS_C))
-# GPU part: the device helpers every GPU binary links (device report, timing, watchdog,
-# poison), plus one runner (main: cases, grading) per kind of lesson. HARNESS_CU_OBJ is what a
-# forward lesson links (runner_attention); a source that defines attention_backward (lessons
-# 10-11) links HARNESS_BWD_CU_OBJ (runner_backward) instead.
+# GPU part: what every GPU binary links (runner_main: main, the one runner skeleton; runner_grade:
+# the grading pieces; runner_common: options, cases, CSV; the device report, timing, watchdog,
+# poison), plus the kind of lesson it plugs in (runner_main.h). HARNESS_CU_OBJ is what a forward
+# lesson links (runner_attention: forward and decode); a source that defines attention_backward
+# (lessons 10-11) links HARNESS_BWD_CU_OBJ (runner_backward) instead.
 HARNESS_CU_COMMON := $(filter-out reference/runner_attention.cu reference/runner_backward.cu,$(wildcard reference/runner_*.cu))
 HARNESS_CU_COMMON_OBJ := $(patsubst reference/%.cu,$(BUILD)/%.o,$(HARNESS_CU_COMMON))
 HARNESS_CU_OBJ := $(HARNESS_CU_COMMON_OBJ) $(BUILD)/runner_attention.o

@@ -75,8 +75,8 @@ test:: check-10 emu-10 test-backward-unit
 #   make hostsim-mutants-10    every tests/mutants/10/*.mut through it: each must fail with its diagnosis
 #                              (a few minutes; HOSTSIM_MUTANTS="d-missing dk-dv-swapped" picks some)
 HOSTSIM_CXX = $(CXX_BWD) -O2 -std=c++17 -fopenmp -w -I$(dir $(NVCC))../include -Ireference/include -Ireference
-HOSTSIM_OBJ := build/hostsim/runner_backward.o build/hostsim/runner_common.o build/hostsim/runner_buffers.o \
-               build/hostsim/fake_device.o $(HARNESS_C_OBJ)
+HOSTSIM_OBJ := build/hostsim/runner_backward.o build/hostsim/runner_main.o build/hostsim/runner_grade.o \
+               build/hostsim/runner_common.o build/hostsim/runner_buffers.o build/hostsim/fake_device.o $(HARNESS_C_OBJ)
 build/hostsim/%.o: reference/%.cu $(HARNESS_H)
 	@mkdir -p build/hostsim
 	$(HOSTSIM_CXX) -x c++ -c $< -o $@

@@ -12,16 +12,14 @@ const char *const BWD_NAME[3] = {"dQ", "dK", "dV"};
 
 tolerance bwd_tolerance(dtype_t dtype, double e_plain, double max_ref, char *desc, size_t cap) {
     const double big = fmax(1.0, max_ref);
-    if (dtype == DTYPE_FP32) {
-        tolerance t = {3 * e_plain + 1e-5 * big, 1e-4};
-        if (desc) snprintf(desc, cap, "|err| <= 3 x %.2g (plain fp32 backward's max error) + 1e-5 x %.3g + 1e-4*|ref|",
-                           e_plain, big);
-        return t;
-    }
-    const double a = dtype == DTYPE_FP16 ? 1e-4 : 8e-4;
-    tolerance t = {2 * e_plain + a * big, 0};
-    if (desc) snprintf(desc, cap, "|err| <= 2 x %.2g (plain %s backward's max error) + %.0e x %.3g", e_plain,
-                       dtype == DTYPE_FP16 ? "fp16" : "bf16", a, big);
+    const tolerance t = tolerance_from_plain(&TOL_RULE_OUTPUT, dtype, e_plain, big);
+    if (!desc) return t;
+    if (dtype == DTYPE_FP32)
+        snprintf(desc, cap, "|err| <= 3 x %.2g (plain fp32 backward's max error) + 1e-5 x %.3g + 1e-4*|ref|", e_plain,
+                 big);
+    else
+        snprintf(desc, cap, "|err| <= 2 x %.2g (plain %s backward's max error) + %.0e x %.3g", e_plain,
+                 dtype == DTYPE_FP16 ? "fp16" : "bf16", tolerance_abs_term(&TOL_RULE_OUTPUT, dtype), big);
     return t;
 }
 

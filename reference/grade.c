@@ -4,6 +4,18 @@
 #include <stdlib.h>
 #include <string.h>
 
+const tolerance_rule TOL_RULE_OUTPUT = {1e-5, 1e-4, 1e-4, 8e-4, 0};
+const tolerance_rule TOL_RULE_LSE = {1e-4, 1e-5, 1e-4, 1e-4, 1e-5};
+
+double tolerance_abs_term(const tolerance_rule *rule, dtype_t dtype) {
+    return dtype == DTYPE_FP32 ? rule->a_fp32 : dtype == DTYPE_FP16 ? rule->a_fp16 : rule->a_bf16;
+}
+
+tolerance tolerance_from_plain(const tolerance_rule *rule, dtype_t dtype, double e_plain, double s) {
+    if (dtype == DTYPE_FP32) return (tolerance){3 * e_plain + rule->a_fp32 * s, rule->rtol_fp32};
+    return (tolerance){2 * e_plain + tolerance_abs_term(rule, dtype) * s, rule->rtol_16bit};
+}
+
 elem_status grade_element(double ref, double got, int poisoned, tolerance tol) {
     if (poisoned) return ELEM_UNWRITTEN;
     if (!isfinite(got)) return ELEM_NONFINITE;

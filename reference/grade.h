@@ -7,8 +7,35 @@
 #ifndef GRADE_H
 #define GRADE_H
 #include <stddef.h>
+#include "attention.h"
 
+/* An element passes when |got - ref| <= atol + rtol |ref|. */
 typedef struct { double atol, rtol; } tolerance;
+
+/* The constants of a tolerance rule (tolerance_from_plain): the absolute terms per dtype, as a
+ * multiple of the output's size, and the relative terms. */
+typedef struct {
+    double a_fp32, rtol_fp32;            /* fp32 */
+    double a_fp16, a_bf16, rtol_16bit;   /* fp16, bf16 */
+} tolerance_rule;
+
+/* O, and dQ, dK, dV: a = 1e-5, rtol 1e-4 in fp32; a = 1e-4 (fp16) or 8e-4 (bf16), rtol 0 in 16 bits. */
+extern const tolerance_rule TOL_RULE_OUTPUT;
+/* L (the logsumexp, fp32 in every lesson): a = 1e-4; rtol 1e-5. */
+extern const tolerance_rule TOL_RULE_LSE;
+
+/* The tolerance of one output of a case, from the largest error e_plain that a plain
+ * same-precision computation (cpu_reference.h, *_lowp) makes on the same inputs against the
+ * same float64 reference, and the output's size s >= 1 (1, or max(1, max |ref|) for a
+ * gradient, whose scale varies with the shape):
+ *   fp16, bf16: FlashAttention's test rule, at most twice that error:
+ *               atol = 2 e_plain + a_16 s, rtol = rtol_16bit;
+ *   fp32:       atol = 3 e_plain + a_fp32 s, rtol = rtol_fp32. Fixed tolerances would not do:
+ *               with x30 logits even fp32 loses ~1e-4 relative (S is ill-conditioned), which
+ *               the 3 e_plain term follows. */
+tolerance tolerance_from_plain(const tolerance_rule *rule, dtype_t dtype, double e_plain, double s);
+/* The rule's absolute constant for dtype (a_fp32, a_fp16 or a_bf16), for the descriptions. */
+double tolerance_abs_term(const tolerance_rule *rule, dtype_t dtype);
 
 typedef enum { ELEM_OK = 0, ELEM_BAD, ELEM_NONFINITE, ELEM_UNWRITTEN } elem_status;
 

@@ -1,4 +1,4 @@
-/* runner_common.cu: shared by the forward and backward runners (runner_common.h). */
+/* runner_common.cu: shared by every runner (runner_common.h). */
 #include "runner_common.h"
 #include <cuda_runtime.h>
 #include <math.h>
@@ -220,42 +220,6 @@ std::string shape_text(const shape_case &c0) {
         s += buf;
     }
     return s;
-}
-
-int grade_cases(const options &o, const shape_case &bench, const std::vector<shape_case> &matrix,
-                grade_case_fn grade_case, const char *entry, const char *what_causal, const char *what_ragged,
-                int *passed, int *total) {
-    std::vector<shape_case> cases;
-    if (o.shape_given) {
-        shape_case custom = bench;
-        custom.name = "custom";
-        cases = {custom};
-    } else {
-        cases = o.fuzz ? fuzz_shapes(o.fuzz, o.seed) : matrix;
-    }
-    printf("Grading against float64 on the CPU (%zu cases x %s):\n", cases.size(),
-           o.dtype >= 0 ? dtype_name(o.dtype) : lesson_dtypes().c_str());
-    std::vector<case_outcome> outcomes;
-    *passed = *total = 0;
-    for (int t = 0; t < DTYPE_COUNT; ++t) {
-        if (!(LESSON.dtypes & DTYPE_BIT(t)) || (o.dtype >= 0 && o.dtype != t)) continue;
-        for (const shape_case &c : cases) {
-            const int rc = grade_case(c, (dtype_t)t, case_seed(o.seed, c, t), o);
-            if (rc == ATTN_NOT_IMPLEMENTED) {
-                printf("NOT IMPLEMENTED: lesson %02d's %s says it is not written yet.\n"
-                       "  Open lessons/%s/ and work through TODO(1), TODO(2), ... then run ./lesson%d again.\n",
-                       LESSON.number, entry, LESSON.name, LESSON.number);
-                if (o.csv) print_csv_row("not-implemented", 0, (int)cases.size(), t, bench, -1, 0, 0, 0, -1);
-                return EXIT_NOT_IMPLEMENTED;
-            }
-            ++*total;
-            *passed += rc == ATTN_OK;
-            outcomes.push_back(outcome_of(c, rc == ATTN_OK));
-        }
-    }
-    printf("%d of %d cases passed\n", *passed, *total);
-    print_failure_pattern(outcomes, what_causal, what_ragged);
-    return -1;
 }
 
 case_outcome outcome_of(const shape_case &c0, bool pass) {

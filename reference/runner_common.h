@@ -1,9 +1,9 @@
-/* runner_common.h: what the forward runner (runner_attention.cu) and the backward runner
- * (runner_backward.cu) share that is not about buffers (buffers.h) or the device (gpu_env.h):
- * the command line checked against what the lesson declares, the case matrices and the --fuzz
- * shapes, the per-case seed, the grading loop over dtypes and cases with its verdict pattern,
- * the rerun and not-implemented messages, the CSV row, and the out-of-memory refusals made
- * before anything is allocated. C++ (the runners are .cu files). */
+/* runner_common.h: what every runner (the skeleton, runner_main.cu, and the kinds: forward and
+ * decode, runner_attention.cu; backward, runner_backward.cu) shares that is not about buffers
+ * (buffers.h), the device (gpu_env.h) or grading (runner_grade.h): the command line checked
+ * against what the lesson declares, the case matrices and the --fuzz shapes, the per-case seed,
+ * what the failing cases have in common, the verdict and rerun lines, the CSV row, and the
+ * out-of-memory refusals made before anything is allocated. C++ (the runners are .cu files). */
 #ifndef RUNNER_COMMON_H
 #define RUNNER_COMMON_H
 #include <stddef.h>
@@ -81,20 +81,6 @@ uint64_t case_seed(uint64_t run_seed, const shape_case &c, int dtype);
 
 /* "B=2 H=8 N=1 d=128" and, for a decode shape, " N_kv=1000 H_kv=2 ragged". */
 std::string shape_text(const shape_case &c);
-
-/* Grades one case with fresh inputs from `seed`: ATTN_OK when it passes, ATTN_NOT_IMPLEMENTED,
- * or -1 when it failed (the runner printed why). */
-typedef int (*grade_case_fn)(const shape_case &c, dtype_t dt, uint64_t seed, const options &o);
-
-/* The grading part of a runner: the cases (the command line's shape, --fuzz shapes, or
- * `matrix`) times the dtypes asked for, one line per case, "N of M cases passed", then what
- * the failing cases have in common (print_failure_pattern with what_causal, what_ragged).
- * `entry` names the lesson's entry point for the not-implemented message. Returns -1 with
- * *passed, *total filled, or EXIT_NOT_IMPLEMENTED (after the message, and the CSV row with
- * --csv). */
-int grade_cases(const options &o, const shape_case &bench, const std::vector<shape_case> &matrix,
-                grade_case_fn grade_case, const char *entry, const char *what_causal, const char *what_ragged,
-                int *passed, int *total);
 
 /* What the failing cases have in common, when that points at a cause: only the causal ones
  * ("diagnosis: only the causal cases fail ..."), or only those whose N is not a multiple of

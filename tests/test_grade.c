@@ -88,3 +88,29 @@ Test(grade, first_mismatches_are_kept) {
     cr_assert_eq(r.first[0].row, 64);
     cr_assert_eq(r.first[0].col, 0);
 }
+
+/* The tolerance rules, with the numbers the forward runner held O and L to before the rules were
+ * one function (tolerance_from_plain). */
+Test(grade, tolerance_rules) {
+    tolerance t = tolerance_from_plain(&TOL_RULE_OUTPUT, DTYPE_FP32, 2e-7, 1.0);
+    cr_assert_eq(t.atol, 1e-5 + 3 * 2e-7);
+    cr_assert_eq(t.rtol, 1e-4);
+    t = tolerance_from_plain(&TOL_RULE_OUTPUT, DTYPE_FP16, 3e-4, 1.0);
+    cr_assert_eq(t.atol, 2 * 3e-4 + 1e-4);
+    cr_assert_eq(t.rtol, 0);
+    t = tolerance_from_plain(&TOL_RULE_OUTPUT, DTYPE_BF16, 3e-3, 1.0);
+    cr_assert_eq(t.atol, 2 * 3e-3 + 8e-4);
+    t = tolerance_from_plain(&TOL_RULE_LSE, DTYPE_FP32, 5e-7, 1.0);
+    cr_assert_eq(t.atol, 1e-4 + 3 * 5e-7);
+    cr_assert_eq(t.rtol, 1e-5);
+    t = tolerance_from_plain(&TOL_RULE_LSE, DTYPE_BF16, 5e-7, 1.0);
+    cr_assert_eq(t.atol, 2 * 5e-7 + 1e-4);
+    cr_assert_eq(t.rtol, 1e-5);
+    /* a gradient's absolute term grows with its size */
+    t = tolerance_from_plain(&TOL_RULE_OUTPUT, DTYPE_FP16, 0.01, 5.0);
+    cr_assert_eq(t.atol, 2 * 0.01 + 1e-4 * 5.0);
+    cr_assert_eq(tolerance_abs_term(&TOL_RULE_OUTPUT, DTYPE_BF16), 8e-4);
+    /* NaN never passes, whatever the rule */
+    cr_assert_eq(grade_element(1.0, NAN, 0, tolerance_from_plain(&TOL_RULE_LSE, DTYPE_FP16, INFINITY, 1.0)),
+                 ELEM_NONFINITE);
+}

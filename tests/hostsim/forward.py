@@ -5,7 +5,8 @@
     python3 tests/hostsim/forward.py --dump DIR also write each run's output to DIR/NN.txt (to diff
                                                 two versions of the runner)
 
-The binaries are reference/runner_attention.cu itself, compiled with g++ against tests/hostsim/
+The binaries are the forward runner itself (reference/runner_main.cu, the skeleton, with
+runner_attention.cu, the forward and decode kinds), compiled with g++ against tests/hostsim/
 fake_device.cpp (a CUDA runtime on host memory), linked with
   - forward_lesson.cpp, a stand-in lesson computing the plain same-precision attention on the CPU,
     built as an ordinary lesson (lessons 02-08's options and matrix) and as a decode lesson

@@ -6,12 +6,13 @@
     python3 tests/hostsim/run.py mutants [NAME...]  every tests/mutants/10/*.mut (or the NAMEs): must
                                                     fail with its expect: diagnosis
 
-The binary is reference/runner_backward.cu itself, compiled with g++ against tests/hostsim/
-fake_device.cpp (a CUDA runtime on host memory, the float64 forward on the CPU) and the lesson's
-kernels run through the fp32 emulator (tests/fp32_emu: one std::thread per CUDA thread, blocks one
-after another). So the runner's grading, diagnoses, re-run and causal tests are exercised for real,
-on shapes small enough for the emulator; what needs concurrent blocks (a lost atomic update) or the
-hardware (timing) is not, and mutants marked "# hostsim: no" are skipped. The objects come from
+The binary is the backward runner itself (reference/runner_main.cu with runner_backward.cu, the
+backward kind), compiled with g++ against tests/hostsim/fake_device.cpp (a CUDA runtime on host
+memory, the float64 forward on the CPU) and the lesson's kernels run through the fp32 emulator
+(tests/fp32_emu: one std::thread per CUDA thread, blocks one after another). So the runner's
+grading, diagnoses, re-run and causal tests are exercised for real, on shapes small enough for the
+emulator; what needs concurrent blocks (a lost atomic update) or the hardware (timing) is not, and
+mutants marked "# hostsim: no" are skipped. The objects come from
 make (mk/backward.mk: make hostsim-10, make hostsim-mutants-10), which passes them in HOSTSIM_OBJ.
 """
 import os
