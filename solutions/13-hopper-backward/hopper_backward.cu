@@ -343,6 +343,7 @@ struct Kernel {
                 bulk_reduce_add_f32(acc, base + SL::DQ, SL::DQT);
                 bulk_commit();
             }
+            __syncwarp();  // the whole warp meets the named barriers
             named_sync(DQ_FULL_WG1, 160);
             if (lane == 0) {
                 bulk_reduce_add_f32(acc + 64 * 64, base + SL::DQ + SL::DQT, SL::DQT);
