@@ -5,10 +5,11 @@
  * with EMU_PTX_HOPPER_PLAIN, so that the stand-in ptx_hopper.h here also brings what the real
  * header writes in plain C++ (mbar_wait, the descriptors).
  *
- * First a layout check that needs no kernel run: the descriptors the kernel builds for every
- * operand (K-major K_j, V_j, Q_i, dO_i; MN-major Q_i, dO_i, K_j and dS^T, the last read as the A
- * operand of dQ), decoded with the PTX ISA's canonical layouts, must address exactly the bytes
- * where TMA (or the dS^T stores) put each element (tma_tile_offset, reference/include/tma_params.h).
+ * First a layout check that needs no kernel run: desc_kmajor and desc_mnmajor (ptx_hopper.h) for
+ * every tile and operand role of the kernel (K-major K_j, V_j, Q_i, dO_i; MN-major Q_i, dO_i, K_j
+ * and dS^T, the last read as the A operand of dQ), decoded with the PTX ISA's canonical layouts,
+ * must address exactly the bytes where TMA (or the dS^T stores) put each element
+ * (tma_tile_offset, reference/include/tma_params.h).
  * Then per case: random Q (x30 for logits of about +-100), K, V, dO; O (rounded) and L of the
  * float64 forward pass; the three kernels as attention_backward launches them (bwd_geometry);
  * dQ, dK, dV poisoned before, every buffer between guard regions. Graded with the FlashAttention
