@@ -22,6 +22,11 @@
  *   - bar.sync / bar.arrive (named barriers), __syncthreads, __syncwarp, shuffles;
  *   - setmaxnreg with a per-block register pool (inc blocks until the pool has enough);
  *   - fence.proxy.async, ordinary shared loads and stores.
+ * Lesson 13 adds: wgmma with both operands MN-major (wgmma_ss_mn); the bulk copy without a tensor
+ * map (cp.async.bulk global -> shared, complete_tx on an mbarrier, delivered like a TMA copy); the
+ * bulk reduce-add (cp.reduce.async.bulk .add.f32 shared -> global, a bulk group whose reads of
+ * shared memory are checked like a TMA store's); ld.shared.v2.f32; cp.async.bulk.wait_group
+ * (bulk_wait, the writes done too).
  *
  * Ordering is checked, whatever the interleaving of the threads, with vector clocks (a
  * happens-before relation built from every barrier, mbarrier phase and TMA delivery) and a
@@ -126,7 +131,11 @@ struct EmuMbar {
     unsigned phase = 0;
     std::vector<uint32_t> acc, done[2], agent;  // agent: the VC of the TMA copies into this barrier
 };
-struct EmuTmaCopy { uint32_t dst; const CUtensorMap *map; int c[3]; uint32_t bar; std::vector<uint32_t> vc; };
+struct EmuTmaCopy {
+    uint32_t dst; const CUtensorMap *map; int c[3]; uint32_t bar; std::vector<uint32_t> vc;
+    const void *src = nullptr;  // map == nullptr: a bulk copy of `bytes` bytes from src (lesson 13)
+    uint32_t bytes = 0;
+};
 
 struct EmuBlockState {
     std::vector<uint32_t> vc;             // [thread][emu_nv]
@@ -160,8 +169,13 @@ struct EmuWgOp {
     std::vector<float> prod;
     bool computed;
     void (*compute)(EmuWgOp &);
+    bool ta = false, tb = false;  // A, B MN-major (imm-trans-a, imm-trans-b); rs: B MN-major
 };
-struct EmuBulkStore { const CUtensorMap *map; int c[3]; uint32_t src; bool done; };
+struct EmuBulkStore {
+    const CUtensorMap *map; int c[3]; uint32_t src; bool done;
+    float *gdst = nullptr;  // map == nullptr: a bulk reduce-add of `bytes` bytes into gdst (lesson 13)
+    uint32_t bytes = 0;
+};
 struct EmuTh {
     int tid, warp, lane;
     uint32_t *vc;
@@ -503,7 +517,9 @@ static void emu_encode_tensor_map(CUtensorMap *m, const void *base, const uint64
     o[7] = box[0]; o[8] = box[1]; o[9] = box[2];
     o[10] = esize; o[11] = swizzle;
 }
+static void emu_bulk_deliver(EmuTmaCopy &cp);
 static void emu_tma_deliver(EmuTmaCopy &cp) {  // emu_mx held
+    if (!cp.map) { emu_bulk_deliver(cp); return; }
     const uint64_t *o = cp.map->opaque;
     auto it = emu_blk->mbar.find(cp.bar);
     if (it == emu_blk->mbar.end()) { emu_fail("TMA completes on an address that is not an mbarrier"); return; }
@@ -574,7 +590,9 @@ static bool mbar_try_wait(uint32_t bar, uint32_t parity) {
  * of the box writes); elements out of bounds are skipped. Its reads of shared memory are the
  * issuing thread's, through the async proxy: at issue, or with EMU_TMA=late at the
  * wait_group.read that covers it. */
+static void emu_bulk_reduce_do(EmuBulkStore &st);
 static void emu_bulk_store_do(EmuBulkStore &st) {
+    if (!st.map) { emu_bulk_reduce_do(st); return; }
     st.done = true;
     const uint64_t *o = st.map->opaque;
     const unsigned esize = (unsigned)o[10], box0 = (unsigned)o[7], box1 = (unsigned)o[8], box2 = (unsigned)o[9];
@@ -604,6 +622,11 @@ static void emu_bulk_store_do(EmuBulkStore &st) {
 /* The chunks a store reads stay marked from its issue to the wait_group.read that covers it:
  * a write to them in between is a hazard, whenever the store actually reads. */
 static void emu_bulk_pending(const EmuBulkStore &st, int delta) {
+    if (!st.map) {  // a bulk reduce-add: [src, src + bytes), no swizzle
+        for (uint32_t a = st.src; a < st.src + st.bytes; a += 16)
+            if (a / 16 < EMU_CHUNKS) emu_blk->store_rd[a / 16] += delta;
+        return;
+    }
     const uint64_t *o = st.map->opaque;
     const unsigned bytes = (unsigned)(o[7] * o[10] * o[8] * o[9]);
     for (unsigned off = 0; off < bytes; off += 16) {
@@ -642,6 +665,84 @@ template <int N> static void bulk_wait_read() {
         me->bulk_groups.pop_front();
     }
     emu_tick();
+}
+
+/* ---------------------------------------------------------------- lesson 13 ---- */
+/* cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes: `bytes` contiguous bytes
+ * from global `src` to shared `dst`, no tensor map, no swizzle; delivered like a TMA copy (at
+ * issue, or with EMU_TMA=late when a thread waits on its barrier). */
+static void emu_bulk_deliver(EmuTmaCopy &cp) {  // emu_mx held
+    auto it = emu_blk->mbar.find(cp.bar);
+    if (it == emu_blk->mbar.end()) { emu_fail("a bulk copy completes on an address that is not an mbarrier"); return; }
+    EmuMbar &b = it->second;
+    const int agent = emu_nt + b.index;
+    vc_join(b.agent, cp.vc.data());
+    b.agent[agent]++;
+    for (uint32_t off = 0; off < cp.bytes; off += 16) {
+        const uint32_t a = cp.dst + off;
+        if (emu_hits_mbar(a)) { emu_fail(emu_fmt("a bulk copy overwrites the mbarrier at shared %u", a & ~15u)); return; }
+        emu_write(a, 16, agent, b.agent.data(), false);
+        memcpy(fa_smem + a, (const unsigned char *)cp.src + off, 16);
+    }
+    b.tx -= cp.bytes;
+    vc_join(b.acc, b.agent.data());
+    emu_mbar_complete(b);
+}
+static void bulk_load_1d(uint32_t dst, const void *src, uint32_t bytes, uint32_t bar) {
+    emu_progress++;
+    if (dst % 16 || (uintptr_t)src % 16 || bytes % 16 || !bytes)
+        emu_fail(emu_fmt("bulk copy: shared %u, global %p, %u bytes: addresses 16-byte aligned, size a positive "
+                         "multiple of 16", dst, src, bytes));
+    if (!emu_smem_ok(dst, bytes, "bulk copy destination")) return;
+    std::lock_guard<std::mutex> g(emu_mx);
+    if (!emu_mbar(bar, "cp.async.bulk completion")) return;
+    EmuTmaCopy cp{dst, nullptr, {0, 0, 0}, bar, std::vector<uint32_t>(me->vc, me->vc + emu_nv)};
+    cp.src = src;
+    cp.bytes = bytes;
+    emu_tick();
+    if (emu_tma_late) emu_blk->tma_queue.push_back(cp);
+    else emu_bulk_deliver(cp);
+}
+/* cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32: gdst[k] += shared floats at src. Its
+ * reads of shared memory are the issuing thread's, through the async proxy, checked and recorded
+ * like a TMA store's (at issue, or with EMU_TMA=late at the wait_group.read that covers it). */
+static void emu_bulk_reduce_do(EmuBulkStore &st) {
+    st.done = true;
+    for (uint32_t a = st.src; a < st.src + st.bytes; a += 16) {
+        emu_check_read(a / 16, true, "a bulk reduce-add");
+        emu_record_read(a / 16);
+    }
+    for (uint32_t k = 0; k < st.bytes / 4; ++k) {
+        float v;
+        memcpy(&v, fa_smem + st.src + 4 * k, 4);
+        st.gdst[k] += v;
+    }
+}
+static void bulk_reduce_add_f32(float *dst, uint32_t src, uint32_t bytes) {
+    emu_progress++;
+    if (src % 16 || (uintptr_t)dst % 16 || bytes % 16 || !bytes)
+        emu_fail(emu_fmt("bulk reduce-add: shared %u, global %p, %u bytes: addresses 16-byte aligned, size a "
+                         "positive multiple of 16", src, (void *)dst, bytes));
+    if (!emu_smem_ok(src, bytes, "bulk reduce-add source")) return;
+    EmuBulkStore st{nullptr, {0, 0, 0}, src, false};
+    st.gdst = dst;
+    st.bytes = bytes;
+    emu_bulk_pending(st, +1);
+    if (!emu_tma_late) emu_bulk_reduce_do(st);
+    me->bulk_open.push_back(st);
+    emu_tick();
+}
+/* cp.async.bulk.wait_group N (no .read): the groups' writes are done too; here as the .read form. */
+template <int N> static void bulk_wait() { bulk_wait_read<N>(); }
+static float2 ld_shared_f32x2(uint32_t addr) {
+    emu_progress++;
+    float2 v = make_float2(0.f, 0.f);
+    if (addr % 8) emu_fail("ld.shared.v2.f32 misaligned");
+    if (!emu_smem_ok(addr, 8, "ld.shared.v2.f32")) return v;
+    emu_check_words(addr / 4, addr / 4 + 2, false, "ld.shared");
+    emu_record_read(addr / 16);
+    memcpy(&v, fa_smem + addr, 8);
+    return v;
 }
 
 /* __trap(): where the starter stops for a TODO not written yet. The run ends here. */
@@ -709,11 +810,14 @@ template <typename T> static float emu_ld_op(uint32_t a) {
 static void emu_op_chunks(const EmuWgOp &op, std::vector<uint32_t> &out) {
     out.clear();
     const int g = me->lane >> 2, wq = me->warp % 4;
-    if (!op.rs)
+    if (!op.rs && !op.ta)
         for (int r = 0; r < 2; ++r)
             for (int k = 0; k < 16; k += 8) out.push_back(emu_desc_addr(op.da, 16 * wq + g + 8 * r, k, false) / 16);
+    if (!op.rs && op.ta)  // A MN-major: each k of the thread's two rows in its own chunk
+        for (int r = 0; r < 2; ++r)
+            for (int k = 0; k < 16; ++k) out.push_back(emu_desc_addr(op.da, 16 * wq + g + 8 * r, k, true) / 16);
     /* 8 consecutive k (K-major) or n (MN-major) elements share one 16-byte chunk */
-    if (!op.rs)
+    if (!op.tb)
         for (int n = 0; n < op.N; ++n)
             for (int k = 0; k < 16; k += 8) out.push_back(emu_desc_addr(op.db, n, k, false) / 16);
     else
@@ -742,14 +846,14 @@ template <typename T> static void emu_compute(EmuWgOp &op) {
     w.bar.arrive_and_wait();
     for (int i = me->lane; i < 16 * op.N; i += 32) {
         const int k = i / op.N, n = i % op.N;
-        w.Bf[i] = emu_ld_op<T>(emu_desc_addr(op.db, n, k, op.rs));
+        w.Bf[i] = emu_ld_op<T>(emu_desc_addr(op.db, n, k, op.tb));
     }
     w.bar.arrive_and_wait();
     const int g = me->lane >> 2, t = me->lane & 3, wq = me->warp % 4;
     float A[2][16];
     for (int r = 0; r < 2; ++r)
         for (int k = 0; k < 16; ++k)
-            A[r][k] = op.rs ? op.A[r][k] : emu_ld_op<T>(emu_desc_addr(op.da, 16 * wq + g + 8 * r, k, false));
+            A[r][k] = op.rs ? op.A[r][k] : emu_ld_op<T>(emu_desc_addr(op.da, 16 * wq + g + 8 * r, k, op.ta));
     op.prod.assign(op.N / 2, 0.f);
     for (int j = 0; j < op.N / 8; ++j)
         for (int e = 0; e < 4; ++e) {
@@ -762,13 +866,16 @@ template <typename T> static void emu_compute(EmuWgOp &op) {
     op.computed = true;
 }
 template <typename T>
-static void emu_wgmma_issue(float *d, int N, bool rs, uint64_t da, const uint32_t *a, uint64_t db, int scale_d) {
+static void emu_wgmma_issue(float *d, int N, bool rs, uint64_t da, const uint32_t *a, uint64_t db, int scale_d,
+                            bool mn = false) {
     emu_progress++;
     if (!me->wg_fenced)
         emu_fail("wgmma.mma_async without a wgmma.fence since this thread's last wgmma.wait_group (or since the "
                  "start): registers written by other instructions may not be seen");
     if ((da >> 49 & 7) || (db >> 49 & 7)) emu_fail("wgmma descriptor with a non-zero base offset (not emulated)");
     EmuWgOp op{d, N, rs, da, db, {}, scale_d, {}, false, emu_compute<T>};
+    op.ta = mn;        // wgmma_ss_mn: A and B MN-major
+    op.tb = rs || mn;  // rs: B MN-major (imm-trans-b = 1)
     if (rs) {  // gather rows g and g + 8 of A from the 4 lanes of this quad
         EmuWarp &w = emu_blk->warps[me->warp];
         for (int i = 0; i < 4; ++i) w.u[me->lane][i] = a[i];
@@ -798,6 +905,11 @@ static inline void wgmma_ss(float (&d)[N / 2], uint64_t desc_a, uint64_t desc_b,
 template <typename T, int N>
 static inline void wgmma_rs(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t desc_b, int scale_d) {
     emu_wgmma_issue<T>(d, N, true, 0, a, desc_b, scale_d);
+}
+/* Lesson 13: imm-trans-a = imm-trans-b = 1, both operands MN-major. */
+template <typename T, int N>
+static inline void wgmma_ss_mn(float (&d)[N / 2], uint64_t desc_a, uint64_t desc_b, int scale_d) {
+    emu_wgmma_issue<T>(d, N, false, desc_a, nullptr, desc_b, scale_d, true);
 }
 static inline void wgmma_fence() { me->wg_fenced = true; }
 static inline void wgmma_commit() {
