@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # make results (on a GPU): grade and time every solution on the bench shape and
 # write docs/results/<gpu-name>.csv with the date, commit, nvcc version and, per
-# solution, the sha256 of its source. `make test` checks those hashes against
+# solution, the fingerprint of its source and the reference/include headers it includes
+# (reference/source_hash.py). `make test` checks those hashes against
 # the sources (tests/check_results_fresh.sh), so a kernel changed without a GPU
 # run cannot land unnoticed.
 set -euo pipefail
@@ -28,7 +29,7 @@ for dir in solutions/[0-9][0-9]-*/; do
     name=$(basename "$dir")
     n=$((10#${name%%-*}))
     src=$(ls "$dir"*.c "$dir"*.cu 2>/dev/null | head -n1 || true)
-    sha=$(sha256sum "$src" | cut -c1-16)
+    sha=$(python3 reference/source_hash.py "$src")
     make -s "solution$n" >/dev/null
     log=build/results/solution$n.log
     set +e

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Fails when a solution's source no longer matches the sha256 recorded by the
-# newest `make results` file in docs/results/ (or has no row there): kernel
-# changes must come with a GPU run. CI has no GPU, so this is how it knows.
+# Fails when a solution's source, or a reference/include header it includes, no longer
+# matches the fingerprint (reference/source_hash.py) recorded by the newest `make results`
+# file in docs/results/ (or has no row there): kernel changes, the shared PTX wrappers'
+# too, must come with a GPU run. CI has no GPU, so this is how it knows.
 set -u
 newest=""; newest_date=""
 for f in docs/results/*.csv; do
@@ -17,12 +18,12 @@ fail=0
 for dir in solutions/[0-9][0-9]-*/; do
     name=$(basename "$dir")
     src=$(ls "$dir"*.c "$dir"*.cu 2>/dev/null | head -n1)
-    sha=$(sha256sum "$src" | cut -c1-16)
+    sha=$(python3 reference/source_hash.py "$src")
     row=$(grep -E "^$name," "$newest" | tail -n1)
     if [ -z "$row" ]; then
         echo "results freshness: $name has no row in $newest: run 'make results' on a GPU"; fail=1
     elif [ "$(cut -d, -f2 <<<"$row")" != "$sha" ]; then
-        echo "results freshness: $src changed since the GPU run in $newest ($(cut -d, -f2 <<<"$row") != $sha): run 'make results' on a GPU"; fail=1
+        echo "results freshness: $src (or a reference/include header it includes) changed since the GPU run in $newest ($(cut -d, -f2 <<<"$row") != $sha): run 'make results' on a GPU"; fail=1
     elif [ "$(cut -d, -f3 <<<"$row")" != pass ]; then
         echo "results freshness: $name did not pass in $newest"; fail=1
     fi

@@ -1,0 +1,44 @@
+#!/usr/bin/env python3
+"""The fingerprint of a solution that `make results` records and `make test` checks
+(reference/results.sh, tests/check_results_fresh.sh): the first 16 hex digits of the sha256
+of the source file followed by every header of reference/include it includes, directly or
+through another such header, in the order first included. The PTX wrappers live in those
+headers, so a change to one of them makes the GPU results of every solution that uses it
+stale, like a change to the solution itself.
+
+    python3 reference/source_hash.py FILE [FILE ...]   prints one fingerprint per line
+Errors: a FILE that cannot be read exits 2 with its name."""
+import hashlib
+import os
+import re
+import sys
+
+INCLUDE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "include")
+INCLUDE_RE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
+
+
+def headers_of(path, seen):
+    """reference/include headers that `path` includes, depth first, each once."""
+    for name in INCLUDE_RE.findall(open(path, encoding="utf-8", errors="replace").read()):
+        header = os.path.join(INCLUDE, os.path.basename(name))
+        if header not in seen and os.path.isfile(header):
+            seen.append(header)
+            headers_of(header, seen)
+    return seen
+
+
+def fingerprint(path):
+    h = hashlib.sha256()
+    for f in [path] + headers_of(path, []):
+        with open(f, "rb") as fh:
+            h.update(fh.read())
+    return h.hexdigest()[:16]
+
+
+if __name__ == "__main__":
+    try:
+        for p in sys.argv[1:]:
+            print(fingerprint(p))
+    except OSError as e:
+        print("source_hash.py: cannot read %s" % e.filename, file=sys.stderr)
+        sys.exit(2)
