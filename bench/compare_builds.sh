@@ -17,6 +17,8 @@
 #                       d = 64 and bf16 at 16x8, 32k: every row layout of the kernel); every
 #                       other lesson at B = 16, H d = 2048, N = 1024, d 64 and 128 (causal too
 #                       from lesson 05 on, bf16 at d = 128 for the 16-bit lessons)
+#   --shape "ARGS"      time these shape options instead (repeatable; "" is the bench shape),
+#                       e.g. to finish a grid that an earlier run left part of
 #   --rounds R          each (shape, build) is timed R times, alternating before and after
 #                       (default 3); a row shows the median of the R medians
 #   --reps N            timed launches per run (default 50)
@@ -28,8 +30,8 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
-BEFORE="" AFTER="" BUILD_REV="" LESSONS="" GRIDS=0 ROUNDS=3 REPS=50 OUT=""
-usage() { sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; }
+BEFORE="" AFTER="" BUILD_REV="" LESSONS="" GRIDS=0 ROUNDS=3 REPS=50 OUT="" SHAPES=() SHAPES_SET=0
+usage() { sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'; }
 while [ $# -gt 0 ]; do
     case "$1" in
     --before) BEFORE="${2:?--before needs a directory}"; shift ;;
@@ -37,6 +39,8 @@ while [ $# -gt 0 ]; do
     --build-before) BUILD_REV="${2:?--build-before needs a git revision}"; shift ;;
     --lessons) LESSONS="${2:?--lessons needs lesson numbers}"; shift ;;
     --grids) GRIDS=1 ;;
+    --shape) [ $# -ge 2 ] || { echo "compare_builds.sh: --shape needs shape options (\"\" for the bench shape)" >&2; exit 2; }
+        SHAPES+=("$2"); SHAPES_SET=1; shift ;;
     --rounds) ROUNDS="${2:?}"; shift
         [[ $ROUNDS =~ ^[0-9]+$ ]] && [ "$ROUNDS" -ge 1 ] && [ "$ROUNDS" -le 50 ] || { echo "compare_builds.sh: --rounds takes 1..50" >&2; exit 2; } ;;
     --reps) REPS="${2:?}"; shift
@@ -84,6 +88,7 @@ time_one() { # BIN ARGS...
 median() { tr ' ' '\n' | grep -E '^[0-9.]+$' | sort -g | awk '{ v[NR] = $1 } END { if (NR) print (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2) }'; }
 
 shapes_of() { # LESSON: one shape per line ("" = the bench shape)
+    if [ "$SHAPES_SET" = 1 ]; then printf '%s\n' "${SHAPES[@]}"; return 0; fi
     echo ""
     [ "$GRIDS" = 1 ] || return 0
     case "$1" in
