@@ -84,7 +84,7 @@ __device__ __forceinline__ void load_rows(float (*dst)[D + PAD], const float *__
      * THREADS threads together, 16 bytes (one float4) per thread and step, consecutive
      * threads on consecutive pieces so that a warp reads whole lines. Rows >= N become zeros
      * and are never read (the inputs are surrounded by NaN). README: "Coalesced loads". */
-    (void)dst; (void)src; (void)row0; (void)N;
+    (void)dst; (void)src; (void)row0; (void)N;  // (delete when done)
 }
 
 /* acc + a * b, component by component. A dot product accumulated this way keeps four
@@ -112,6 +112,7 @@ flash_tiled_kernel(const float *__restrict__ Q, const float *__restrict__ K,
     extern __shared__ float4 smem_raw[];  // float4: the tile struct starts 16-byte aligned
     SharedTiles<D> &sm = *reinterpret_cast<SharedTiles<D> *>(smem_raw);
     const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+    constexpr int RPW = Br / WARPS;  // rows per warp in the S and PV phases (warp + WARPS * i)
     const int row0 = blockIdx.x * Br;                                  // first row of Q_i
     const size_t head = (size_t)blockIdx.z * gridDim.y + blockIdx.y;  // b * H + h
     const float *Qh = Q + head * N * D, *Kh = K + head * N * D, *Vh = V + head * N * D;
@@ -136,11 +137,11 @@ flash_tiled_kernel(const float *__restrict__ Q, const float *__restrict__ K,
         __syncthreads();
 
         /* TODO(2): line 8, the Br x Bc scores S = Q_i K_j^T in base-2 units (times scale_log2),
-         * into sm.S, from sm.Q and sm.K. This warp computes rows warp + WARPS * i, this lane the
-         * score of key key0 + lane; keys >= N score -INFINITY. Keep four partial sums per dot
-         * product (fma4, sum4), and no register spill: make ptxas-lesson3 must say 0 bytes.
-         * README: "How the block does it", "Four partial sums per dot product", "Registers,
-         * unrolling and spills". */
+         * into sm.S, from sm.Q and sm.K. This warp computes rows warp + WARPS * i (i < RPW),
+         * this lane the score of key key0 + lane; keys >= N score -INFINITY. Keep four partial
+         * sums per dot product (fma4, sum4), and no register spill: make ptxas-lesson3 must say
+         * 0 bytes. README: "How the block does it", "Four partial sums per dot product",
+         * "Registers, unrolling and spills". */
         // Barrier 3: the softmax threads of a row are not the threads that wrote it.
         __syncthreads();
 
@@ -153,15 +154,14 @@ flash_tiled_kernel(const float *__restrict__ Q, const float *__restrict__ K,
              * over the row's 8 lanes, P = exp2(S - m_new) written over S, the row sum, and the
              * row's new alpha, m, l, written by one lane once all 8 have read the old m and l.
              * README: "The softmax phase: 8 lanes per row", "Every barrier, and why". */
-            (void)r; (void)part;
+            (void)r; (void)part;  // (delete when done)
         }
         // Barrier 4: P and alpha of a row come from other warps than the ones that use them.
         __syncthreads();
 
         // Line 10: O_i = diag(alpha) O_i + P V_j.
         {
-            constexpr int RPW = Br / WARPS;  // rows per warp
-            constexpr int CPT = D / 32;      // columns per thread
+            constexpr int CPT = D / 32;  // columns per thread
             /* TODO(4): O_i = diag(alpha) O_i + P V_j for this thread's RPW rows (warp + WARPS * i)
              * and CPT columns (lane + 32 * c), from sm.O, sm.alpha, sm.S (now P) and sm.V,
              * through registers, then back to sm.O. Load each V[k][col] once and use it for all
@@ -176,7 +176,7 @@ flash_tiled_kernel(const float *__restrict__ Q, const float *__restrict__ K,
     /* TODO(5): lines 12-15, one write each: the rows of O_i below N divided by their l, with
      * coalesced float4 stores at this head's slice of O; and L of those rows in natural-log
      * units (m is in base 2). README: "One tile at a time", "Coalesced loads". */
-    (void)O; (void)L; (void)lane; (void)warp; (void)scale_log2; (void)LN2;
+    (void)O; (void)L; (void)lane; (void)warp; (void)scale_log2; (void)LN2;  // (delete when done)
 }
 
 /* Opts the kernel in to more than 48 KB of dynamic shared memory when it needs it (d = 128:

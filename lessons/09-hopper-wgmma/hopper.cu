@@ -8,7 +8,7 @@
  * ladder as you go (TODO(0) says how far you are): after TODO(1)-(3) step 1 runs, after (4)-(6)
  * step 2, (7) step 3, (8) step 4, (9) steps 5, 6 and 7, the default build. Steps 1-4 build
  * from this file with lessons/09-hopper-wgmma/variants/steps-1-4.var: make lesson9-step1 (and
- * make emu-09 EMU09_SRC=lessons/09-hopper-wgmma/hopper.cu EMU_STEP=1 on the CPU).
+ * make emu-lesson9 EMU_STEP=1 on the CPU).
  * Source: Shah, Bikshandi, Zhang, Thakkar, Ramani, Dao, "FlashAttention-3" (2024): Algorithm 1
  * (producer and consumer warpgroups, a ring of K/V stages), Section 3.1 (ping-pong between
  * consumers), Section 3.2 and Algorithm 2 (the softmax of a tile overlapped with the GEMMs of
@@ -292,7 +292,7 @@ __device__ __host__ __forceinline__ uint64_t make_desc(uint32_t addr, uint32_t l
     // TODO(1): the descriptor of an operand at shared address `addr` with these two byte offsets
     //   and the 128-byte swizzle: each field as the table above (and README, "Descriptors and the
     //   128-byte swizzle") gives it, an address field holding 14 bits of its value in 16-byte
-    //   units. make emu-09 checks the result against the layout TMA writes before anything runs.
+    //   units. make emu-lesson9 checks it against the layout TMA writes before anything runs.
     (void)addr; (void)lbo; (void)sbo;
     return 0;
 }
@@ -390,9 +390,10 @@ struct Consumer {
     /* S = Q_i K_j^T for this warpgroup's 64 rows: D / 16 wgmmas, the first with scale_d = 0. */
     __device__ __forceinline__ void issue_s(uint32_t sQ, int wg_row0, uint32_t sK) {
         // TODO(3): S = Q_i K_j^T into s: one wgmma_ss per 16-wide slice of d, A the warpgroup's 64
-        //   rows of Q_i (from row wg_row0 of the tile at sQ), B the tile K_j at sK, each described
-        //   by desc_kmajor; the first overwrites s, the others accumulate; then close them into
-        //   one group (README, "Warpgroups and the instruction" and "Asynchronous, and what that
+        //   rows of Q_i (from row wg_row0 of the tile at sQ, which holds all BR = 64 NC rows of
+        //   the block: desc_kmajor<BR>), B the tile K_j at sK (BC rows), each described by
+        //   desc_kmajor; the first overwrites s, the others accumulate; then close them into one
+        //   group (README, "Warpgroups and the instruction" and "Asynchronous, and what that
         //   demands").
         (void)sQ; (void)wg_row0; (void)sK;
     }
@@ -548,8 +549,9 @@ struct Kernel {
         // TODO(5): K_j (rows row0 .. of head bh, tensor map tmK), then V_j (tmV), into slot s
         //   (SmemLayout: SL::K or SL::V + s SL::TILE, then 64-column boxes of C::BC rows): for
         //   each, wait until the slot's previous fill is released (the parity above: not before
-        //   the first fill), announce the tile's bytes on its full barrier, and copy its boxes by
-        //   TMA, reporting to that barrier (README, "The ring"; tma_load_3d for the layout).
+        //   the first fill), announce the tile's bytes on its full barrier (the whole tile: rows
+        //   past N, zero-filled by TMA, count too), and copy its boxes by TMA, reporting to that
+        //   barrier (README, "The ring"; tma_load_3d for the layout).
         (void)s; (void)use; (void)row0; (void)bh;
     }
     // [end producer]
@@ -636,7 +638,8 @@ struct Kernel {
             //   mask) run while P V is still computing; when each tile, and on the last tile Q_i
             //   (release_q), is released; and why O's rescale and the new P must wait for P V
             //   (README, "Overlap inside a warpgroup"). Until you write it, a work item with more
-            //   than one K/V tile stops here.
+            //   than one K/V tile stops here. wait<0> in place of the right wait passes the emulator
+            //   too: only the ladder's timings show the lost overlap (step 5 should beat step 4).
             (void)slot; (void)ph; (void)pslot; (void)pph; (void)k0;
             __trap();
         }
