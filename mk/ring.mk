@@ -1,0 +1,90 @@
+# mk/ring.mk: lesson 15 (ring attention across GPUs). Its sources carry `// build: sm_90a`
+# (lesson 09's kernel does every block) and link NCCL when it is found.
+#   make solution15 / lesson15           the ring over every visible GPU, blocks exchanged by NCCL
+#                                        (one GPU: the binary refuses, exit 4)
+#   make solution15 RING=virtual P=4     P ranks on one GPU, blocks exchanged by device copies: the
+#                                        ring's logic on one GPU (default when NCCL is not found)
+#   make solution15 RING_NAIVE=1         causal attention on the naive layout (rank r: chunk r)
+#   make ring15-tools                    (bench.sh) build/ring15/: the solution in each transport
+#                                        and layout, and the timeline tool (tools/ring_timeline.cu)
+#   make check-15                        (in make test, no GPU) starter, solution (virtual and, when
+#                                        NCCL is found, NCCL) and the timeline tool compile for
+#                                        sm_90a; the starter says "not implemented" (exit 3)
+#   bash lessons/15-ring-attention/bench.sh OUTDIR   (on P >= 2 Hopper GPUs) the measurements
+# NCCL is looked for in NCCL_HOME, /usr (libnccl-dev), the CUDA toolkit nvcc belongs to, and the
+# nvidia-nccl Python wheel (pip install nvidia-nccl-cu13), in that order: include/nccl.h and
+# libnccl.so.2, linked with an rpath.
+.PHONY: check-15 ring15-tools ring15-note
+
+NCCL_HOME ?=
+RING_NVCC_ROOT := $(patsubst %/bin/,%,$(dir $(NVCC)))
+NCCL_ROOT := $(firstword $(foreach d,$(NCCL_HOME) /usr $(RING_NVCC_ROOT),$(if $(wildcard $(d)/include/nccl.h),$(d))))
+ifeq ($(NCCL_ROOT),)
+  NCCL_ROOT := $(shell python3 -c 'import nvidia.nccl as m, os; d = list(m.__path__)[0]; print(d if os.path.exists(d + "/include/nccl.h") else "")' 2>/dev/null)
+endif
+NCCL_LIB := $(patsubst %/,%,$(dir $(firstword $(wildcard $(NCCL_ROOT)/lib/libnccl.so.2 $(NCCL_ROOT)/lib64/libnccl.so.2 \
+              $(if $(filter /usr,$(NCCL_ROOT)),/usr/lib/*/libnccl.so.2 /usr/lib64/libnccl.so.2)))))
+RING_NCCL_HOW := NCCL not found (looked in NCCL_HOME, /usr, $(RING_NVCC_ROOT), the nvidia-nccl Python wheel): \
+  install libnccl-dev (apt) or the wheel (pip install nvidia-nccl-cu13), or point NCCL_HOME at a directory with \
+  include/nccl.h and lib/libnccl.so.2
+
+RING ?= $(if $(NCCL_ROOT),nccl,virtual)
+P ?= 2
+RING_NAIVE ?= 0
+ring_flags = $(if $(filter nccl,$(1)),-DRING_NCCL -I$(NCCL_ROOT)/include,-DRING_VIRTUAL_RANKS=$(2)) \
+  $(if $(filter 1,$(3)),-DRING_NAIVE_CAUSAL=1)
+ring_libs = $(if $(filter nccl,$(1)),-L$(NCCL_LIB) -l:libnccl.so.2 -Xlinker -rpath -Xlinker $(NCCL_LIB))
+RING_FLAGS := $(call ring_flags,$(RING),$(P),$(RING_NAIVE))
+RING_LIBS := $(call ring_libs,$(RING))
+
+# A change of RING, P or RING_NAIVE rebuilds the binaries (like GPU_ARCH, ARCH_STAMP).
+RING_STAMP := build/ring-stamp
+$(shell mkdir -p build; [ "$$(cat $(RING_STAMP) 2>/dev/null)" = "$(RING_FLAGS) $(RING_LIBS)" ] || echo "$(RING_FLAGS) $(RING_LIBS)" > $(RING_STAMP))
+RING_SOL := $(call src_of,solutions,15)
+RING_STARTER := $(call src_of,lessons,15)
+RING_GIVEN := lessons/15-ring-attention/ring_block.h $(call src_of,solutions,9) $(HARNESS_H)
+ring_link = $(NVCC) $(NVCC_FLAGS) $(SM90A_FLAGS) $(2) -Ireference/include -Ireference $(1) $(HARNESS_CU_OBJ) \
+  $(HARNESS_C_OBJ) -o $(3) -lgomp $(4)
+
+ring15-note:
+	@if [ "$(RING)" = nccl ] && [ -z "$(NCCL_ROOT)" ]; then echo "$(RING_NCCL_HOW)"; exit 4; fi
+	@if [ -z "$(NCCL_ROOT)" ]; then echo "note: $(RING_NCCL_HOW); building the virtual ring ($(P) ranks on one GPU)"; fi
+
+# Explicit rules: they take the place of the Makefile's lesson%/solution% for lesson 15.
+solution15: $(RING_SOL) $(RING_GIVEN) $(RING_STAMP) $(call deps_of,$(RING_SOL)) | ring15-note
+	$(call ring_link,$(RING_SOL),$(RING_FLAGS),$@,$(RING_LIBS))
+lesson15: $(RING_STARTER) $(RING_GIVEN) $(RING_STAMP) $(call deps_of,$(RING_STARTER)) | ring15-note
+	$(call ring_link,$(RING_STARTER),$(RING_FLAGS),$@,$(RING_LIBS))
+
+# bench.sh's binaries: NAME|RING|P|NAIVE; each a solution (build/ring15/solution-NAME) and a
+# timeline tool (build/ring15/timeline-NAME). The NCCL ones only where NCCL is found.
+RING_TOOL := lessons/15-ring-attention/tools/ring_timeline.cu
+RING_BUILDS := virtual2|virtual|2|0 $(if $(NCCL_ROOT),nccl|nccl|2|0 nccl-naive|nccl|2|1)
+ring15-tools: $(HARNESS_C_OBJ) $(HARNESS_CU_OBJ)
+	@mkdir -p build/ring15
+	@set -e; for b in $(RING_BUILDS); do IFS='|' read -r name ring p naive <<<"$$b"; \
+	  flags=$$( [ $$ring = nccl ] && echo "-DRING_NCCL -I$(NCCL_ROOT)/include" || echo "-DRING_VIRTUAL_RANKS=$$p"); \
+	  [ $$naive = 1 ] && flags="$$flags -DRING_NAIVE_CAUSAL=1"; \
+	  libs=$$( [ $$ring = nccl ] && echo "-L$(NCCL_LIB) -l:libnccl.so.2 -Xlinker -rpath -Xlinker $(NCCL_LIB)" || true); \
+	  echo "  build/ring15/{solution,timeline}-$$name ($$flags)"; \
+	  $(NVCC) $(NVCC_FLAGS) $(SM90A_FLAGS) $$flags -Ireference/include -Ireference $(RING_SOL) $(HARNESS_CU_OBJ) \
+	    $(HARNESS_C_OBJ) -o build/ring15/solution-$$name -lgomp $$libs; \
+	  $(NVCC) $(NVCC_FLAGS) $(SM90A_FLAGS) $$flags -Ireference/include -Ireference $(RING_TOOL) \
+	    -o build/ring15/timeline-$$name $$libs; \
+	done
+
+# No GPU needed: everything compiles for sm_90a (objects only: no harness link), and the
+# starter's entry point is still "not implemented" where the grader would call it.
+check-15:
+	@if ! command -v $(NVCC) >/dev/null 2>&1; then echo "check-15: SKIP (no nvcc)"; exit 0; fi; \
+	set -e; mkdir -p build/check15; \
+	compile() { $(NVCC) -O3 -std=c++17 $(SM90A_FLAGS) -Ireference/include -Ireference -c "$$@" -o /dev/null; }; \
+	compile $(RING_STARTER) -DRING_VIRTUAL_RANKS=2 || { echo "check-15: the starter does not compile"; exit 1; }; \
+	grep -q 'return ATTN_NOT_IMPLEMENTED' $(RING_STARTER) || { echo "check-15: the starter no longer returns ATTN_NOT_IMPLEMENTED"; exit 1; }; \
+	compile $(RING_SOL) -DRING_VIRTUAL_RANKS=2; compile $(RING_SOL) -DRING_VIRTUAL_RANKS=4 -DRING_NAIVE_CAUSAL=1; \
+	compile $(RING_TOOL) -DRING_VIRTUAL_RANKS=2; \
+	if [ -n "$(NCCL_ROOT)" ]; then compile $(RING_SOL) -DRING_NCCL -I$(NCCL_ROOT)/include; \
+	  compile $(RING_TOOL) -DRING_NCCL -I$(NCCL_ROOT)/include; n=", NCCL"; else n=" (NCCL not found: virtual only)"; fi; \
+	echo "check-15: starter, solution and timeline tool compile for sm_90a (virtual$$n)"
+
+test:: check-15
