@@ -145,19 +145,32 @@ static void *k_chunk(const Ring &g, const Rank &r, int j) { return chunk(r.kv[r.
 static void *v_chunk(const Ring &g, const Rank &r, int j) { return chunk(r.kv[r.cur], g, g.lay.per_rank + j); }
 
 // [region merge]
-/* Lesson 01's rule on two partial results of the same query rows: with L_new =
- * log(exp(L_acc) + exp(L_blk)), O_acc = exp(L_acc - L_new) O_acc + exp(L_blk - L_new) O_blk.
- * first = 1 for the first pair of a query chunk (the accumulator holds nothing yet). One warp
- * per row of `rows` rows of d values (o_acc fp32, o_blk T; l_* fp32, natural log). Called on
- * the rank's compute stream after each block_attention. */
+/* Lesson 01's rule for two partial results (L_a, O_a), (L_b, O_b) of one query row over disjoint
+ * sets of keys: L = log(exp(L_a) + exp(L_b)) and O = exp(L_a - L) O_a + exp(L_b - L) O_b. The
+ * weights and L, computed from m = max(L_a, L_b) so that no exp overflows; L natural log.
+ * Precondition: m finite (each row of the ring sees at least one key). */
+struct MergeWeights {
+    float a, b;  // the weights of O_a and O_b, summing to 1
+    float L;     // the merged logsumexp
+};
+__host__ __device__ inline MergeWeights merge_weights(float la, float lb) {
+    /* TODO(3): the two weights and the merged L of "Merging two partial results", computed so
+     * that no exp overflows whatever the magnitudes of la and lb (natural logs, fp32). */
+    (void)la; (void)lb;
+    return {0.f, 0.f, 0.f};
+}
+
+/* Merges one pair's partial result into a query chunk's running one: one warp per row of `rows`
+ * rows of d values (o_acc fp32, o_blk T; l_* fp32). first = 1 for the chunk's first pair (the
+ * accumulator holds nothing yet). Launched on the rank's compute stream after each
+ * block_attention (compute_step). */
 template <typename T>
 __global__ void merge_partial(float *__restrict__ o_acc, float *__restrict__ l_acc, const T *__restrict__ o_blk,
                               const float *__restrict__ l_blk, long long rows, int d, int first) {
-    /* TODO(3): one warp per row (row = blockIdx.x * warps per block + warp): the row's new L from
-     * l_acc and l_blk, then each of its d columns of o_acc rescaled and summed with o_blk's, in
-     * fp32; with `first` set the accumulator just takes the block's values. "Merging two partial
-     * results" gives the weights and how to keep exp from overflowing. Every lane reads
-     * l_acc[row] before one of them overwrites it. */
+    /* TODO(4): one warp per row (row = blockIdx.x * warps per block + warp): the row's weights and
+     * new L (merge_weights), then each of its d columns of o_acc replaced by the weighted sum with
+     * o_blk's, in fp32; with `first` set the accumulator just takes the block's values ("Merging
+     * two partial results"). Every lane reads l_acc[row] before one of them overwrites it. */
     (void)o_acc; (void)l_acc; (void)o_blk; (void)l_blk; (void)rows; (void)d; (void)first;
 }
 // [end merge]
@@ -184,7 +197,7 @@ static int compute_step(const Ring &g, int rid, int src, int pairs_done[2]) {
         for (int i = 0; i < L.per_rank; ++i) {
             const PairKind kind = pair_kind(g.causal, q_chunk, chunk_of(L, src, i));
             if (kind == PAIR_SKIP) continue;
-            /* TODO(4): this pair's partial O and L with block_attention (query chunk j of r.Q; key and
+            /* TODO(5): this pair's partial O and L with block_attention (query chunk j of r.Q; key and
              * value chunk i of the block r holds now, k_chunk and v_chunk; the mask only on the
              * diagonal) into r.o_blk and r.l_blk, then merge_partial into query chunk j's
              * accumulator (first when pairs_done[j] is 0), both on r.compute; count the pair.
@@ -206,7 +219,7 @@ static int compute_step(const Ring &g, int rid, int src, int pairs_done[2]) {
  * ranks share one GPU and one copy stream, so each copy is ordered after the copies of the step
  * before, and none overwrites a block another copy has still to read. */
 static int send_recv(Ring &g, size_t bytes) {
-    /* TODO(5): every rank r sends the block it holds (kv[cur], `bytes` bytes) to rank r + 1 and
+    /* TODO(6): every rank r sends the block it holds (kv[cur], `bytes` bytes) to rank r + 1 and
      * receives rank r - 1's into its spare (kv[cur ^ 1]), on its comm stream. With RING_NCCL
      * defined: one ncclSend and one ncclRecv per rank on g.comm[r], all in one group, errors
      * reported; without: a device-to-device copy into the next rank's spare. "The transport" says
@@ -445,7 +458,7 @@ static int gather(Ring &g, int r, const attn_args *a, int dev0) {
  * comm streams wait for the compute of the step before), then the compute; in that order each
  * wait sees the event recorded for it, not the one of the next step. tl: see ring_forward. */
 static int run_steps(Ring &g, RingTimeline *tl) {
-    /* TODO(6): the P steps. At each: every rank's compute stream waits for the block received at
+    /* TODO(7): the P steps. At each: every rank's compute stream waits for the block received at
      * the step before (none at step 0); the exchange of the blocks held now starts (none at the
      * last step); every rank computes on the block it holds (compute_step: rank r holds rank
      * (r - step) mod P's block), between tl's two events when tl is set; then the received block

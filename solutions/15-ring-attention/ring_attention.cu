@@ -137,11 +137,24 @@ static void *k_chunk(const Ring &g, const Rank &r, int j) { return chunk(r.kv[r.
 static void *v_chunk(const Ring &g, const Rank &r, int j) { return chunk(r.kv[r.cur], g, g.lay.per_rank + j); }
 
 // [region merge]
-/* Lesson 01's rule on two partial results of the same query rows: with L_new =
- * log(exp(L_acc) + exp(L_blk)), O_acc = exp(L_acc - L_new) O_acc + exp(L_blk - L_new) O_blk.
- * first = 1 for the first pair of a query chunk (the accumulator holds nothing yet). One warp
- * per row of `rows` rows of d values (o_acc fp32, o_blk T; l_* fp32, natural log). Called on
- * the rank's compute stream after each block_attention. */
+/* Lesson 01's rule for two partial results (L_a, O_a), (L_b, O_b) of one query row over disjoint
+ * sets of keys: L = log(exp(L_a) + exp(L_b)) and O = exp(L_a - L) O_a + exp(L_b - L) O_b. The
+ * weights and L, computed from m = max(L_a, L_b) so that no exp overflows; L natural log.
+ * Precondition: m finite (each row of the ring sees at least one key). */
+struct MergeWeights {
+    float a, b;  // the weights of O_a and O_b, summing to 1
+    float L;     // the merged logsumexp
+};
+__host__ __device__ inline MergeWeights merge_weights(float la, float lb) {
+    const float m = fmaxf(la, lb);
+    const float wa = expf(la - m), wb = expf(lb - m);
+    return {wa / (wa + wb), wb / (wa + wb), m + logf(wa + wb)};
+}
+
+/* Merges one pair's partial result into a query chunk's running one: one warp per row of `rows`
+ * rows of d values (o_acc fp32, o_blk T; l_* fp32). first = 1 for the chunk's first pair (the
+ * accumulator holds nothing yet). Launched on the rank's compute stream after each
+ * block_attention (compute_step). */
 template <typename T>
 __global__ void merge_partial(float *__restrict__ o_acc, float *__restrict__ l_acc, const T *__restrict__ o_blk,
                               const float *__restrict__ l_blk, long long rows, int d, int first) {
@@ -150,19 +163,15 @@ __global__ void merge_partial(float *__restrict__ o_acc, float *__restrict__ l_a
     if (row >= rows) return;
     float *o = o_acc + row * d;
     const T *ob = o_blk + row * d;
-    const float lb = l_blk[row];
     if (first) {
         for (int c = lane; c < d; c += 32) o[c] = (float)ob[c];
-        if (lane == 0) l_acc[row] = lb;
+        if (lane == 0) l_acc[row] = l_blk[row];
         return;
     }
-    const float la = l_acc[row];
-    const float m = fmaxf(la, lb);
-    const float wa = expf(la - m), wb = expf(lb - m);  // each row saw at least one key: m is finite
-    const float inv = 1.f / (wa + wb);
-    for (int c = lane; c < d; c += 32) o[c] = (wa * o[c] + wb * (float)ob[c]) * inv;
-    __syncwarp();
-    if (lane == 0) l_acc[row] = m + logf(wa + wb);
+    const MergeWeights w = merge_weights(l_acc[row], l_blk[row]);
+    for (int c = lane; c < d; c += 32) o[c] = w.a * o[c] + w.b * (float)ob[c];
+    __syncwarp();  // every lane has read l_acc[row]
+    if (lane == 0) l_acc[row] = w.L;
 }
 // [end merge]
 
