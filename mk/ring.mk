@@ -56,13 +56,13 @@ solution15: $(RING_SOL) $(RING_GIVEN) $(RING_STAMP) $(call deps_of,$(RING_SOL)) 
 lesson15: $(RING_STARTER) $(RING_GIVEN) $(RING_STAMP) $(call deps_of,$(RING_STARTER)) | ring15-note
 	$(call ring_link,$(RING_STARTER),$(RING_FLAGS),$@,$(RING_LIBS))
 
-# bench.sh's binaries: NAME|RING|P|NAIVE; each a solution (build/ring15/solution-NAME) and a
+# bench.sh's binaries: NAME:RING:P:NAIVE; each a solution (build/ring15/solution-NAME) and a
 # timeline tool (build/ring15/timeline-NAME). The NCCL ones only where NCCL is found.
 RING_TOOL := lessons/15-ring-attention/tools/ring_timeline.cu
-RING_BUILDS := virtual2|virtual|2|0 $(if $(NCCL_ROOT),nccl|nccl|2|0 nccl-naive|nccl|2|1)
+RING_BUILDS := virtual2:virtual:2:0 $(if $(NCCL_ROOT),nccl:nccl:2:0 nccl-naive:nccl:2:1)
 ring15-tools: $(HARNESS_C_OBJ) $(HARNESS_CU_OBJ)
 	@mkdir -p build/ring15
-	@set -e; for b in $(RING_BUILDS); do IFS='|' read -r name ring p naive <<<"$$b"; \
+	@set -e; for b in $(RING_BUILDS); do IFS=: read -r name ring p naive <<<"$$b"; \
 	  flags=$$( [ $$ring = nccl ] && echo "-DRING_NCCL -I$(NCCL_ROOT)/include" || echo "-DRING_VIRTUAL_RANKS=$$p"); \
 	  [ $$naive = 1 ] && flags="$$flags -DRING_NAIVE_CAUSAL=1"; \
 	  libs=$$( [ $$ring = nccl ] && echo "-L$(NCCL_LIB) -l:libnccl.so.2 -Xlinker -rpath -Xlinker $(NCCL_LIB)" || true); \

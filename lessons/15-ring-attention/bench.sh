@@ -5,7 +5,7 @@
 # OUTDIR/checks.log (the graders' output) and OUTDIR/torch.csv (PyTorch's ring).
 #   1. builds build/ring15/ (make ring15-tools: the solution and the timeline tool with NCCL,
 #      NCCL with the naive causal layout, and the virtual ring of 2 ranks on one GPU)
-#   2. grades each solution build (--check-only: the case matrix, and a shape of 4096 rows)
+#   2. grades the solution builds (--check-only: the case matrix, and shapes of 4096 rows)
 #   3. times, fp16, B = 1, H = 16, d = 128: lesson 09's kernel (step 6, as the ring runs it) on
 #      one GPU at N = 32768; the NCCL ring over P GPUs at N = P x 32768, non-causal, causal
 #      balanced, causal naive; the virtual ring (2 ranks on GPU 0) at N = 2 x 32768; with the
@@ -33,13 +33,13 @@ echo "built in $((SECONDS - t0)) s"
 
 : > "$out/checks.log"
 if [ "${SKIP_CHECKS:-0}" != 1 ]; then
-  for b in nccl nccl-naive virtual2; do
-    for args in "--check-only --seed 1" "--check-only --seed 1 -b 1 -H 4 -n 4096 -d 128 --causal" \
-                "--check-only --seed 1 -b 1 -H 4 -n 4096 -d 128"; do
-      echo "+ build/ring15/solution-$b $args" >> "$out/checks.log"
-      timeout 300 build/ring15/solution-$b $args >> "$out/checks.log" 2>&1
-      echo "exit $? (solution-$b $args)" | tee -a "$out/checks.log"
-    done
+  big="--check-only --seed 1 -b 1 -H 4 -n 4096 -d 128"  # chunks of 1024 or 2048 rows
+  for run in "nccl|--check-only --seed 1" "nccl|$big" "nccl|$big --causal" "nccl-naive|$big --causal" \
+             "virtual2|--check-only --seed 1 --dtype fp16" "virtual2|$big --causal"; do
+    b=${run%%|*}; args=${run#*|}
+    echo "+ build/ring15/solution-$b $args" >> "$out/checks.log"
+    timeout 300 build/ring15/solution-$b $args >> "$out/checks.log" 2>&1
+    echo "exit $? (solution-$b $args)" | tee -a "$out/checks.log"
   done
 fi
 
