@@ -57,6 +57,10 @@ run one-gpu-causal timeline-nccl -n "$NPER" --one-gpu --causal
 run nccl timeline-nccl -n "$N"
 run nccl-causal-balanced timeline-nccl -n "$N" --causal
 run nccl-causal-naive timeline-nccl-naive -n "$N" --causal
+# NCCL moves the blocks with kernels that need SMs, which lesson 09's persistent kernel (one block
+# per SM, every register) leaves free only between kernels; this row asks NCCL for the copy
+# engines instead (a variable newer NCCL versions read, ignored by others): compare the waits.
+NCCL_P2P_USE_CUDA_MEMCPY=1 run nccl-copy-engine timeline-nccl -n "$N"
 run virtual2 timeline-virtual2 -n $((2 * NPER))
 run virtual2-causal timeline-virtual2 -n $((2 * NPER)) --causal
 
@@ -75,6 +79,7 @@ lines = ["", "| run | P | N | ring ms | ring TFLOP/s | / (P x one GPU) | whole c
          "|---|---|---|---|---|---|---|---|"]
 for label, base in [("one-gpu", "one-gpu"), ("one-gpu-causal", "one-gpu-causal"), ("nccl", "one-gpu"),
                     ("nccl-causal-balanced", "one-gpu-causal"), ("nccl-causal-naive", "one-gpu-causal"),
+                    ("nccl-copy-engine", "one-gpu"),
                     ("virtual2", "one-gpu"), ("virtual2-causal", "one-gpu-causal")]:
     if label not in rows:
         lines.append("| %s | | | | (no result) | | | |" % label)
