@@ -5,6 +5,9 @@
 #   make solution15 RING=virtual P=4     P ranks on one GPU, blocks exchanged by device copies: the
 #                                        ring's logic on one GPU (default when NCCL is not found)
 #   make solution15 RING_NAIVE=1         causal attention on the naive layout (rank r: chunk r)
+#   make emu-lesson15 / emu-solution15   (no GPU) your ring (or the solution's) on the CPU: the host
+#                                        code over a fake CUDA runtime and fake NCCL, float64
+#                                        stand-ins for the kernels, graded (tests/ring_hostrun.cu)
 #   make ring15-tools                    (bench.sh) build/ring15/: the solution in each transport
 #                                        and layout, and the timeline tool (tools/ring_timeline.cu)
 #   make check-15                        (in make test, no GPU) the starter compiles; the solution's
@@ -15,7 +18,7 @@
 # NCCL is looked for in NCCL_HOME, /usr (libnccl-dev), the CUDA toolkit nvcc belongs to, and the
 # nvidia-nccl Python wheel (pip install nvidia-nccl-cu13), in that order: include/nccl.h and
 # libnccl.so.2, linked with an rpath.
-.PHONY: check-15 ring15-tools ring15-note
+.PHONY: check-15 ring15-tools ring15-note ring-hostrun emu-lesson15 emu-solution15
 
 NCCL_HOME ?=
 RING_NVCC_ROOT := $(patsubst %/bin/,%,$(dir $(NVCC)))
@@ -81,18 +84,29 @@ ring15-tools: $(HARNESS_C_OBJ) $(HARNESS_CU_OBJ)
 # RING_LOGIC_SRC=lessons/15-ring-attention/ring_attention.cu runs the tests on your file.
 RING_CHECK_FLAGS = -O2 -std=c++17 -gencode arch=compute_90a,code=compute_90a -Ireference/include -Ireference
 RING_LOGIC_SRC ?=
-check-15:
-	@if ! command -v $(NVCC) >/dev/null 2>&1; then echo "check-15: SKIP (no nvcc)"; exit 0; fi; \
+CXX_RING ?= g++
+ring-hostrun:
+	@if ! command -v $(NVCC) >/dev/null 2>&1; then echo "ring-hostrun: SKIP (no nvcc)"; exit 0; fi; \
 	set -e; mkdir -p tests/bin build/ring_hostrun; \
-	$(NVCC) $(RING_CHECK_FLAGS) -DRING_VIRTUAL_RANKS=2 -c $(RING_STARTER) -o /dev/null || { echo "check-15: the starter does not compile"; exit 1; }; \
-	grep -q 'return ATTN_NOT_IMPLEMENTED' $(RING_STARTER) || { echo "check-15: the starter no longer returns ATTN_NOT_IMPLEMENTED"; exit 1; }; \
-	if [ -n "$(NCCL_ROOT)" ]; then t="-DRING_NCCL -I$(NCCL_ROOT)/include"; n="fake NCCL"; else t="-DRING_VIRTUAL_RANKS=3"; n="virtual ring"; fi; \
+	if [ -n "$(NCCL_ROOT)" ]; then t="-DRING_NCCL -I$(NCCL_ROOT)/include"; else t="-DRING_VIRTUAL_RANKS=3"; fi; \
 	$(CXX_RING) -O2 -std=c++17 -I$(RING_NVCC_ROOT)/include $$t -c tests/ring_fake_cuda.cpp -o build/ring_hostrun/fake.o; \
 	$(NVCC) $(RING_CHECK_FLAGS) -cudart none $$t -Itests $(if $(RING_LOGIC_SRC),-DRING_LOGIC_SRC='"../$(RING_LOGIC_SRC)"') \
 	  tests/ring_hostrun.cu build/ring_hostrun/fake.o -o tests/bin/ring_hostrun -lcriterion; \
 	tests/bin/ring_hostrun --jobs 1; \
+	echo "ring-hostrun: $(or $(RING_LOGIC_SRC),$(RING_SOL)) runs right on the CPU ($$( [ -n "$(NCCL_ROOT)" ] && echo fake NCCL || echo virtual ring))"
+# The student's CPU path: your file (emu-lesson15) or the solution (emu-solution15) on the fake runtime.
+emu-lesson15:
+	@$(MAKE) --no-print-directory ring-hostrun RING_LOGIC_SRC=$(RING_STARTER)
+emu-solution15:
+	@$(MAKE) --no-print-directory ring-hostrun
+check-15:
+	@if ! command -v $(NVCC) >/dev/null 2>&1; then echo "check-15: SKIP (no nvcc)"; exit 0; fi; \
+	set -e; \
+	$(NVCC) $(RING_CHECK_FLAGS) -DRING_VIRTUAL_RANKS=2 -c $(RING_STARTER) -o /dev/null || { echo "check-15: the starter does not compile"; exit 1; }; \
+	grep -q 'return ATTN_NOT_IMPLEMENTED' $(RING_STARTER) || { echo "check-15: the starter no longer returns ATTN_NOT_IMPLEMENTED"; exit 1; }; \
+	$(MAKE) --no-print-directory ring-hostrun RING_LOGIC_SRC=; \
+	if [ -n "$(NCCL_ROOT)" ]; then t="-DRING_NCCL -I$(NCCL_ROOT)/include"; else t="-DRING_VIRTUAL_RANKS=3"; fi; \
 	$(NVCC) $(RING_CHECK_FLAGS) $$t -c $(RING_TOOL) -o /dev/null; \
-	echo "check-15: the starter compiles; the ring runs right on the CPU ($$n); the timeline tool compiles"
-CXX_RING ?= g++
+	echo "check-15: the starter compiles; the solution's ring runs right on the CPU; the timeline tool compiles"
 
 test:: check-15
