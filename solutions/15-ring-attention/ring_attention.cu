@@ -1,0 +1,535 @@
+/* 15-ring-attention: attention over a sequence split across P GPUs. Each rank (GPU) keeps its
+ * query chunks; the K/V blocks travel around a ring (rank r sends to r + 1 and receives from
+ * r - 1) while every rank computes attention of its queries against the block it holds, with
+ * lesson 09's kernel (ring_block.h); the partial results (O_s, L_s) merge with lesson 01's
+ * rescaling. Causal attention uses the balanced layout: with 2P chunks of c rows, rank r holds
+ * chunks r and 2P - 1 - r, so every rank does the same work.
+ * Source: Liu, Zaharia, Abbeel, "Ring Attention with Blockwise Transformers" (2023), Section 3 (the
+ * ring, overlap of the transfer with the blockwise compute); Brandon et al., "Striped Attention"
+ * (2023) and Megatron-LM's context parallelism for the causal load balance; the merge is
+ * FlashAttention-2's rescaling (lesson 01).
+ * Q, K, V, O: [B, H, N, d] row-major on the harness's device (device 0); L: [B, H, N] fp32,
+ * natural log (reference/include/attention.h). Preconditions: fp16 or bf16, d in {64, 128},
+ * Hopper GPUs (lesson 09's kernel). */
+// build: sm_90a
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include "attention.h"
+#include "../../lessons/15-ring-attention/ring_block.h"  // lesson 09's kernel on one chunk pair
+#ifdef RING_NCCL
+#include <nccl.h>
+#endif
+
+const lesson_info LESSON = {
+    15, "15-ring-attention", "ring attention across GPUs (NCCL)",
+    DTYPE_BIT(DTYPE_FP16) | DTYPE_BIT(DTYPE_BF16), 1, {64, 128, 0}, 0, 90};
+
+// [region config]
+/* Compile-time choices (mk/ring.mk sets them: make solution15 RING=virtual P=4):
+ *   RING_NCCL            the ranks are all visible GPUs (up to RING_MAX_RANKS), exchanging by NCCL;
+ *                        one GPU is refused (exit 4).
+ *   RING_VIRTUAL_RANKS   without RING_NCCL: this many ranks on the current GPU, exchanging by
+ *                        device copies (default 2): the ring's logic on one GPU.
+ *   RING_NAIVE_CAUSAL    1: causal attention on the naive layout (rank r holds chunk r) instead
+ *                        of the balanced one, to measure the imbalance. */
+#ifndef RING_VIRTUAL_RANKS
+#define RING_VIRTUAL_RANKS 2
+#endif
+#ifndef RING_NAIVE_CAUSAL
+#define RING_NAIVE_CAUSAL 0
+#endif
+// [end config]
+enum { RING_MAX_RANKS = 8 };
+#ifdef RING_NCCL
+#define RING_NCCL_ON true  // every rank has its own comm stream
+#else
+#define RING_NCCL_ON false  // the virtual ranks share one
+#endif
+
+// [region layout]
+/* Which rows of the sequence a rank holds. The sequence is cut into P * per_rank chunks of c
+ * rows (global chunk g = rows g c .. g c + c - 1); rank r holds per_rank of them. Non-causal and
+ * naive causal: one chunk each, chunk r. Balanced causal: two, r and 2P - 1 - r, so that the
+ * long rows at the end of the sequence are shared out with the short ones at its start. */
+struct Layout {
+    int P, per_rank, c;
+    bool balanced;
+};
+static Layout layout_of(int P, int N, int causal) {
+    Layout L;
+    L.P = P;
+    L.balanced = causal && !RING_NAIVE_CAUSAL && P > 1;
+    L.per_rank = L.balanced ? 2 : 1;
+    L.c = N / (P * L.per_rank);
+    return L;
+}
+/* The ranks a sequence of N rows runs on: the most, up to P, that cut it into equal chunks (the
+ * block kernel takes one length for queries and keys); 1 always does. */
+static int ranks_for(int P, int N, int causal) {
+    for (int p = P; p > 1; --p) {
+        const Layout L = layout_of(p, N, causal);
+        if (N % (p * L.per_rank) == 0) return p;
+    }
+    return 1;
+}
+/* Global chunk index of rank r's j-th chunk (j < per_rank). */
+static int chunk_of(const Layout &L, int r, int j) { return j == 0 ? r : 2 * L.P - 1 - r; }
+
+/* What a (query chunk, key chunk) pair needs, from the global chunk indices: without a mask,
+ * every pair is full attention; causal, a key chunk before the query chunk is entirely in its
+ * past (full), the same chunk is the diagonal (lesson 05's mask, j <= i), a later one is
+ * entirely in its future (nothing to do). */
+enum PairKind { PAIR_SKIP, PAIR_FULL, PAIR_DIAGONAL };
+static PairKind pair_kind(int causal, int q_chunk, int k_chunk) {
+    if (!causal || k_chunk < q_chunk) return PAIR_FULL;
+    return k_chunk == q_chunk ? PAIR_DIAGONAL : PAIR_SKIP;
+}
+// [end layout]
+
+/* Per rank: its device, a stream for compute and one for communication (the virtual ring shares
+ * one copy stream among its ranks), and its buffers, every chunk [B, H, c, d]:
+ *   Q       per_rank query chunks; kv[2] the K/V block it holds and the spare one it receives
+ *           into: per_rank K chunks, then per_rank V chunks; cur: which of kv[] it holds now
+ *   o_acc, l_acc   the running O (fp32) and L of each query chunk, merged after every pair
+ *   o_blk, l_blk   one pair's partial result (lesson 09's output); o_out: the final O (dtype)
+ * Events: received (the spare block has arrived), consumed (compute is done with the block it
+ * read), start and done (the harness's stream hands over and takes back). */
+struct Rank {
+    int dev, cur;
+    cudaStream_t compute, comm;
+    cudaEvent_t received, consumed, done;
+    void *Q, *kv[2], *o_blk, *o_out;
+    float *o_acc, *l_acc, *l_blk;
+};
+
+/* Optional events per step and rank, for lessons/15-ring-attention/tools (the timeline). */
+struct RingTimeline {
+    cudaEvent_t compute_begin[RING_MAX_RANKS][RING_MAX_RANKS], compute_end[RING_MAX_RANKS][RING_MAX_RANKS];
+    cudaEvent_t comm_begin[RING_MAX_RANKS][RING_MAX_RANKS], comm_end[RING_MAX_RANKS][RING_MAX_RANKS];
+};
+
+struct Ring {
+    int P, B, H, N, d, causal;
+    dtype_t dtype;
+    float scale;
+    Layout lay;
+    size_t chunk_elems, chunk_bytes;  // B H c d, and times the element size
+    Rank rank[RING_MAX_RANKS];
+    cudaEvent_t start;                // on the harness's device: its stream hands over to the ranks
+#ifdef RING_NCCL
+    ncclComm_t comm[RING_MAX_RANKS];
+#endif
+};
+
+#define RING_CUDA(call)                                                                                       \
+    do {                                                                                                      \
+        cudaError_t e_ = (call);                                                                              \
+        if (e_ != cudaSuccess) {                                                                              \
+            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_));           \
+            return e_ == cudaErrorMemoryAllocation ? ATTN_OUT_OF_MEMORY : ATTN_UNSUPPORTED;                   \
+        }                                                                                                     \
+    } while (0)
+
+static void *chunk(void *base, const Ring &g, int j) { return (char *)base + (size_t)j * g.chunk_bytes; }
+static void *k_chunk(const Ring &g, const Rank &r, int j) { return chunk(r.kv[r.cur], g, j); }
+static void *v_chunk(const Ring &g, const Rank &r, int j) { return chunk(r.kv[r.cur], g, g.lay.per_rank + j); }
+
+// [region merge]
+/* Lesson 01's rule for two partial results (L_a, O_a), (L_b, O_b) of one query row over disjoint
+ * sets of keys: L = log(exp(L_a) + exp(L_b)) and O = exp(L_a - L) O_a + exp(L_b - L) O_b. The
+ * weights and L, computed from m = max(L_a, L_b) so that no exp overflows; L natural log.
+ * Precondition: m finite (each row of the ring sees at least one key). */
+struct MergeWeights {
+    float a, b;  // the weights of O_a and O_b, summing to 1
+    float L;     // the merged logsumexp
+};
+__host__ __device__ inline MergeWeights merge_weights(float la, float lb) {
+    const float m = fmaxf(la, lb);
+    const float wa = expf(la - m), wb = expf(lb - m);
+    return {wa / (wa + wb), wb / (wa + wb), m + logf(wa + wb)};
+}
+
+/* Merges one pair's partial result into a query chunk's running one: one warp per row of `rows`
+ * rows of d values (o_acc fp32, o_blk T; l_* fp32). first = 1 for the chunk's first pair (the
+ * accumulator holds nothing yet). Launched on the rank's compute stream after each
+ * block_attention (compute_step). */
+template <typename T>
+__global__ void merge_partial(float *__restrict__ o_acc, float *__restrict__ l_acc, const T *__restrict__ o_blk,
+                              const float *__restrict__ l_blk, long long rows, int d, int first) {
+    const long long row = (long long)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+    const int lane = threadIdx.x % 32;
+    if (row >= rows) return;
+    float *o = o_acc + row * d;
+    const T *ob = o_blk + row * d;
+    if (first) {
+        for (int c = lane; c < d; c += 32) o[c] = (float)ob[c];
+        if (lane == 0) l_acc[row] = l_blk[row];
+        return;
+    }
+    const MergeWeights w = merge_weights(l_acc[row], l_blk[row]);
+    for (int c = lane; c < d; c += 32) o[c] = w.a * o[c] + w.b * (float)ob[c];
+    __syncwarp();  // every lane has read l_acc[row]
+    if (lane == 0) l_acc[row] = w.L;
+}
+// [end merge]
+
+/* O in the dtype, from the fp32 accumulator: n elements. */
+template <typename T>
+__global__ void convert_out(T *__restrict__ out, const float *__restrict__ in, long long n) {
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x)
+        out[i] = (T)in[i];
+}
+
+// [region compute]
+/* Rank rid's compute at one step: every (query chunk, key chunk) pair of its queries and the K/V
+ * block it holds, each merged into the accumulator; `pairs_done` counts each query chunk's
+ * pairs so far (the first one starts the accumulator). Runs on r.compute, after the block has
+ * arrived (the caller's wait on r.received); records r.consumed when it no longer reads it.
+ * src: the rank whose chunks the block holds. */
+static int compute_step(const Ring &g, int rid, int src, int pairs_done[2]) {
+    const Layout &L = g.lay;
+    const Rank &r = g.rank[rid];
+    const long long rows = (long long)g.B * g.H * L.c;
+    for (int j = 0; j < L.per_rank; ++j) {
+        const int q_chunk = chunk_of(L, rid, j);
+        for (int i = 0; i < L.per_rank; ++i) {
+            const PairKind kind = pair_kind(g.causal, q_chunk, chunk_of(L, src, i));
+            if (kind == PAIR_SKIP) continue;
+            const int rc = block_attention(chunk(r.Q, g, j), k_chunk(g, r, i), v_chunk(g, r, i), r.o_blk, r.l_blk,
+                                           g.B, g.H, L.c, g.d, g.dtype, g.scale, kind == PAIR_DIAGONAL, r.compute);
+            if (rc != ATTN_OK) return rc;
+            float *o_acc = r.o_acc + (size_t)j * g.chunk_elems;
+            float *l_acc = r.l_acc + (size_t)j * rows;
+            const unsigned blocks = (unsigned)((rows + 7) / 8);
+            if (g.dtype == DTYPE_FP16)
+                merge_partial<<<blocks, 256, 0, r.compute>>>(o_acc, l_acc, (const __half *)r.o_blk, r.l_blk, rows, g.d,
+                                                             pairs_done[j] == 0);
+            else
+                merge_partial<<<blocks, 256, 0, r.compute>>>(o_acc, l_acc, (const __nv_bfloat16 *)r.o_blk, r.l_blk,
+                                                             rows, g.d, pairs_done[j] == 0);
+            RING_CUDA(cudaGetLastError());
+            ++pairs_done[j];
+        }
+    }
+    RING_CUDA(cudaEventRecord(r.consumed, r.compute));
+    return ATTN_OK;
+}
+// [end compute]
+
+// [region transport]
+/* The transport's sends and receives: every rank r sends the block it holds (kv[cur], `bytes`
+ * bytes) to rank r + 1 and receives rank r - 1's into its spare (kv[cur ^ 1]) on r's comm
+ * stream. NCCL: one group of a send and a receive per rank (one thread drives every
+ * communicator, and only a group lets a send wait for a receive issued after it). Virtual: the
+ * ranks share one GPU and one copy stream, so each copy is ordered after the copies of the step
+ * before, and none overwrites a block another copy has still to read. */
+static int send_recv(Ring &g, size_t bytes) {
+#ifdef RING_NCCL
+    ncclResult_t e = ncclGroupStart();
+    for (int r = 0; r < g.P && e == ncclSuccess; ++r) {
+        Rank &k = g.rank[r];
+        e = ncclSend(k.kv[k.cur], bytes, ncclUint8, (r + 1) % g.P, g.comm[r], k.comm);
+        if (e == ncclSuccess) e = ncclRecv(k.kv[k.cur ^ 1], bytes, ncclUint8, (r + g.P - 1) % g.P, g.comm[r], k.comm);
+    }
+    const ncclResult_t e_end = ncclGroupEnd();
+    if (e == ncclSuccess) e = e_end;
+    if (e != ncclSuccess) {
+        fprintf(stderr, "%s:%d: NCCL send/recv: %s\n", __FILE__, __LINE__, ncclGetErrorString(e));
+        return ATTN_UNSUPPORTED;
+    }
+#else
+    for (int r = 0; r < g.P; ++r) {
+        const Rank &from = g.rank[r], &to = g.rank[(r + 1) % g.P];
+        RING_CUDA(cudaMemcpyAsync(to.kv[to.cur ^ 1], from.kv[from.cur], bytes, cudaMemcpyDeviceToDevice, from.comm));
+    }
+#endif
+    return ATTN_OK;
+}
+
+/* exchange(step): the sends and receives above, each rank's comm stream first waiting until its
+ * compute no longer reads the spare (r.consumed, recorded by the step before), then recording
+ * r.received when the spare has arrived. */
+static int exchange(Ring &g, RingTimeline *tl, int step) {
+    for (int r = 0; r < g.P; ++r) {
+        Rank &k = g.rank[r];
+        RING_CUDA(cudaSetDevice(k.dev));
+        RING_CUDA(cudaStreamWaitEvent(k.comm, k.consumed, 0));
+        if (tl) RING_CUDA(cudaEventRecord(tl->comm_begin[step][r], k.comm));
+    }
+    if (int rc = send_recv(g, 2 * (size_t)g.lay.per_rank * g.chunk_bytes); rc != ATTN_OK) return rc;
+    for (int r = 0; r < g.P; ++r) {
+        Rank &k = g.rank[r];
+        RING_CUDA(cudaSetDevice(k.dev));
+        RING_CUDA(cudaEventRecord(k.received, k.comm));
+        if (tl) RING_CUDA(cudaEventRecord(tl->comm_end[step][r], k.comm));
+    }
+    return ATTN_OK;
+}
+// [end transport]
+
+/* ---- Setup: the ranks, their streams, events and buffers (kept for the next call of the same
+ * shape: the harness times repeated calls) ---- */
+
+/* The devices of the ranks: NCCL, every visible GPU, the harness's first; virtual, the harness's
+ * GPU RING_VIRTUAL_RANKS times. One GPU with NCCL is refused, exit 4 (EXIT_NO_GPU). */
+static int ring_devices(int devs[RING_MAX_RANKS]) {
+    int dev0 = 0;
+    if (cudaGetDevice(&dev0) != cudaSuccess) return 0;
+#ifdef RING_NCCL
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) n = 0;
+    if (n < 2) {
+        fprintf(stderr, "lesson 15: this build exchanges K/V blocks between GPUs with NCCL, and this machine has %d GPU.\n"
+                "  hint: run the ring's P ranks on one GPU instead: make solution15 RING=virtual P=2 (or lesson15)\n", n);
+        exit(EXIT_NO_GPU);
+    }
+    const int P = n < RING_MAX_RANKS ? n : RING_MAX_RANKS;
+    devs[0] = dev0;
+    for (int i = 0, k = 1; i < n && k < P; ++i)
+        if (i != dev0) devs[k++] = i;
+    return P;
+#else
+    static_assert(RING_VIRTUAL_RANKS >= 1 && RING_VIRTUAL_RANKS <= RING_MAX_RANKS, "RING_VIRTUAL_RANKS: 1..8");
+    for (int i = 0; i < RING_VIRTUAL_RANKS; ++i) devs[i] = dev0;
+    return RING_VIRTUAL_RANKS;
+#endif
+}
+
+#ifdef RING_NCCL
+/* One communicator per GPU, made once (ncclCommInitAll: one process, all ranks). The ring only
+ * sends and receives, so NVLink SHARP (NVLS, multicast objects made at init for collectives) is
+ * switched off. Returns 0 or -1 (printed why). */
+static int ring_comms(ncclComm_t comm[RING_MAX_RANKS], int P, const int *devs) {
+    static ncclComm_t made[RING_MAX_RANKS];
+    static int n_made = 0;
+    if (!n_made) {
+        setenv("NCCL_NVLS_ENABLE", "0", 1);
+        const ncclResult_t e = ncclCommInitAll(made, P, devs);
+        if (e != ncclSuccess) {
+            fprintf(stderr, "%s:%d: ncclCommInitAll over %d GPUs: %s\n", __FILE__, __LINE__, P, ncclGetErrorString(e));
+            return -1;
+        }
+        n_made = P;
+    }
+    for (int r = 0; r < P; ++r) comm[r] = made[r];
+    return 0;
+}
+#endif
+
+static void rank_release(Rank &k, bool own_comm) {
+    cudaSetDevice(k.dev);
+    void *bufs[] = {k.Q, k.kv[0], k.kv[1], k.o_blk, k.o_out, k.o_acc, k.l_acc, k.l_blk};
+    for (void *b : bufs)
+        if (b) cudaFree(b);
+    if (k.compute) cudaStreamDestroy(k.compute);
+    if (k.comm && own_comm) cudaStreamDestroy(k.comm);
+    cudaEvent_t evs[] = {k.received, k.consumed, k.done};
+    for (cudaEvent_t e : evs)
+        if (e) cudaEventDestroy(e);
+    k = Rank{};
+}
+
+static void ring_release(Ring &g, int dev0) {
+    for (int r = 0; r < g.P; ++r) rank_release(g.rank[r], RING_NCCL_ON || r == 0);
+    cudaSetDevice(dev0);
+    if (g.start) cudaEventDestroy(g.start);
+    g.P = 0;
+    g.start = NULL;
+}
+
+/* Rank k's streams, events and buffers for the ring's shape; shared_comm: the virtual ring's
+ * one copy stream (NULL: make its own). */
+static int rank_alloc(const Ring &g, Rank &k, int dev, cudaStream_t shared_comm) {
+    k = Rank{};
+    k.dev = dev;
+    RING_CUDA(cudaSetDevice(dev));
+    RING_CUDA(cudaStreamCreateWithFlags(&k.compute, cudaStreamNonBlocking));
+    if (shared_comm) k.comm = shared_comm;
+    else RING_CUDA(cudaStreamCreateWithFlags(&k.comm, cudaStreamNonBlocking));
+    RING_CUDA(cudaEventCreateWithFlags(&k.received, cudaEventDisableTiming));
+    RING_CUDA(cudaEventCreateWithFlags(&k.consumed, cudaEventDisableTiming));
+    RING_CUDA(cudaEventCreateWithFlags(&k.done, cudaEventDisableTiming));
+    const size_t n = g.lay.per_rank, rows = (size_t)g.B * g.H * g.lay.c;
+    const size_t want[] = {n * g.chunk_bytes, 2 * n * g.chunk_bytes, 2 * n * g.chunk_bytes, g.chunk_bytes,
+                           n * g.chunk_bytes, n * g.chunk_elems * 4, n * rows * 4, rows * 4};
+    void **ptrs[] = {&k.Q, &k.kv[0], &k.kv[1], &k.o_blk, &k.o_out, (void **)&k.o_acc, (void **)&k.l_acc,
+                     (void **)&k.l_blk};
+    for (int i = 0; i < 8; ++i)
+        if (cudaMalloc(ptrs[i], want[i]) != cudaSuccess) {
+            size_t total = 0;
+            for (size_t w : want) total += w;
+            fprintf(stderr, "out of memory: a ring rank on device %d needs %.1f MiB (its chunks, K/V double buffer, "
+                    "accumulators)\n", dev, total / 1048576.0);
+            *ptrs[i] = NULL;
+            return ATTN_OUT_OF_MEMORY;
+        }
+    return ATTN_OK;
+}
+
+/* Lets GPUs a and b read each other's memory directly where they can (the scatter and gather
+ * copy between each rank's GPU and the harness's); without it the copies still work, slower. */
+static void enable_peer(int a, int b) {
+    int ab = 0, ba = 0;
+    cudaDeviceCanAccessPeer(&ab, a, b);
+    cudaDeviceCanAccessPeer(&ba, b, a);
+    if (ab && cudaSetDevice(a) == cudaSuccess) cudaDeviceEnablePeerAccess(b, 0);
+    if (ba && cudaSetDevice(b) == cudaSuccess) cudaDeviceEnablePeerAccess(a, 0);
+    cudaGetLastError();  // "already enabled" is no error here
+}
+
+/* Makes g match the call's shape: same shape, nothing to do; else the ranks are (re)made. */
+static int ring_prepare(Ring &g, const attn_args *a) {
+    int dev0 = 0;
+    RING_CUDA(cudaGetDevice(&dev0));
+    if (g.P && g.B == a->B && g.H == a->H && g.N == a->N && g.d == a->d && g.causal == a->causal &&
+        g.dtype == a->dtype) {
+        g.scale = a->scale;
+        return ATTN_OK;
+    }
+    static int devs[RING_MAX_RANKS], n_devs = 0;
+    static bool prepared[RING_MAX_RANKS] = {};
+    if (!n_devs) n_devs = ring_devices(devs);
+    if (n_devs < 1) return ATTN_UNSUPPORTED;
+    ring_release(g, dev0);
+#ifdef RING_NCCL
+    if (ring_comms(g.comm, n_devs, devs)) return ATTN_UNSUPPORTED;
+#endif
+    g.P = ranks_for(n_devs, a->N, a->causal);
+    g.B = a->B; g.H = a->H; g.N = a->N; g.d = a->d; g.causal = a->causal; g.dtype = a->dtype; g.scale = a->scale;
+    g.lay = layout_of(g.P, a->N, a->causal);
+    g.chunk_elems = (size_t)a->B * a->H * g.lay.c * a->d;
+    g.chunk_bytes = g.chunk_elems * 2;  // fp16 or bf16
+    for (int r = 0; r < g.P; ++r) {
+        if (!prepared[r] && block_prepare_device(devs[r])) return ATTN_UNSUPPORTED;
+        prepared[r] = true;
+        const int rc = rank_alloc(g, g.rank[r], devs[r], RING_NCCL_ON || r == 0 ? NULL : g.rank[0].comm);
+        if (rc != ATTN_OK) {
+            ring_release(g, dev0);
+            return rc;
+        }
+        if (devs[r] != dev0) enable_peer(devs[r], dev0);
+    }
+    RING_CUDA(cudaSetDevice(dev0));
+    RING_CUDA(cudaEventCreateWithFlags(&g.start, cudaEventDisableTiming));
+    return ATTN_OK;
+}
+
+// [region scatter-gather]
+/* Copies `rows_per_chunk` rows of `row_bytes` for every (b, h) slice between the full tensor on
+ * the harness's device (slices `full_rows` rows apart, chunk starting at row `row0`) and a chunk
+ * buffer on rank k's device (slices rows_per_chunk rows apart), on k's compute stream.
+ * to_chunk: full -> chunk (scatter), else chunk -> full (gather). */
+static int copy_rows(const Ring &g, const Rank &k, int dev0, const void *full, void *chunk_buf, int row0,
+                     size_t row_bytes, bool to_chunk) {
+    cudaMemcpy3DPeerParms p = {};
+    const size_t bh = (size_t)g.B * g.H, c = g.lay.c;
+    cudaPitchedPtr f = make_cudaPitchedPtr((char *)full + (size_t)row0 * row_bytes, (size_t)g.N * row_bytes,
+                                           c * row_bytes, bh);
+    cudaPitchedPtr ch = make_cudaPitchedPtr(chunk_buf, c * row_bytes, c * row_bytes, bh);
+    p.srcPtr = to_chunk ? f : ch;
+    p.dstPtr = to_chunk ? ch : f;
+    p.srcDevice = to_chunk ? dev0 : k.dev;
+    p.dstDevice = to_chunk ? k.dev : dev0;
+    p.extent = make_cudaExtent(c * row_bytes, bh, 1);
+    RING_CUDA(cudaMemcpy3DPeerAsync(&p, k.compute));
+    return ATTN_OK;
+}
+
+/* Rank r's query chunks into Q, its K and V chunks into the block it holds (kv[0]). */
+static int scatter(Ring &g, int r, const attn_args *a, int dev0) {
+    Rank &k = g.rank[r];
+    k.cur = 0;
+    const size_t row = (size_t)g.d * 2;
+    for (int j = 0; j < g.lay.per_rank; ++j) {
+        const int row0 = chunk_of(g.lay, r, j) * g.lay.c;
+        int rc = copy_rows(g, k, dev0, a->Q, chunk(k.Q, g, j), row0, row, true);
+        if (rc == ATTN_OK) rc = copy_rows(g, k, dev0, a->K, k_chunk(g, k, j), row0, row, true);
+        if (rc == ATTN_OK) rc = copy_rows(g, k, dev0, a->V, v_chunk(g, k, j), row0, row, true);
+        if (rc != ATTN_OK) return rc;
+    }
+    return ATTN_OK;
+}
+
+/* Rank r's result into the harness's O and L: the accumulator converted to the dtype, then
+ * every query chunk's rows of O and L copied to their place in the sequence. */
+static int gather(Ring &g, int r, const attn_args *a, int dev0) {
+    Rank &k = g.rank[r];
+    const long long n = (long long)g.lay.per_rank * (long long)g.chunk_elems;
+    if (g.dtype == DTYPE_FP16) convert_out<<<1024, 256, 0, k.compute>>>((__half *)k.o_out, k.o_acc, n);
+    else convert_out<<<1024, 256, 0, k.compute>>>((__nv_bfloat16 *)k.o_out, k.o_acc, n);
+    RING_CUDA(cudaGetLastError());
+    const size_t rows = (size_t)g.B * g.H * g.lay.c;
+    for (int j = 0; j < g.lay.per_rank; ++j) {
+        const int row0 = chunk_of(g.lay, r, j) * g.lay.c;
+        int rc = copy_rows(g, k, dev0, a->O, chunk(k.o_out, g, j), row0, (size_t)g.d * 2, false);
+        if (rc == ATTN_OK) rc = copy_rows(g, k, dev0, a->L, k.l_acc + j * rows, row0, sizeof(float), false);
+        if (rc != ATTN_OK) return rc;
+    }
+    return ATTN_OK;
+}
+// [end scatter-gather]
+
+// [region ring]
+/* The P steps of the ring, once every rank holds its own chunks: at each, the blocks held move
+ * on to the next rank while every rank computes on the one it holds. The host issues, per step:
+ * the compute streams' waits for the blocks received at the step before, then the exchange (its
+ * comm streams wait for the compute of the step before), then the compute; in that order each
+ * wait sees the event recorded for it, not the one of the next step. tl: see ring_forward. */
+static int run_steps(Ring &g, RingTimeline *tl) {
+    int pairs_done[RING_MAX_RANKS][2] = {};
+    for (int step = 0; step < g.P; ++step) {
+        for (int r = 0; step > 0 && r < g.P; ++r) {  // the block received at the step before
+            RING_CUDA(cudaSetDevice(g.rank[r].dev));
+            RING_CUDA(cudaStreamWaitEvent(g.rank[r].compute, g.rank[r].received, 0));
+        }
+        if (step + 1 < g.P)
+            if (int rc = exchange(g, tl, step); rc != ATTN_OK) return rc;
+        for (int r = 0; r < g.P; ++r) {
+            Rank &k = g.rank[r];
+            RING_CUDA(cudaSetDevice(k.dev));
+            if (tl) RING_CUDA(cudaEventRecord(tl->compute_begin[step][r], k.compute));
+            if (int rc = compute_step(g, r, (r - step + g.P) % g.P, pairs_done[r]); rc != ATTN_OK) return rc;
+            if (tl) RING_CUDA(cudaEventRecord(tl->compute_end[step][r], k.compute));
+        }
+        for (int r = 0; step + 1 < g.P && r < g.P; ++r) g.rank[r].cur ^= 1;  // the received block is next
+    }
+    return ATTN_OK;
+}
+
+static Ring the_ring;  // the ranks of the last shape (the harness calls again with the same one)
+/* The whole forward pass: scatter, the P steps, gather; the harness's stream waits for every
+ * rank's last copy. tl: NULL, or events to record per step and rank (the timeline tool). */
+static int ring_forward(const attn_args *a, RingTimeline *tl) {
+    Ring &g = the_ring;
+    if ((a->dtype != DTYPE_FP16 && a->dtype != DTYPE_BF16) || (a->d != 64 && a->d != 128) || !(a->scale > 0.f))
+        return ATTN_UNSUPPORTED;
+    if (a->N < 1 || a->B < 1 || a->H < 1) return ATTN_OK;
+    int dev0 = 0;
+    RING_CUDA(cudaGetDevice(&dev0));
+    if (int rc = ring_prepare(g, a); rc != ATTN_OK) return rc;
+    RING_CUDA(cudaEventRecord(g.start, (cudaStream_t)a->stream));
+    for (int r = 0; r < g.P; ++r) {
+        Rank &k = g.rank[r];
+        RING_CUDA(cudaSetDevice(k.dev));
+        RING_CUDA(cudaStreamWaitEvent(k.compute, g.start, 0));
+        if (int rc = scatter(g, r, a, dev0); rc != ATTN_OK) return rc;
+        RING_CUDA(cudaEventRecord(k.consumed, k.compute));  // the first send waits for the scatter
+    }
+    if (int rc = run_steps(g, tl); rc != ATTN_OK) return rc;
+    for (int r = 0; r < g.P; ++r) {
+        Rank &k = g.rank[r];
+        RING_CUDA(cudaSetDevice(k.dev));
+        if (int rc = gather(g, r, a, dev0); rc != ATTN_OK) return rc;
+        RING_CUDA(cudaEventRecord(k.done, k.compute));
+    }
+    RING_CUDA(cudaSetDevice(dev0));
+    for (int r = 0; r < g.P; ++r) RING_CUDA(cudaStreamWaitEvent((cudaStream_t)a->stream, g.rank[r].done, 0));
+    return ATTN_OK;
+}
+// [end ring]
+
+/* Entry point (reference/include/attention.h): fp16/bf16, d = 64 or 128, scale > 0, Hopper GPUs;
+ * anything else is ATTN_UNSUPPORTED. */
+int attention_forward(const attn_args *a) { return ring_forward(a, NULL); }
