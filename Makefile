@@ -29,7 +29,7 @@ endif
 BUILD := build/$(ARCH_TAG)
 
 # Shared C part of the harness (no CUDA): lesson 01 and the unit tests link only this.
-HARNESS_C := reference/cli.c reference/grade.c reference/cpu_reference.c reference/cpu_reference_bwd.c reference/diagnose.c reference/diagnose_bwd.c reference/rng.c
+HARNESS_C := reference/cli.c reference/grade.c reference/cpu_reference.c reference/fp8.c reference/cpu_reference_bwd.c reference/diagnose.c reference/diagnose_bwd.c reference/rng.c
 HARNESS_H := $(wildcard reference/*.h reference/include/*.h)
 HARNESS_C_OBJ := $(patsubst reference/%.c,build/host/%.o,$(HARNESS_C))
 # GPU part: what every GPU binary links (runner_main: main, the one runner skeleton; runner_grade:
