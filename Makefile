@@ -131,7 +131,7 @@ results:
 # Tests: Criterion unit tests (CPU), the binaries as a student runs them (GPU
 # parts skip without a GPU), and the freshness of the GPU results. Fragments in
 # mk/*.mk add their own `test::` steps.
-TEST_UNIT_SRC := tests/test_reference.c tests/test_grade.c tests/test_diagnose.c tests/test_cli.c tests/test_lesson01.c
+TEST_UNIT_SRC := tests/test_reference.c tests/test_fp8.c tests/test_grade.c tests/test_diagnose.c tests/test_cli.c tests/test_lesson01.c
 tests/bin/unit: $(TEST_UNIT_SRC) $(HARNESS_C_OBJ) solutions/01-online-softmax/online_softmax.c $(HARNESS_H)
 	@mkdir -p tests/bin
 	$(CC) $(CFLAGS) -Ireference/include -Ireference $(filter %.c %.o,$^) -o $@ -lcriterion -lm
