@@ -7,15 +7,8 @@
  * O / l in bf16. It checks that what the harness uploads (codes, descale arrays, the bf16 O)
  * means on the device what the CPU references assume. Slow on purpose: not a lesson, not timed.
  *
- * Build and run on a Hopper (sm_90a; the runner, the harness and this file in one nvcc line):
- *   nvcc -O2 -std=c++17 -gencode arch=compute_90a,code=sm_90a -Xcompiler -fopenmp \
- *     -Ireference/include -Ireference tests/gpu_fp8/scalar_fp8.cu reference/runner_attention.cu \
- *     reference/runner_main.cu reference/runner_grade.cu reference/runner_common.cu \
- *     reference/runner_buffers.cu reference/runner_device.cu reference/runner_fill.cu \
- *     reference/runner_forward_f64.cu reference/cli.c reference/grade.c reference/cpu_reference.c \
- *     reference/fp8.c reference/cpu_reference_bwd.c reference/diagnose.c reference/diagnose_bwd.c \
- *     reference/rng.c -o build/fp8scalar -lgomp
- *   ./build/fp8scalar --check-only -b 1 -H 4 -n 1024 -d 128 --outliers */
+ * Build and run on a Hopper (sm_90a): `make fp8-scalar` (mk/14-fp8.mk: the runner, the harness
+ * and this file in one nvcc line), then ./build/fp8scalar --check-only --seed 1 (the case matrix). */
 #include <cuda_bf16.h>
 #include <cuda_fp8.h>
 #include <math.h>
