@@ -29,7 +29,7 @@ endif
 BUILD := build/$(ARCH_TAG)
 
 # Shared C part of the harness (no CUDA): lesson 01 and the unit tests link only this.
-HARNESS_C := reference/cli.c reference/grade.c reference/cpu_reference.c reference/cpu_reference_bwd.c reference/diagnose.c reference/diagnose_bwd.c reference/rng.c
+HARNESS_C := reference/cli.c reference/grade.c reference/cpu_reference.c reference/fp8.c reference/cpu_reference_bwd.c reference/diagnose.c reference/diagnose_bwd.c reference/rng.c
 HARNESS_H := $(wildcard reference/*.h reference/include/*.h)
 HARNESS_C_OBJ := $(patsubst reference/%.c,build/host/%.o,$(HARNESS_C))
 # GPU part: what every GPU binary links (runner_main: main, the one runner skeleton; runner_grade:
@@ -131,7 +131,7 @@ results:
 # Tests: Criterion unit tests (CPU), the binaries as a student runs them (GPU
 # parts skip without a GPU), and the freshness of the GPU results. Fragments in
 # mk/*.mk add their own `test::` steps.
-TEST_UNIT_SRC := tests/test_reference.c tests/test_grade.c tests/test_diagnose.c tests/test_cli.c tests/test_lesson01.c
+TEST_UNIT_SRC := tests/test_reference.c tests/test_fp8.c tests/test_grade.c tests/test_diagnose.c tests/test_cli.c tests/test_lesson01.c
 tests/bin/unit: $(TEST_UNIT_SRC) $(HARNESS_C_OBJ) solutions/01-online-softmax/online_softmax.c $(HARNESS_H)
 	@mkdir -p tests/bin
 	$(CC) $(CFLAGS) -Ireference/include -Ireference $(filter %.c %.o,$^) -o $@ -lcriterion -lm

@@ -19,11 +19,12 @@ static const uint32_t POISON32 = 0xFFADDEADu; /* a NaN no arithmetic produces */
 static const uint32_t POISON16 = 0xFFADu;     /* NaN in both fp16 and bf16 */
 static const uint32_t NAN32 = 0x7FC00000u;    /* quiet NaN for the input guards (fp32) */
 static const uint32_t NAN16 = 0x7FC0u;        /* quiet NaN in fp16 and in bf16 */
+static const uint32_t NAN8 = 0x7Fu;           /* NaN in e4m3 (FP8 inputs; no poison: outputs are bf16) */
 static const size_t GUARD_BYTES = 64 << 10;   /* a whole 128 x 128 fp16 tile fits in it */
 
-int dtype_size(dtype_t t); /* bytes per element: 4 or 2 */
+int dtype_size(dtype_t t); /* bytes per element: 4, 2, or 1 (e4m3) */
 static inline uint32_t poison_of(int elem_bytes) { return elem_bytes == 4 ? POISON32 : POISON16; }
-static inline uint32_t nan_of(int elem_bytes) { return elem_bytes == 4 ? NAN32 : NAN16; }
+static inline uint32_t nan_of(int elem_bytes) { return elem_bytes == 4 ? NAN32 : elem_bytes == 1 ? NAN8 : NAN16; }
 
 /* float -> the dtype's bytes (round to nearest even), n elements. */
 void encode_values(const float *src, void *dst, size_t n, dtype_t t);

@@ -7,7 +7,7 @@
 #include <string.h>
 #include <time.h>
 
-static const char *dtype_names[DTYPE_COUNT] = {"fp32", "fp16", "bf16"};
+static const char *dtype_names[DTYPE_COUNT] = {"fp32", "fp16", "bf16", "e4m3"};
 
 const char *dtype_name(int t) { return (t >= 0 && t < DTYPE_COUNT) ? dtype_names[t] : "all"; }
 
@@ -42,7 +42,8 @@ void print_usage(const char *prog, int cpu_lesson) {
            "  -n, --seq N        sequence length, 1..%d\n"
            "  -d, --dim d        head dimension (the lesson lists what it supports)\n"
            "  -c, --causal       causal mask (lessons 05 and later)\n"
-           "  -t, --dtype T      fp32 | fp16 | bf16 (default: every dtype the lesson supports)\n"
+           "  -t, --dtype T      fp32 | fp16 | bf16 | e4m3 (default: every dtype the lesson supports;\n"
+           "                     e4m3, FP8 inputs with bf16 O, is lesson 14's)\n"
            "  -s, --seed S       seed of the random inputs (default: new each run, printed)\n"
            "  -r, --reps R       timed launches, 1..%d (median reported; default 30)\n"
            "      --warmup W     untimed launches first, 0..1000 (default 3)\n"
@@ -63,11 +64,17 @@ void print_usage(const char *prog, int cpu_lesson) {
            "                     --causal), drawn from the seed; key rows past a length hold NaN\n"
            "    With --causal, query i sees keys j <= N_kv - N + i (aligned to the end of the\n"
            "    cache), so --kv-seq must be >= --seq.\n"
+           "  FP8 inputs (--dtype e4m3, lesson 14 only):\n"
+           "      --quant Q      block (default): one scale per %d rows of each (b, h) slice;\n"
+           "                     tensor: one scale per tensor\n"
+           "      --hadamard     rotate Q and K along d by the Hadamard matrix before quantizing\n"
+           "                     (incoherent processing)\n"
+           "      --outliers     inputs N(0, 1) with 0.1%% of them x10 (the matrix has such a case)\n"
            "  -h, --help\n"
            "Exit status: 0 pass, 1 failed, 2 usage, 3 not implemented, 4 no GPU,\n"
            "5 CUDA error, 6 timeout, 7 out of memory.\n",
            prog, BENCH_B, BENCH_H, BENCH_N, BENCH_D, MAX_B, MAX_H, MAX_N, MAX_REPS, MAX_N, DECODE_BENCH_N,
-           DECODE_BENCH_NKV);
+           DECODE_BENCH_NKV, FP8_BLOCK_ROWS);
 }
 
 int parse_options(int argc, char **argv, options *o, char *err, size_t errlen) {
@@ -78,7 +85,7 @@ int parse_options(int argc, char **argv, options *o, char *err, size_t errlen) {
     o->seed %= 1000000007ULL; /* short enough to retype */
 
     enum { OPT_WARMUP = 1000, OPT_TIMEOUT, OPT_CHECK, OPT_BENCH, OPT_CSV, OPT_FUZZ, OPT_KV_SEQ, OPT_KV_HEADS,
-           OPT_RAGGED };
+           OPT_RAGGED, OPT_QUANT, OPT_HADAMARD, OPT_OUTLIERS };
     static const struct option longopts[] = {
         {"batch", required_argument, 0, 'b'}, {"heads", required_argument, 0, 'H'},
         {"seq", required_argument, 0, 'n'},   {"dim", required_argument, 0, 'd'},
@@ -91,6 +98,8 @@ int parse_options(int argc, char **argv, options *o, char *err, size_t errlen) {
         {"fuzz", required_argument, 0, OPT_FUZZ},
         {"kv-seq", required_argument, 0, OPT_KV_SEQ}, {"kv-heads", required_argument, 0, OPT_KV_HEADS},
         {"ragged", no_argument, 0, OPT_RAGGED},
+        {"quant", required_argument, 0, OPT_QUANT}, {"hadamard", no_argument, 0, OPT_HADAMARD},
+        {"outliers", no_argument, 0, OPT_OUTLIERS},
         {0, 0, 0, 0}};
     optind = 1;
     opterr = 0;
@@ -115,10 +124,20 @@ int parse_options(int argc, char **argv, options *o, char *err, size_t errlen) {
         case OPT_KV_HEADS: RANGE("--kv-heads", 1, MAX_H, o->H_kv); o->shape_given = 1; o->given |= GIVEN_HKV; break;
         case OPT_RAGGED: o->ragged = 1; o->shape_given = 1; o->given |= GIVEN_RAGGED; break;
         case 'c': o->causal = 1; break;
+        case OPT_QUANT:
+            if (strcmp(optarg, "block") && strcmp(optarg, "tensor")) {
+                snprintf(err, errlen, "--quant '%s' is not valid: expected block or tensor", optarg);
+                return 2;
+            }
+            o->quant_tensor = !strcmp(optarg, "tensor");
+            o->given |= GIVEN_FP8;
+            break;
+        case OPT_HADAMARD: o->hadamard = 1; o->given |= GIVEN_FP8; break;
+        case OPT_OUTLIERS: o->outliers = 1; o->given |= GIVEN_FP8; break;
         case 't':
             o->dtype = dtype_from_name(optarg);
             if (o->dtype < 0) {
-                snprintf(err, errlen, "--dtype '%s' is not valid: expected fp32, fp16 or bf16", optarg);
+                snprintf(err, errlen, "--dtype '%s' is not valid: expected fp32, fp16 or bf16 (or e4m3, lesson 14)", optarg);
                 return 2;
             }
             break;

@@ -42,11 +42,15 @@ typedef struct {
     int N_kv;             /* --kv-seq: keys per K/V slice, the longest sequence */
     int H_kv;             /* --kv-heads: K/V heads, dividing H */
     int ragged;           /* --ragged: per-sequence KV lengths drawn from the seed */
+    /* FP8 inputs (--dtype e4m3; lesson 14): how the harness quantizes them (attention.h, attn_fp8). */
+    int quant_tensor;     /* --quant tensor: one scale per tensor (default block: FP8_BLOCK_ROWS rows) */
+    int hadamard;         /* --hadamard: Q and K rotated along d before quantizing */
+    int outliers;         /* --outliers: 0.1% of the inputs x10 */
     unsigned given;       /* GIVEN_* bits: which shape options the command line set */
 } options;
 
 enum { GIVEN_B = 1u << 0, GIVEN_H = 1u << 1, GIVEN_N = 1u << 2, GIVEN_D = 1u << 3,
-       GIVEN_NKV = 1u << 4, GIVEN_HKV = 1u << 5, GIVEN_RAGGED = 1u << 6 };
+       GIVEN_NKV = 1u << 4, GIVEN_HKV = 1u << 5, GIVEN_RAGGED = 1u << 6, GIVEN_FP8 = 1u << 7 };
 #define GIVEN_DECODE (GIVEN_NKV | GIVEN_HKV | GIVEN_RAGGED)
 
 /* Limits, shown in the refusals. */

@@ -1,4 +1,5 @@
 #include "cpu_reference.h"
+#include "fp8.h"
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -93,11 +94,12 @@ void attention_prefix_lowp(const float *q, const float *K, const float *V, int n
         l += s[j];
     }
     for (int j = 0; j < nk; ++j) {
-        float p = round_to_dtype(s[j] / l, dtype);
+        /* FP8: exp(S - m) <= 1 rounded with its scale, then / l (l from the unrounded values) */
+        float p = dtype == DTYPE_E4M3 ? round_e4m3(s[j] * FP8_P_SCALE) / FP8_P_SCALE / l : round_to_dtype(s[j] / l, dtype);
         const float *v = V + (size_t)j * d;
         for (int c = 0; c < d; ++c) acc[c] += p * v[c];
     }
-    for (int c = 0; c < d; ++c) o[c] = round_to_dtype(acc[c], dtype);
+    for (int c = 0; c < d; ++c) o[c] = round_to_dtype(acc[c], dtype == DTYPE_E4M3 ? DTYPE_BF16 : dtype);
     *L = (double)(m + logf(l));
     free(s);
     free(acc);

@@ -31,7 +31,7 @@ double gpu_peak(const gpu_env *g, dtype_t dtype); /* the peak a lesson of this d
  * context down). CUDA errors exit through CUDA_CHECK. */
 void wait_stream(cudaStream_t stream, double timeout_s, const char *what);
 
-/* Fills n elements of `elem_bytes` (2 or 4) bytes each with `pattern`. */
+/* Fills n elements of `elem_bytes` (1, 2 or 4) bytes each with `pattern`. */
 void fill_pattern(void *p, size_t n, int elem_bytes, uint32_t pattern, cudaStream_t s);
 
 /* Median milliseconds of `reps` launches of fn(arg) after `warmup` untimed

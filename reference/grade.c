@@ -4,11 +4,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-const tolerance_rule TOL_RULE_OUTPUT = {1e-5, 1e-4, 1e-4, 8e-4, 0};
-const tolerance_rule TOL_RULE_LSE = {1e-4, 1e-5, 1e-4, 1e-4, 1e-5};
+const tolerance_rule TOL_RULE_OUTPUT = {1e-5, 1e-4, 1e-4, 8e-4, 0, 2e-3};
+const tolerance_rule TOL_RULE_LSE = {1e-4, 1e-5, 1e-4, 1e-4, 1e-5, 1e-3};
 
 double tolerance_abs_term(const tolerance_rule *rule, dtype_t dtype) {
-    return dtype == DTYPE_FP32 ? rule->a_fp32 : dtype == DTYPE_FP16 ? rule->a_fp16 : rule->a_bf16;
+    return dtype == DTYPE_FP32   ? rule->a_fp32
+           : dtype == DTYPE_FP16 ? rule->a_fp16
+           : dtype == DTYPE_E4M3 ? rule->a_e4m3
+                                 : rule->a_bf16;
 }
 
 tolerance tolerance_from_plain(const tolerance_rule *rule, dtype_t dtype, double e_plain, double s) {

@@ -17,11 +17,13 @@ typedef struct { double atol, rtol; } tolerance;
 typedef struct {
     double a_fp32, rtol_fp32;            /* fp32 */
     double a_fp16, a_bf16, rtol_16bit;   /* fp16, bf16 */
+    double a_e4m3;                       /* FP8 inputs (bf16 O), with rtol_16bit */
 } tolerance_rule;
 
-/* O, and dQ, dK, dV: a = 1e-5, rtol 1e-4 in fp32; a = 1e-4 (fp16) or 8e-4 (bf16), rtol 0 in 16 bits. */
+/* O, and dQ, dK, dV: a = 1e-5, rtol 1e-4 in fp32; a = 1e-4 (fp16) or 8e-4 (bf16), rtol 0 in 16 bits;
+ * a = 2e-3 for FP8 inputs (O in bf16: about one bf16 ulp of an O near 1). */
 extern const tolerance_rule TOL_RULE_OUTPUT;
-/* L (the logsumexp, fp32 in every lesson): a = 1e-4; rtol 1e-5. */
+/* L (the logsumexp, fp32 in every lesson): a = 1e-4 (1e-3 for FP8 inputs); rtol 1e-5. */
 extern const tolerance_rule TOL_RULE_LSE;
 
 /* The tolerance of one output of a case, from the largest error e_plain that a plain
@@ -30,6 +32,8 @@ extern const tolerance_rule TOL_RULE_LSE;
  * gradient, whose scale varies with the shape):
  *   fp16, bf16: FlashAttention's test rule, at most twice that error:
  *               atol = 2 e_plain + a_16 s, rtol = rtol_16bit;
+ *   e4m3:       the same rule with a_e4m3, e_plain the plain FP8 attention's error on the
+ *               dequantized inputs (cpu_reference.h);
  *   fp32:       atol = 3 e_plain + a_fp32 s, rtol = rtol_fp32. Fixed tolerances would not do:
  *               with x30 logits even fp32 loses ~1e-4 relative (S is ill-conditioned), which
  *               the 3 e_plain term follows. */

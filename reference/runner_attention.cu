@@ -7,7 +7,15 @@
  * per sequence against N_kv keys, H_kv K/V heads shared by groups of H / H_kv query heads,
  * per-sequence KV lengths (seqlens_kv; key rows past a sequence's length hold NaN), and causal
  * queries aligned to the end of the cache. Their timing reports the bandwidth at which K and V
- * were read next to this GPU's device-to-device copy, measured in the same run. */
+ * were read next to this GPU's device-to-device copy, measured in the same run.
+ *
+ * Lessons that declare DTYPE_E4M3 (lesson 14) get FP8 inputs in that dtype (attention.h,
+ * attn_fp8; fp8.h): Q, K, V drawn in float (the outlier case: 0.1% of them x10), Q and K rotated
+ * by the Hadamard matrix with --hadamard, quantized per block of FP8_BLOCK_ROWS rows (or per
+ * tensor with --quant tensor); the kernel gets the codes and the descale factors and writes O in
+ * bf16. The grade is against the float64 attention of the dequantized inputs, within twice the
+ * error of a plain FP8 attention (cpu_reference.h); the pass line also reports the RMSE of O
+ * against the float64 attention of the unquantized inputs: what FP8 costs. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -24,6 +32,7 @@ extern "C" {
 #include "cli.h"
 #include "cpu_reference.h"
 #include "diagnose.h"
+#include "fp8.h"
 #include "grade.h"
 #include "rng.h"
 }
@@ -40,17 +49,48 @@ struct Problem : problem_core {
     std::vector<int> seqlens;   /* [B] keys of sequence b: N_kv, or drawn when ragged */
     guarded_buf in[3];          /* Q, K, V between NaN guards */
     guarded_buf lens;           /* seqlens on the device (ragged cases only) */
+    /* FP8 inputs (dt == DTYPE_E4M3): Q, K, V above are the dequantized values the kernel sees;
+     * raw holds the draws before quantization (and before the Hadamard rotation), codes what is
+     * uploaded, descale the factors per tensor or per block (attn_fp8), on the device in scales. */
+    std::vector<float> raw[3];
+    std::vector<uint8_t> codes[3];
+    std::vector<float> descale[3];
+    guarded_buf scales[3];
     attn_args args;
 };
-static const int N_BUFFERS = 5; /* guarded arrays per problem, for the memory count (+1 when ragged) */
+static const int N_BUFFERS = 5; /* guarded arrays per problem, for the memory count (+1 when ragged, +3 FP8) */
 
 static Problem &fwd(problem_core &p) { return static_cast<Problem &>(p); }
 static const Problem &fwd(const problem_core &p) { return static_cast<const Problem &>(p); }
 
 static int esize(dtype_t t) { return dtype_size(t); }
+/* The element type of O: the dtype's, bf16 for FP8 inputs. */
+static dtype_t out_dtype(dtype_t t) { return t == DTYPE_E4M3 ? DTYPE_BF16 : t; }
+
+static std::vector<float> &input(Problem &p, int which) { return which == 0 ? p.Q : which == 1 ? p.K : p.V; }
+
+/* FP8 input `which` (0 Q, 1 K, 2 V) from its raw draw: rotated along d when the case asks for
+ * it (Q and K only: Q K^T is unchanged), quantized (fresh scales, or the ones the kernel already
+ * has, for rows redrawn by the causal test), and the dequantized values into Q, K or V. */
+static void quantize_input(Problem &p, int which, bool fresh) {
+    const shape_case &c = p.c;
+    const int S = which ? c.B * c.H_kv : c.B * c.H, N = which ? c.N_kv : c.N;
+    const int rows = c.fp8_tensor ? 0 : FP8_BLOCK_ROWS;
+    std::vector<float> X = p.raw[which];
+    if (c.hadamard && which < 2) fp8_hadamard_rows(X.data(), (size_t)S * N, c.d);
+    if (fresh) p.descale[which].assign(fp8_scale_count(S, N, rows), 0.f);
+    p.codes[which].resize(X.size());
+    fp8_quantize(X.data(), S, N, c.d, rows, fresh, p.descale[which].data(), p.codes[which].data(),
+                 input(p, which).data());
+}
 
 static void upload(Problem &p, int which) {
-    const std::vector<float> &X = which == 0 ? p.Q : which == 1 ? p.K : p.V;
+    if (p.dt == DTYPE_E4M3) {
+        guarded_upload(&p.in[which], p.codes[which].data());
+        guarded_upload(&p.scales[which], p.descale[which].data());
+        return;
+    }
+    const std::vector<float> &X = input(p, which);
     std::vector<char> buf(X.size() * esize(p.dt));
     encode_values(X.data(), buf.data(), X.size(), p.dt);
     guarded_upload(&p.in[which], buf.data());
@@ -81,15 +121,27 @@ static std::vector<int> draw_seqlens(const shape_case &c, uint64_t seed) {
 static void fill_inputs_on_host(Problem &p, uint64_t seed) {
     const shape_case &c = p.c;
     p.Q.assign(p.n, 0.f); p.K.assign(p.nkv, 0.f); p.V.assign(p.nkv, 0.f);
-    random_slices(p.Q, c.B * c.H, c.N, c.d, 0, c.N, c.qscale, p.dt, rng_mix(seed, 1));
-    random_slices(p.K, c.B * c.H_kv, c.N_kv, c.d, 0, c.N_kv, 1.f, p.dt, rng_mix(seed, 2));
-    random_slices(p.V, c.B * c.H_kv, c.N_kv, c.d, 0, c.N_kv, 1.f, p.dt, rng_mix(seed, 3));
+    const dtype_t drawn = p.dt == DTYPE_E4M3 ? DTYPE_FP32 : p.dt; /* FP8: quantized below */
+    random_slices(p.Q, c.B * c.H, c.N, c.d, 0, c.N, c.qscale, drawn, rng_mix(seed, 1));
+    random_slices(p.K, c.B * c.H_kv, c.N_kv, c.d, 0, c.N_kv, 1.f, drawn, rng_mix(seed, 2));
+    random_slices(p.V, c.B * c.H_kv, c.N_kv, c.d, 0, c.N_kv, 1.f, drawn, rng_mix(seed, 3));
+    if (c.outliers)
+        for (int k = 0; k < 3; ++k) {
+            std::vector<float> &X = input(p, k);
+            fp8_add_outliers(X.data(), X.size(), rng_mix(seed, 20 + k));
+            for (float &x : X) x = round_value(x, drawn);
+        }
     for (int b = 0; b < c.B; ++b)
         for (int h = 0; h < c.H_kv; ++h)
             for (size_t e = (size_t)p.seqlens[b] * c.d; e < (size_t)c.N_kv * c.d; ++e) {
                 const size_t at = ((size_t)b * c.H_kv + h) * c.N_kv * c.d + e;
                 p.K[at] = p.V[at] = NAN;
             }
+    if (p.dt == DTYPE_E4M3)
+        for (int k = 0; k < 3; ++k) {
+            p.raw[k] = input(p, k);
+            quantize_input(p, k, true);
+        }
     for (int k = 0; k < 3; ++k) upload(p, k);
 }
 
@@ -123,24 +175,36 @@ static Problem *problem_new(const shape_case &c0, dtype_t dt, uint64_t seed, boo
     p.host = host;
     p.n = (size_t)c.B * c.H * c.N * c.d;
     p.nkv = (size_t)c.B * c.H_kv * c.N_kv * c.d;
-    p.guarded_arrays = N_BUFFERS + (c.ragged ? 1 : 0);
+    const bool fp8 = dt == DTYPE_E4M3;
+    const int oes = esize(out_dtype(dt));
+    p.guarded_arrays = N_BUFFERS + (c.ragged ? 1 : 0) + (fp8 ? 3 : 0);
     p.launch = launch;
     p.kernels = "the lesson's kernel";
     /* device: Q, K, V, O, L and their guards (and seqlens_kv); host: Q, K, V in fp32, an upload
      * buffer and two copies of O, or only the two copies when the device fills the inputs.
      * Checked first: the fp32 host copies would otherwise fail first, with an uncaught bad_alloc. */
     require_memory(c, dt,
-                   (2 * p.n + 2 * p.nkv) * esize(dt) + sizeof(float) * (size_t)c.B * c.H * c.N +
-                       N_BUFFERS * 2 * GUARD_BYTES + (c.ragged ? 2 * GUARD_BYTES + 4 * (size_t)c.B : 0),
-                   host ? (p.n + 2 * p.nkv) * sizeof(float) + (std::max(p.n, p.nkv) + 2 * p.n) * esize(dt)
-                        : 2 * p.n * esize(dt),
+                   (p.n + 2 * p.nkv) * esize(dt) + p.n * oes + sizeof(float) * (size_t)c.B * c.H * c.N +
+                       N_BUFFERS * 2 * GUARD_BYTES + (c.ragged ? 2 * GUARD_BYTES + 4 * (size_t)c.B : 0) +
+                       (fp8 ? 3 * 2 * GUARD_BYTES + sizeof(float) * (p.n + 2 * p.nkv) / FP8_BLOCK_ROWS : 0),
+                   host ? (p.n + 2 * p.nkv) * sizeof(float) * (fp8 ? 2 : 1) + std::max(p.n, p.nkv) * esize(dt) +
+                              2 * p.n * oes
+                        : 2 * p.n * oes,
                    "Q, K, V, O and L");
     p.seqlens = draw_seqlens(c, seed);
     for (int k = 0; k < 3; ++k)
         guarded_alloc_or_exit(&p.in[k], k ? p.nkv : p.n, esize(dt), nan_of(esize(dt)), c, dt, k ? "each of K, V" : "Q");
+    for (int k = 0; k < 3; ++k) {
+        p.scales[k].raw = NULL;
+        p.scales[k].data = NULL;
+        if (fp8) /* NaN guards: a descale read past either end makes NaN */
+            guarded_alloc_or_exit(&p.scales[k], fp8_scale_count(k ? c.B * c.H_kv : c.B * c.H, k ? c.N_kv : c.N,
+                                                                c.fp8_tensor ? 0 : FP8_BLOCK_ROWS),
+                                  4, NAN32, c, dt, "the descale factors");
+    }
     if (host) fill_inputs_on_host(p, seed);
     else fill_inputs_on_device(p, seed);
-    add_output(p, "O", dt, c.d);
+    add_output(p, "O", out_dtype(dt), c.d);
     add_output(p, "L", DTYPE_FP32, 1);
     p.lens.raw = NULL;
     p.lens.data = NULL;
@@ -156,6 +220,13 @@ static Problem *problem_new(const shape_case &c0, dtype_t dt, uint64_t seed, boo
     a.Q = p.in[0].data; a.K = p.in[1].data; a.V = p.in[2].data;
     a.O = p.out[OUT_O].buf.data; a.L = (float *)p.out[OUT_L].buf.data; a.stream = p.stream;
     a.N_kv = c.N_kv; a.H_kv = c.H_kv; a.seqlens_kv = c.ragged ? (const int *)p.lens.data : NULL;
+    if (fp8) {
+        a.fp8.q_rows = a.fp8.kv_rows = c.fp8_tensor ? 0 : FP8_BLOCK_ROWS;
+        a.fp8.hadamard = c.hadamard;
+        a.fp8.descale_q = (const float *)p.scales[0].data;
+        a.fp8.descale_k = (const float *)p.scales[1].data;
+        a.fp8.descale_v = (const float *)p.scales[2].data;
+    }
     return pp;
 }
 
@@ -171,6 +242,7 @@ static problem_core *decode_alloc(const shape_case &c, dtype_t dt, uint64_t seed
 static void release(problem_core *pc) {
     Problem &p = fwd(*pc);
     for (int k = 0; k < 3; ++k) guarded_free(&p.in[k]);
+    for (int k = 0; k < 3; ++k) guarded_free(&p.scales[k]);
     free_outputs(p);
     guarded_free(&p.lens);
     CUDA_CHECK(cudaStreamDestroy(p.stream));
@@ -245,8 +317,8 @@ static void forward_tolerances(const Problem &p, const graded_rows &g, tolerance
     if (p.dt == DTYPE_FP32)
         snprintf(desc, cap, "|err| <= 1e-5 + 3 x %.2g (plain fp32 reference's max error) + 1e-4*|ref|", eO);
     else /* FlashAttention's test rule: at most 2x the error of a same-precision reference */
-        snprintf(desc, cap, "|err| <= 2 x %.2g (%s reference's max error) + %.0e", eO, dtype_name(p.dt),
-                 tolerance_abs_term(&TOL_RULE_OUTPUT, p.dt));
+        snprintf(desc, cap, "|err| <= 2 x %.2g (%s reference's max error) + %.0e", eO,
+                 p.dt == DTYPE_E4M3 ? "plain FP8" : dtype_name(p.dt), tolerance_abs_term(&TOL_RULE_OUTPUT, p.dt));
 }
 
 /* ---- the diagnosis when one of O and L is right ---- */
@@ -295,7 +367,8 @@ static std::string diagnose_one_wrong(const Problem &p, const graded_rows &g, co
         for (size_t q = 0; q < bad.size(); ++q) {
             const int bh = g.rows[bad[q]].first, i = g.rows[bad[q]].second;
             for (size_t col = 0; col < d; ++col)
-                got[q * d + col] = decode_value(r.out[OUT_O].data(), ((size_t)bh * c.N + i) * d + col, p.dt, &po);
+                got[q * d + col] = decode_value(r.out[OUT_O].data(), ((size_t)bh * c.N + i) * d + col,
+                                                p.out[OUT_O].dt, &po);
             orow.push_back({&g.ref[OUT_O][bad[q] * d], &got[q * d], c.d, exp(g.ref[OUT_L][bad[q]] - m[q])});
         }
         diagnose_O(orow.data(), (int)orow.size(), buf, sizeof buf);
@@ -335,6 +408,37 @@ static std::string forward_report(const std::string &outside, const grade_report
     return why;
 }
 
+/* What FP8 costs, for the pass line: the RMSE of run r's O, and of the plain FP8 attention's,
+ * against the float64 attention of the unquantized (raw) inputs on the graded rows. */
+static std::string fp8_cost(const Problem &p, const graded_rows &g, const run_result &r) {
+    const shape_case &c = p.c;
+    const size_t R = g.rows.size(), d = c.d;
+    std::vector<double> ref(R * d);
+#pragma omp parallel for schedule(dynamic, 8)
+    for (long k = 0; k < (long)R; ++k) {
+        const int bh = g.rows[k].first, i = g.rows[k].second;
+        const size_t kv = kv_slice(p, bh);
+        double L;
+        attention_prefix_f64(&p.raw[0][((size_t)bh * c.N + i) * d], &p.raw[1][kv], &p.raw[2][kv],
+                             visible_keys(p, bh / c.H, i), c.d, p.args.scale, &ref[k * d], &L);
+    }
+    double se = 0, se_plain = 0;
+    int po;
+    for (size_t k = 0; k < R; ++k)
+        for (size_t col = 0; col < d; ++col) {
+            const size_t at = ((size_t)g.rows[k].first * c.N + g.rows[k].second) * d + col;
+            const double e = decode_value(r.out[OUT_O].data(), at, p.out[OUT_O].dt, &po) - ref[k * d + col];
+            const double ep = g.plain[OUT_O][k * d + col] - ref[k * d + col];
+            se += e * e;
+            se_plain += ep * ep;
+        }
+    char buf[200];
+    snprintf(buf, sizeof buf, "; vs unquantized inputs (%s%s): O rmse %.3g, plain FP8 %.3g",
+             c.fp8_tensor ? "per-tensor scales" : "block scales", c.hadamard ? ", Hadamard" : "",
+             sqrt(se / (R * d)), sqrt(se_plain / (R * d)));
+    return buf;
+}
+
 /* Grades O and L of run r on the picked rows (every other element must be written), and prints
  * the FAIL block when a bad element or a write outside them shows. */
 static verdict grade(problem_core &pc, const run_result &r, uint64_t seed) {
@@ -368,6 +472,7 @@ static verdict grade(problem_core &pc, const run_result &r, uint64_t seed) {
         char buf[256];
         snprintf(buf, sizeof buf, "max err O %.2g, L %.2g (%s)", rep[OUT_O].max_abs, rep[OUT_L].max_abs, tol_desc);
         v.detail = buf;
+        if (p.dt == DTYPE_E4M3) v.detail += fp8_cost(p, g, r);
         return v;
     }
     print_fail_block(p, false, forward_report(outside, rep, only, tol_desc), rep);
@@ -413,10 +518,13 @@ static bool causal_check(Problem &p, const run_result &r1, uint64_t seed, const 
         if (k > 0 && pos >= splits[k - 1]) continue;
         std::vector<int> from(c.B);
         for (int b = 0; b < c.B; ++b) from[b] = p.seqlens[b] - c.N + pos;
-        random_slice_rows(p.K, c.B * c.H_kv, c.N_kv, c.d, c.H_kv, from.data(), p.seqlens.data(), 1.f, p.dt,
-                          rng_mix(seed, 4 + 2 * k));
-        random_slice_rows(p.V, c.B * c.H_kv, c.N_kv, c.d, c.H_kv, from.data(), p.seqlens.data(), 1.f, p.dt,
-                          rng_mix(seed, 5 + 2 * k));
+        const bool fp8 = p.dt == DTYPE_E4M3; /* redraw the raw values, quantize with the kernel's scales */
+        const dtype_t drawn = fp8 ? DTYPE_FP32 : p.dt;
+        random_slice_rows(fp8 ? p.raw[1] : p.K, c.B * c.H_kv, c.N_kv, c.d, c.H_kv, from.data(), p.seqlens.data(),
+                          1.f, drawn, rng_mix(seed, 4 + 2 * k));
+        random_slice_rows(fp8 ? p.raw[2] : p.V, c.B * c.H_kv, c.N_kv, c.d, c.H_kv, from.data(), p.seqlens.data(),
+                          1.f, drawn, rng_mix(seed, 5 + 2 * k));
+        for (int w = 1; w < 3 && fp8; ++w) quantize_input(p, w, false);
         upload(p, 1);
         upload(p, 2);
         run_once(p, o.timeout_s, r2);

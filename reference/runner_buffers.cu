@@ -6,15 +6,17 @@
 #include "cuda_check.h"
 #include "gpu_env.h"
 extern "C" {
+#include "fp8.h"
 #include "rng.h"
 }
 
-int dtype_size(dtype_t t) { return t == DTYPE_FP32 ? 4 : 2; }
+int dtype_size(dtype_t t) { return t == DTYPE_FP32 ? 4 : t == DTYPE_E4M3 ? 1 : 2; }
 
 void encode_values(const float *src, void *dst, size_t n, dtype_t t) {
     for (size_t i = 0; i < n; ++i) {
         if (t == DTYPE_FP32) ((float *)dst)[i] = src[i];
         else if (t == DTYPE_FP16) ((__half *)dst)[i] = __float2half_rn(src[i]);
+        else if (t == DTYPE_E4M3) ((uint8_t *)dst)[i] = e4m3_encode(src[i]);
         else ((__nv_bfloat16 *)dst)[i] = __float2bfloat16_rn(src[i]);
     }
 }
@@ -28,6 +30,11 @@ double decode_value(const void *raw, size_t i, dtype_t t, int *poisoned) {
         memcpy(&f, &u, 4);
         return f;
     }
+    if (t == DTYPE_E4M3) {
+        const uint8_t c = ((const uint8_t *)raw)[i];
+        *poisoned = c == NAN8;
+        return e4m3_decode(c);
+    }
     uint16_t u;
     memcpy(&u, (const char *)raw + 2 * i, 2);
     *poisoned = u == POISON16;
@@ -38,6 +45,7 @@ double decode_value(const void *raw, size_t i, dtype_t t, int *poisoned) {
 float round_value(float x, dtype_t t) {
     if (t == DTYPE_FP16) return __half2float(__float2half_rn(x));
     if (t == DTYPE_BF16) return __bfloat162float(__float2bfloat16_rn(x));
+    if (t == DTYPE_E4M3) return round_e4m3(x);
     return x;
 }
 

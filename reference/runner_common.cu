@@ -27,6 +27,8 @@ bool is_decode(const shape_case &c0) {
 
 bool decode_lesson() { return (LESSON.flags & LESSON_DECODE) != 0; }
 
+bool fp8_lesson() { return (LESSON.dtypes & DTYPE_BIT(DTYPE_E4M3)) != 0; }
+
 bool lesson_supports_d(int d) {
     for (int k = 0; k < 8 && LESSON.head_dims[k]; ++k)
         if (LESSON.head_dims[k] == d) return true;
@@ -77,6 +79,11 @@ int runner_options(int argc, char **argv, options &o, const char *causal_from, c
                 LESSON.number);
         return EXIT_USAGE;
     }
+    if ((o.given & GIVEN_FP8) && !fp8_lesson()) {
+        fprintf(stderr, "%s: lesson %02d does not take FP8 inputs (--quant, --hadamard, --outliers): lesson 14 "
+                "(FP8 attention) takes them\n", prog, LESSON.number);
+        return EXIT_USAGE;
+    }
     if (resolve_shape(&o, decode_lesson(), err, sizeof err)) { fprintf(stderr, "%s: %s\n", prog, err); return EXIT_USAGE; }
     if (o.dtype >= 0 && !(LESSON.dtypes & DTYPE_BIT(o.dtype))) {
         fprintf(stderr, "%s: --dtype %s is not supported by lesson %02d: expected one of %s\n", prog,
@@ -103,6 +110,9 @@ shape_case bench_shape(const options &o) {
     shape_case b = {"bench", o.B, o.H, o.N, o.shape_given ? o.d : (lesson_supports_d(BENCH_D) ? BENCH_D : LESSON.head_dims[0]),
                     o.causal, 1.f, 0, 0, 0};
     if (decode_lesson()) b = {"bench", o.B, o.H, o.N, o.d, o.causal, 1.f, o.N_kv, o.H_kv, o.ragged};
+    b.outliers = o.outliers;
+    b.fp8_tensor = o.quant_tensor;
+    b.hadamard = o.hadamard;
     return normalized(b);
 }
 
@@ -155,6 +165,11 @@ std::vector<shape_case> case_matrix(bool causal_edges) {
         m.push_back({"N=1000", 1, 2, 1000, d1, 1, 1.f});
         m.push_back({"x30", 1, 2, 300, d1, 1, 30.f});
         m.push_back({"bench", BENCH_B, BENCH_H, BENCH_N, db, 1, 1.f});
+    }
+    if (fp8_lesson()) { /* FlashAttention-3's FP8 test inputs: N(0, 1) with 0.1% of them x10 */
+        shape_case o = {"outlier", 1, 4, 1024, d1, 0, 1.f};
+        o.outliers = 1;
+        m.push_back(o);
     }
     for (shape_case &c : m) c = normalized(c);
     return m;
@@ -305,9 +320,12 @@ void print_failure_pattern(const std::vector<case_outcome> &v, const char *what_
 
 void print_rerun(const shape_case &c0, int dt, uint64_t run_seed) {
     const shape_case c = normalized(c0);
+    const std::string fp8 = std::string(c.outliers ? " --outliers" : "") + (c.fp8_tensor ? " --quant tensor" : "") +
+                            (c.hadamard ? " --hadamard" : "");
     if (!is_decode(c))
-        printf("          rerun: ./%s -b %d -H %d -n %d -d %d --dtype %s%s --seed %llu --check-only\n", runner_prog,
-               c.B, c.H, c.N, c.d, dtype_name(dt), c.causal ? " --causal" : "", (unsigned long long)run_seed);
+        printf("          rerun: ./%s -b %d -H %d -n %d -d %d --dtype %s%s%s --seed %llu --check-only\n", runner_prog,
+               c.B, c.H, c.N, c.d, dtype_name(dt), c.causal ? " --causal" : "", fp8.c_str(),
+               (unsigned long long)run_seed);
     else
         printf("          rerun: ./%s -b %d -H %d -n %d -d %d --kv-seq %d --kv-heads %d%s --dtype %s%s --seed %llu "
                "--check-only\n", runner_prog, c.B, c.H, c.N, c.d, c.N_kv, c.H_kv, c.ragged ? " --ragged" : "",
@@ -316,8 +334,9 @@ void print_rerun(const shape_case &c0, int dt, uint64_t run_seed) {
 
 void print_case_line(bool ok, const shape_case &c, int dt, const std::string &detail, uint64_t run_seed) {
     if (ok)
-        printf("    pass  %-6s %s  %s%s%s  %s\n", c.name, dtype_name(dt), shape_text(c).c_str(),
-               c.causal ? " causal" : "", c.qscale != 1.f ? " x30 logits" : "", detail.c_str());
+        printf("    pass  %-6s %s  %s%s%s%s  %s\n", c.name, dtype_name(dt), shape_text(c).c_str(),
+               c.causal ? " causal" : "", c.qscale != 1.f ? " x30 logits" : "", c.outliers ? " outliers" : "",
+               detail.c_str());
     else
         print_rerun(c, dt, run_seed);
     fflush(stdout);

@@ -27,12 +27,19 @@ struct shape_case {
      * 0 in a case list means N_kv = N, H_kv = H (normalized() fills them in). */
     int N_kv, H_kv;
     int ragged; /* 1: per-sequence KV lengths drawn from the case seed (seqlens_kv) */
+    /* FP8 inputs (dtype e4m3; attention.h, attn_fp8): outliers (0.1% of the inputs x10, any
+     * dtype), and how e4m3 inputs are quantized: one scale per tensor instead of per block of
+     * FP8_BLOCK_ROWS rows, Q and K rotated by the Hadamard matrix first. From the command line
+     * (--outliers, --quant tensor, --hadamard) or the case matrix (the outlier case). */
+    int outliers, fp8_tensor, hadamard;
 };
 shape_case normalized(shape_case c);
 /* A shape only a decode lesson takes: N_kv != N, grouped heads (H_kv < H), or ragged lengths. */
 bool is_decode(const shape_case &c);
 /* The lesson declares LESSON_DECODE (lesson 12). */
 bool decode_lesson();
+/* The lesson declares DTYPE_E4M3 (lesson 14): the FP8 options and the outlier case are its. */
+bool fp8_lesson();
 
 /* The program name the rerun lines print ("lesson3"); set by runner_options. */
 extern const char *runner_prog;
@@ -56,7 +63,8 @@ int runner_options(int argc, char **argv, options &o, const char *causal_from, c
 size_t runner_gpu_init(gpu_env &g, const options &o);
 
 /* The timed shape: the command line's (the course's bench shape by default, a decode lesson's
- * decode step), at d = 64 when the lesson has it and no -d was given. */
+ * decode step), at d = 64 when the lesson has it and no -d was given; with the command line's
+ * FP8 options (outliers, fp8_tensor, hadamard). */
 shape_case bench_shape(const options &o);
 
 /* The fixed case matrix: tiny, N = 1, N not a multiple of any tile, several B*H, both ends of
@@ -64,7 +72,8 @@ shape_case bench_shape(const options &o);
  * supports it (with `causal_edges`, also causal N = 1 and N = 77 at the largest d, which the
  * backward's dependency tests need). A decode lesson gets its own matrix instead: KV length 1,
  * group sizes 1, 4, 8, one and 16 new queries, ragged lengths, causal aligned to the end, x30,
- * long caches split many ways, three ordinary shapes, the decode bench shape. */
+ * long caches split many ways, three ordinary shapes, the decode bench shape. An FP8 lesson
+ * (fp8_lesson) also gets FlashAttention-3's outlier case. */
 std::vector<shape_case> case_matrix(bool causal_edges);
 
 /* --fuzz K: K random valid shapes, deterministic in seed. B 1..4, H 1..6, N log-uniform in

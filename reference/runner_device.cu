@@ -87,7 +87,8 @@ void gpu_require_cc(const gpu_env *g, int lesson, int needs_cc) {
 }
 
 double gpu_peak(const gpu_env *g, dtype_t dtype) {
-    return dtype == DTYPE_FP32 ? g->peak_fp32 : g->peak_tensor16;
+    /* FP8 tensor cores do twice the fp16 rate on Hopper (dense: 1979 TFLOP/s on the H100 SXM) */
+    return dtype == DTYPE_FP32 ? g->peak_fp32 : dtype == DTYPE_E4M3 ? 2 * g->peak_tensor16 : g->peak_tensor16;
 }
 
 void wait_stream(cudaStream_t stream, double timeout_s, const char *what) {
@@ -125,6 +126,7 @@ __global__ void fill_u16(uint16_t *p, size_t n, uint16_t v) {
 void fill_pattern(void *p, size_t n, int elem_bytes, uint32_t pattern, cudaStream_t s) {
     if (n == 0) return;
     unsigned blocks = (unsigned)std::min<size_t>((n + 255) / 256, 65535);
+    if (elem_bytes == 1) { CUDA_CHECK(cudaMemsetAsync(p, (int)(pattern & 0xff), n, s)); return; }
     if (elem_bytes == 4) fill_u32<<<blocks, 256, 0, s>>>((uint32_t *)p, n, pattern);
     else fill_u16<<<blocks, 256, 0, s>>>((uint16_t *)p, n, (uint16_t)pattern);
     CUDA_CHECK(cudaGetLastError());

@@ -48,6 +48,11 @@ static int grade_cases(const runner_kind &K, const options &o, const shape_case 
         cases = {custom};
     } else {
         cases = o.fuzz ? fuzz_shapes(o.fuzz, o.seed) : case_matrix(K.causal_edges);
+        for (shape_case &c : cases) { /* the command line's FP8 quantization, for every case */
+            c.outliers |= o.outliers;
+            c.fp8_tensor = o.quant_tensor;
+            c.hadamard = o.hadamard;
+        }
     }
     printf("Grading against float64 on the CPU (%zu cases x %s):\n", cases.size(),
            o.dtype >= 0 ? dtype_name(o.dtype) : lesson_dtypes().c_str());

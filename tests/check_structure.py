@@ -26,7 +26,8 @@ MAX_KERNEL_LINES = 200
 MAX_SOLUTION_LINES = 850
 # header in reference/include -> the lesson (folder number) that teaches its wrappers, or None
 # when no lesson writes them (they are given wherever they are used)
-HEADERS = {"ptx_mma.h": "07", "ptx_cp_async.h": "08", "ptx_hopper.h": "09", "ptx_hopper_bwd.h": "13", "ptx_memory.h": None}
+HEADERS = {"ptx_mma.h": "07", "ptx_cp_async.h": "08", "ptx_hopper.h": "09", "ptx_hopper_bwd.h": "13",
+           "ptx_hopper_fp8.h": "14", "ptx_memory.h": None}
 
 
 def strip_comments(text):

@@ -16,8 +16,11 @@ extern "C" {
 #endif
 
 /* Element types. The float64 reference is always computed from the values
- * actually stored in the inputs (after rounding to the dtype). */
-typedef enum { DTYPE_FP32 = 0, DTYPE_FP16 = 1, DTYPE_BF16 = 2, DTYPE_COUNT = 3 } dtype_t;
+ * actually stored in the inputs (after rounding to the dtype).
+ * DTYPE_E4M3 (lesson 14, FP8): Q, K, V hold OCP FP8 e4m3 codes (1 sign, 4 exponent bits with
+ * bias 7, 3 mantissa bits; largest finite 448, 0x7F/0xFF NaN), each meaning descale * value,
+ * with the descale factors of attn_args (attn_fp8 below); O is written in bf16, L in fp32. */
+typedef enum { DTYPE_FP32 = 0, DTYPE_FP16 = 1, DTYPE_BF16 = 2, DTYPE_E4M3 = 3, DTYPE_COUNT = 4 } dtype_t;
 #define DTYPE_BIT(t) (1u << (t))
 
 /* Return values of a lesson's entry point. */
@@ -41,6 +44,22 @@ enum {
     EXIT_OOM = 7              /* the method could not allocate its workspace */
 };
 
+/* How FP8 inputs were quantized (dtype DTYPE_E4M3; lesson 14). The harness draws Q, K, V in
+ * float, optionally rotates Q and K along d (hadamard), and stores code = e4m3(x / descale)
+ * with descale = amax / 448 over a block: one scale for the whole tensor (rows = 0), or one per
+ * `rows` consecutive rows of each (b, h) slice (block quantization; FP8_BLOCK_ROWS). The
+ * descale arrays are device floats: [1] for a whole tensor, else [B*H][ceil(N / rows)] for Q and
+ * [B*H_kv][ceil(N_kv / rows)] for K and V, block k of slice bh at bh * ceil(N / rows) + k.
+ * Every other dtype gets all zeros and NULL pointers. */
+#define FP8_BLOCK_ROWS 128
+#define FP8_E4M3_MAX 448.0f
+typedef struct {
+    int q_rows, kv_rows;   /* rows per scale block of Q, and of K and V; 0: one scale per tensor */
+    int hadamard;          /* 1: Q and K were multiplied by the orthonormal Hadamard matrix of size d
+                              (incoherent processing); Q K^T is unchanged, so the kernel does nothing */
+    const float *descale_q, *descale_k, *descale_v; /* device: the value of a code is descale * code */
+} attn_fp8;
+
 /* Everything a GPU lesson's forward pass receives. All pointers are device
  * pointers, written/read on `stream` (a cudaStream_t, kept as void* so this
  * header stays plain C). */
@@ -48,7 +67,7 @@ typedef struct {
     int B, H, N, d;     /* batch, heads, sequence length, head dimension */
     int causal;         /* 1: mask keys j > i */
     float scale;        /* softmax scale, 1/sqrt(d) unless the caller says otherwise */
-    dtype_t dtype;      /* element type of Q, K, V and O */
+    dtype_t dtype;      /* element type of Q, K, V and O (DTYPE_E4M3: O is bf16) */
     const void *Q, *K, *V;
     void *O;
     float *L;           /* logsumexp per row, always fp32 */
@@ -61,6 +80,7 @@ typedef struct {
     const int *seqlens_kv;  /* NULL, or [B] device ints: sequence b uses keys 0 .. seqlens_kv[b] - 1,
                                1 <= seqlens_kv[b] <= N_kv; rows past it hold NaN. With causal, query i
                                of N sees keys j <= seqlens_kv[b] - N + i (aligned to the end of the cache) */
+    attn_fp8 fp8;           /* dtype DTYPE_E4M3 only (O is then bf16); zeros otherwise */
 } attn_args;
 
 /* Flags a lesson declares in lesson_info.flags. */

@@ -71,7 +71,9 @@ void gpu_init(gpu_env *g, int quiet) {
     if (!quiet) printf("GPU: host simulation (tests/hostsim): kernels emulated on the CPU\n");
 }
 void gpu_require_cc(const gpu_env *, int, int) {}
-double gpu_peak(const gpu_env *g, dtype_t t) { return t == DTYPE_FP32 ? g->peak_fp32 : g->peak_tensor16; }
+double gpu_peak(const gpu_env *g, dtype_t t) {
+    return t == DTYPE_FP32 ? g->peak_fp32 : t == DTYPE_E4M3 ? 2 * g->peak_tensor16 : g->peak_tensor16;
+}
 void wait_stream(cudaStream_t, double, const char *) {}
 void fill_pattern(void *p, size_t n, int es, uint32_t pattern, cudaStream_t) {
     for (size_t i = 0; i < n; ++i) memcpy((char *)p + i * es, &pattern, es);

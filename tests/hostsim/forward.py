@@ -11,6 +11,8 @@ fake_device.cpp (a CUDA runtime on host memory), linked with
   - forward_lesson.cpp, a stand-in lesson computing the plain same-precision attention on the CPU,
     built as an ordinary lesson (lessons 02-08's options and matrix) and as a decode lesson
     (LESSON_DECODE: lesson 12's), with one bug planted per run by HOSTSIM_BUG;
+  - fp8_lesson.cpp, a stand-in FP8 lesson (--dtype e4m3, lesson 14's interface) computing what
+    lesson 14's kernel computes on the CPU, with its bugs planted the same way;
   - solutions 03 and 05, their kernels on the fp32 emulator (tests/fp32_emu).
 Each check names a command line, the exit status it must end with and text its output must hold:
 passes, refusals (exit 2 with the valid values), the CSV row, and the diagnosis of each planted
@@ -57,6 +59,21 @@ CHECKS = [
      r"changing the last \d+ keys of each sequence"),
     ("dec", "gqa", "--fuzz 6 --seed 1 --dtype fp16", 1,
      r"diagnosis: only the grouped-query cases \(H_kv < H\) fail"),
+    # FP8 inputs (--dtype e4m3; lesson 14's interface): fp8_lesson.cpp computes what lesson 14's kernel does
+    ("fp8", "", "-b 1 -H 4 -n 1024 -d 128 --outliers --check-only",
+     0, r"pass  custom e4m3  B=1 H=4 N=1024 d=128 outliers .*plain FP8 reference's max error.*vs unquantized inputs \(block scales\): O rmse"),
+    ("fp8", "", "-b 1 -H 2 -n 300 -d 128 --causal --hadamard --quant tensor --check-only",
+     0, r"vs unquantized inputs \(per-tensor scales, Hadamard\)"),
+    ("fp8", "", "-b 2 -H 3 -n 77 -d 64 --causal --check-only", 0, r"1 of 1 cases passed"),
+    ("fp8", "", "--quant rows", 2, r"--quant 'rows' is not valid: expected block or tensor"),
+    ("fwd", "", "--hadamard", 2, r"lesson 05 does not take FP8 inputs .* lesson 14 \(FP8 attention\) takes them"),
+    ("fwd", "", "--dtype e4m3", 2, r"--dtype e4m3 is not supported by lesson 05: expected one of fp32, fp16, bf16"),
+    ("fp8", "descale2", "-b 1 -H 2 -n 300 -d 128 --check-only", 1, r"every row is wrong"),
+    ("fp8", "pscale", "-b 1 -H 2 -n 300 -d 128 --check-only", 1, r"L passes \(so m and l are right\); O is wrong"),
+    ("fp8", "blockrow", "-b 1 -H 2 -n 300 -d 128 --outliers --check-only", 1, r"0 of 1 cases passed"),
+    ("fp8", "hadamardq", "-b 1 -H 2 -n 300 -d 128 --hadamard --check-only", 1, r"0 of 1 cases passed"),
+    ("fp8", "tensor", "-b 1 -H 2 -n 300 -d 128 --outliers --check-only", 1, r"0 of 1 cases passed"),
+    ("fp8", "", "-b 1 -H 2 -n 300 -d 128 --causal --seed 5 --check-only --outliers", 0, r"PASS"),
     ("sol03", "", "-b 2 -H 3 -n 77 -d 64 --check-only", 0, r"1 of 1 cases passed"),
     ("sol03", "", "--causal", 2, r"lesson 03 does not support --causal \(causal masking starts in lesson 05\)"),
     ("sol05", "", "-b 1 -H 2 -n 130 -d 128 --causal --check-only", 0, r"1 of 1 cases passed"),
@@ -70,7 +87,7 @@ def sh(cmd, env=None):
 
 
 def build():
-    """The four binaries in build/hostsim/forward/; an error text or None."""
+    """The five binaries in build/hostsim/forward/; an error text or None."""
     out = os.path.join(BUILD, "forward")
     os.makedirs(out, exist_ok=True)
     base = [CXX, "-O2", "-std=c++17", "-fopenmp", "-w", "-I" + CUDA_INC, "-Ireference/include", "-Ireference"]
@@ -79,6 +96,9 @@ def build():
                      ["-o", os.path.join(out, name), "-lm"])
         if rc:
             return log
+    rc, log = sh(base + ["tests/hostsim/fp8_lesson.cpp"] + OBJ + ["-o", os.path.join(out, "fp8"), "-lm"])
+    if rc:
+        return log
     for n in ("03", "05"):
         src = sorted(glob.glob(os.path.join(ROOT, "solutions", n + "-*", "*.cu")))
         if not src:

@@ -1,0 +1,40 @@
+/* fp8.h: FP8 inputs for lesson 14 (dtype DTYPE_E4M3; attention.h, attn_fp8), plain C: the e4m3
+ * encoding, quantization with per-tensor or per-block scales, the Hadamard rotation of
+ * incoherent processing, and the outlier inputs of FlashAttention-3's FP8 test. The runner
+ * (runner_attention.cu) and the unit tests (tests/test_fp8.c) use them. */
+#ifndef FP8_H
+#define FP8_H
+#include <stddef.h>
+#include <stdint.h>
+
+/* OCP e4m3 (the H100's __nv_fp8_e4m3): round to nearest even, saturating to +-448 (what
+ * cvt.rn.satfinite.e4m3x2.f32 does); NaN gives 0x7F. Subnormals go down to 2^-9. */
+uint8_t e4m3_encode(float x);
+float e4m3_decode(uint8_t code);
+static inline float round_e4m3(float x) { return e4m3_decode(e4m3_encode(x)); }
+
+/* The scale P is multiplied by before it is rounded to e4m3 in the plain FP8 reference
+ * (cpu_reference.c): P <= 1 becomes <= 256, far from e4m3's subnormals; a power of two, so the
+ * scaling itself rounds nothing. A kernel may choose its own. */
+#define FP8_P_SCALE 256.0f
+
+/* Quantizes X, S slices of [N, d] floats (NaN entries ignored for the scales): per block of
+ * `rows` rows of each slice (rows = 0: one block for the whole tensor), descale = amax / 448
+ * (1 for an all-zero block), codes[e] = e4m3(X[e] / descale). With fresh = 0 the descale array
+ * is kept as given (re-quantizing redrawn rows with the scales the kernel already has). deq[e],
+ * when not NULL, receives descale * decode(codes[e]) as float: the value the kernel sees.
+ * descale holds fp8_scale_count(S, N, rows) floats, block k of slice s at s * ceil(N/rows) + k. */
+size_t fp8_scale_count(int S, int N, int rows);
+void fp8_quantize(const float *X, int S, int N, int d, int rows, int fresh, float *descale, uint8_t *codes,
+                  float *deq);
+
+/* Multiplies each of the n_rows rows of X ([n_rows, d], d a power of two) by the orthonormal
+ * Hadamard matrix H_d / sqrt(d) (Sylvester's construction, fast Walsh-Hadamard transform in
+ * double). Rows holding NaN stay NaN. Q K^T is unchanged when both are rotated. Returns -1
+ * when d is not a power of two (X untouched), else 0. */
+int fp8_hadamard_rows(float *X, size_t n_rows, int d);
+
+/* FlashAttention-3's outlier inputs: each element of X[0..n) is multiplied by 10 with
+ * probability 1/1000, drawn from seed. */
+void fp8_add_outliers(float *X, size_t n, uint64_t seed);
+#endif
