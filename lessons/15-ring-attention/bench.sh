@@ -70,7 +70,7 @@ run virtual2-causal timeline-virtual2 -n $((2 * NPER)) --causal
 
 if [ "${SKIP_TORCH:-0}" != 1 ]; then
   timeout 240 python3 -m torch.distributed.run --standalone --nproc-per-node "$P" lessons/15-ring-attention/torch_ring.py \
-    --b "$B" --h "$H" --n "$N" --d "$D" --reps "$REPS" --csv "$out/torch.csv" 2>&1 | tail -n 20 | tee "$out/torch.log"
+    --batch "$B" --heads "$H" --seqlen "$N" --head-dim "$D" --reps "$REPS" --csv "$out/torch.csv" 2>&1 | tail -n 20 | tee "$out/torch.log"
 fi
 
 python3 - "$out" "$P" <<'EOF'

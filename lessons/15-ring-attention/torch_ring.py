@@ -21,10 +21,10 @@ import torch.nn.functional as F
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--b", type=int, default=1)
-    ap.add_argument("--h", type=int, default=16)
-    ap.add_argument("--n", type=int, default=65536)
-    ap.add_argument("--d", type=int, default=128)
+    ap.add_argument("--batch", dest="b", type=int, default=1)
+    ap.add_argument("--heads", dest="h", type=int, default=16)
+    ap.add_argument("--seqlen", dest="n", type=int, default=65536)
+    ap.add_argument("--head-dim", dest="d", type=int, default=128)
     ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--csv", default="torch.csv")
     args = ap.parse_args()
