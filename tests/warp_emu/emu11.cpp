@@ -19,8 +19,8 @@
  * shared-store hazards (emu.h), and the emulator's own errors must be zero.
  * `quick` runs the shapes `make test` needs; no argument runs more. */
 #define EMU11_DRIVER
-#include "emu_host11.h"
-/* The lesson's host code is compiled too: the runtime calls it makes that emu_host11.h leaves
+#include "emu_host.h"
+/* The lesson's host code is compiled too: the runtime calls it makes that emu_host.h leaves
  * to the host simulation's fake device. This driver never calls them. */
 extern "C" {
 cudaError_t CUDARTAPI cudaMalloc(void **p, size_t) { *p = nullptr; return cudaErrorMemoryAllocation; }

@@ -75,7 +75,7 @@ def build(src, out):
         return "HOSTSIM_OBJ is empty: run through make (make hostsim-11)"
     inc = os.path.join(os.path.dirname(NVCC), "..", "include")
     rc, log = sh([CXX, "-O1", "-std=c++20", "-fopenmp", "-w", "-I" + inc, "-Itests/warp_emu", "-Ireference/include", "-Ireference",
-                  "-include", "emu_host11.h", "-x", "c++", kcpp, "-x", "none"] + objs +
+                  "-include", "emu_host.h", "-x", "c++", kcpp, "-x", "none"] + objs +
                  ["-o", out, "-lpthread", "-lm"])
     return log if rc else None
 

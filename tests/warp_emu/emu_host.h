@@ -1,11 +1,12 @@
-/* emu_host11.h: the CUDA runtime calls lesson 11's host code makes that the host simulation's
- * fake device (tests/hostsim/fake_device.cpp) does not define. The lesson's own source, host
- * code included, is compiled by g++ over the warp emulator (emu.h and the stand-in headers of
- * this directory: ptx_mma.h, ptx_cp_async.h, ptx_memory.h) for `make hostsim-11`, linked with
- * reference/runner_backward.cu so that the real grader grades kernels run on the CPU
- * (force-included by tests/warp_emu/hostsim11.py), and for `make emu-11` (emu11.cpp, which
- * defines EMU11_DRIVER and the few runtime calls more that it needs to link).
- * The device it describes: compute capability 9.0, 227 KiB of shared memory per block. */
+/* emu_host.h: the CUDA runtime calls the host code of lessons 07, 08, 11 and 12 makes that the
+ * host simulation's fake device (tests/hostsim/fake_device.cpp) does not define. The lesson's own
+ * source, host code included, is compiled by g++ over the warp emulator (emu.h and the stand-in
+ * headers of this directory: ptx_mma.h, ptx_cp_async.h, ptx_memory.h), linked with the real
+ * runner so that the real grader grades kernels run on the CPU (force-included by
+ * tests/emu/grade.py: make emu-lessonN; tests/warp_emu/hostsim11.py: make hostsim-11), and for
+ * `make emu-11` (emu11.cpp, which defines EMU11_DRIVER and the few runtime calls more that it
+ * needs to link). The device it describes: compute capability 9.0, 227 KiB of shared memory per
+ * block, and 132 SMs (an H100 SXM's), so that lesson 12's split rule splits as it does there. */
 #pragma once
 #include "ptx_memory.h"
 
@@ -19,6 +20,7 @@ cudaError_t CUDARTAPI cudaDeviceGetAttribute(int *v, enum cudaDeviceAttr attr, i
     case cudaDevAttrComputeCapabilityMajor: *v = 9; break;
     case cudaDevAttrComputeCapabilityMinor: *v = 0; break;
     case cudaDevAttrMaxSharedMemoryPerBlockOptin: *v = 227 * 1024; break;
+    case cudaDevAttrMultiProcessorCount: *v = 132; break;
     default: *v = 0; return cudaErrorInvalidValue;
     }
     return cudaSuccess;

@@ -1,0 +1,25 @@
+# mk/emu.mk: the student's CPU path, no GPU needed (tests/emu/grade.py).
+#   make emu-lessonN     grade your file, lessons/NN-*/*.cu, on the CPU emulator of its lesson with
+#                        the grader's own report and diagnoses: the real runner over a fake CUDA
+#                        runtime (tests/hostsim), your kernels emulated one std::thread per CUDA
+#                        thread, on the small shapes the emulator can afford (each lesson's list is
+#                        in tests/emu/grade.py: ragged N, causal, both d, both dtypes where the lesson
+#                        has them). Exit status as the runner's: 0 pass, 1 fail, 3 not implemented.
+#                        Lessons 06, 09 and 13 run on their emulator's own driver (make emu-06,
+#                        emu-09, emu-13 with your file). It says what it cannot check: speed, and
+#                        races that only real hardware shows.
+#   make emu-solutionN   the same for solutions/NN-*/*.cu
+.PHONY: emu-lesson% emu-solution%
+EMU_GRADE_NUMS := 2 3 4 5 6 7 8 9 10 11 12 13
+# the runner objects (mk/backward.mk builds them: build/hostsim/%.o)
+EMU_FWD_OBJ = $(HOSTSIM_FWD_OBJ)
+EMU_BWD_OBJ = $(HOSTSIM_OBJ)
+define EMU_GRADE
+	@if [ ! -f $(dir $(NVCC))../include/cuda_runtime_api.h ]; then echo "$@: SKIP (no CUDA headers: install the CUDA toolkit)"; exit 0; fi; \
+	n=$(1); src=$(call src_of,$(2),$(1)); [ -n "$$src" ] || { echo "$@: no $(2)/$(call pad,$(1))-*/*.cu"; exit 2; }; \
+	$(MAKE) --no-print-directory -s $(EMU_FWD_OBJ) $(EMU_BWD_OBJ) build/host/cpu_reference.o && \
+	EMU_FWD_OBJ='$(EMU_FWD_OBJ)' EMU_BWD_OBJ='$(EMU_BWD_OBJ)' EMU_CXX='$(EMU_CXX)' CUDA_INC='$(dir $(NVCC))../include' \
+	  MAKE='$(MAKE)' python3 tests/emu/grade.py $(1) $$src $(3)
+endef
+$(foreach n,$(EMU_GRADE_NUMS),$(eval emu-lesson$(n): ; $$(call EMU_GRADE,$(n),lessons,lesson$(n))))
+$(foreach n,$(EMU_GRADE_NUMS),$(eval emu-solution$(n): ; $$(call EMU_GRADE,$(n),solutions,solution$(n))))
