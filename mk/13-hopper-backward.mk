@@ -73,7 +73,8 @@ emu-13:
 	  -x c++ tests/hopper_emu/emu13.cpp -x none "$$emu/ref.o" "$$emu/ref_bwd.o" -o "$$emu/emu13" -lpthread -lm && \
 	"$$emu/emu13" $(EMU_ARG) && EMU_WGMMA=late EMU_TMA=late "$$emu/emu13" $(EMU_ARG)
 
-test:: check-13 emu-13
+TEST_STEPS += check-13 emu-13
+TEST_FULL_STEPS += emu-full-13
 
 BENCH13_ARGS ?=
 bench-13:

@@ -23,3 +23,26 @@ define EMU_GRADE
 endef
 $(foreach n,$(EMU_GRADE_NUMS),$(eval emu-lesson$(n): ; $$(call EMU_GRADE,$(n),lessons,lesson$(n))))
 $(foreach n,$(EMU_GRADE_NUMS),$(eval emu-solution$(n): ; $$(call EMU_GRADE,$(n),solutions,solution$(n))))
+
+# make test runs each emulator's quick set (emu-NN); make test-full the exhaustive one of some
+# (TEST_FULL_STEPS: emu-full-NN is emu-NN with EMU_QUICK=0, for lesson 12 EMU12_ARG= ).
+emu-full-%:
+	@$(MAKE) --no-print-directory emu-$* EMU_QUICK=0 EMU12_ARG=
+
+# In make test (emu-starters): every starter, as shipped, is graded "not implemented" on the CPU
+# path (exit 3, not a crash), then solution 02 passes it (the other solutions' CPU path runs in
+# make test-full: emu-solutions; their emulators run in make test).
+EMU_STARTER_NUMS := $(EMU_GRADE_NUMS)
+.PHONY: emu-starters emu-solutions
+emu-starters: $$(if $$(HOSTSIM_HAVE_CUDA),$$(EMU_FWD_OBJ) $$(EMU_BWD_OBJ) build/host/cpu_reference.o)
+	@for n in $(EMU_STARTER_NUMS); do \
+	  out=$$($(MAKE) --no-print-directory emu-lesson$$n 2>&1); rc=$$?; \
+	  if echo "$$out" | grep -q 'SKIP (no CUDA headers'; then echo "emu-starters: SKIP (no CUDA headers)"; exit 0; fi; \
+	  if ! echo "$$out" | grep -q '^NOT IMPLEMENTED' || echo "$$out" | grep -qE 'Error 1|Error 2|EMU ERROR|Segmentation'; then \
+	    echo "$$out"; echo "emu-starters: make emu-lesson$$n does not say 'not implemented' for the starter as shipped"; exit 1; fi; \
+	done; echo "emu-starters: make emu-lessonN says 'not implemented' (the runner's exit 3) for every starter as shipped ($(EMU_STARTER_NUMS))"; \
+	$(MAKE) --no-print-directory emu-solution2
+emu-solutions:
+	@for n in $(EMU_GRADE_NUMS); do $(MAKE) --no-print-directory emu-solution$$n || exit 1; done
+TEST_STEPS += emu-starters
+TEST_FULL_STEPS += emu-solutions

@@ -105,7 +105,8 @@ emu-09:
 	  -o "$$emu/emu9" -lpthread && \
 	"$$emu/emu9" $(EMU_ARG) && EMU_WGMMA=late EMU_TMA=late "$$emu/emu9" $(EMU_ARG)
 
-test:: check-09 test-tma emu-09
+TEST_STEPS += check-09 test-tma emu-09
+TEST_FULL_STEPS += emu-full-09
 
 HOPPER_DEFS ?=
 HOPPER_VARIANTS ?=
