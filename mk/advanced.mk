@@ -15,8 +15,8 @@
 #                     EMU08_SRC=...) runs your kernel instead. EMU_QUICK=0: more shapes.
 #                     The build defines FA_EMULATOR: the lesson file's own PTX wrappers drop
 #                     out (#ifndef FA_EMULATOR) for the emulator's, tests/warp_emu/ptx_mma.h
-#                     and ptx_cp_async.h (first on the include path); only the host code is
-#                     cut out of the file (tests/warp_emu/strip.sh ... host).
+#                     and ptx_cp_async.h (first on the include path); the file is compiled
+#                     whole, its launch rewritten (tests/emu/prep.py), host code unused.
 # Not in `make test`:
 #   make solution7-no-swizzle, make solution8-no-lpt   (and any lessons/0N-*/variants/X.patch:
 #                     make solutionN-X) the solution with one experiment of the lesson's
@@ -78,7 +78,7 @@ EMU_CUDA_INC := $(dir $(NVCC))../include
 # another run's default and late passes, which then graded the mutant.
 EMU_BUILD = if [ ! -f $(EMU_CUDA_INC)/cuda_fp16.h ]; then echo "$@: SKIP (no CUDA headers)"; exit 0; fi; \
 	mkdir -p build/emu && emu=$$(mktemp -d "$(CURDIR)/build/emu/$@.XXXXXX") && trap 'rm -rf "$$emu"' EXIT && \
-	bash tests/warp_emu/strip.sh $(1) host > "$$emu/kernel.cu" && \
+	python3 tests/emu/prep.py $(1) > "$$emu/kernel.cu" && \
 	$(EMU_CXX) -std=c++20 -O1 -w -DFA_EMULATOR -I$(EMU_CUDA_INC) -Itests/warp_emu -Ireference/include -Ireference \
 	  -DEMU_SRC="\"$$emu/kernel.cu\"" -DEMU_NAME='"$(1)"' -x c++ tests/warp_emu/emu$(2).cpp \
 	  -o "$$emu/emu$(2)" -lpthread

@@ -79,11 +79,11 @@ check-11: $(if $(shell command -v $(NVCC) 2>/dev/null),$(VARIANT11))
 EMU11_SRC ?= $(call src_of,solutions,11)
 # Own build directory per invocation (see EMU_BUILD in advanced.mk); the float64 and
 # same-precision CPU references are compiled in as C. The source is compiled whole
-# (hostsim11.py prep only rewrites its <<<...>>> launches): its PTX wrappers come from the
+# (tests/emu/prep.py only rewrites its <<<...>>> launches): its PTX wrappers come from the
 # emulator's stand-in headers, first on the include path. $(1): the source, $(2): -D flags.
 EMU11_BUILD = if [ ! -f $(EMU_CUDA_INC)/cuda_fp16.h ]; then echo "$@: SKIP (no CUDA headers)"; exit 0; fi; \
 	mkdir -p build/emu && emu=$$(mktemp -d "$(CURDIR)/build/emu/$@.XXXXXX") && trap 'rm -rf "$$emu"' EXIT && \
-	python3 tests/warp_emu/hostsim11.py prep $(1) > "$$emu/kernel.cu" && \
+	python3 tests/emu/prep.py $(1) > "$$emu/kernel.cu" && \
 	$(CC) -O2 -std=c11 -Ireference/include -Ireference -c reference/cpu_reference.c -o "$$emu/ref.o" && \
 	$(CC) -O2 -std=c11 -Ireference/include -Ireference -c reference/cpu_reference_bwd.c -o "$$emu/ref_bwd.o" && \
 	$(EMU_CXX) -std=c++20 -O1 -w -I$(EMU_CUDA_INC) -Itests/warp_emu -Ireference/include -Ireference $(2) \

@@ -57,7 +57,7 @@ EMU12_DEFS ?=
 emu-12: build/host/cpu_reference.o
 	@if [ ! -f $(EMU12_INC)/cuda_fp16.h ]; then echo "emu-12: SKIP (no CUDA headers)"; exit 0; fi; \
 	mkdir -p build/emu && emu=$$(mktemp -d "$(CURDIR)/build/emu/emu-12.XXXXXX") && trap 'rm -rf "$$emu"' EXIT && \
-	bash tests/warp_emu/strip.sh $(EMU12_SRC) > "$$emu/kernel.cu" && \
+	python3 tests/emu/prep.py $(EMU12_SRC) > "$$emu/kernel.cu" && \
 	$(EMU12_CXX) -std=c++20 -O1 -w $(EMU12_DEFS) -I$(EMU12_INC) -Itests/warp_emu -Ireference/include -Ireference -DEMU_SRC="\"$$emu/kernel.cu\"" \
 	  -DEMU_NAME='"$(EMU12_SRC)"' -x c++ tests/warp_emu/emu12.cpp -x none build/host/cpu_reference.o \
 	  -o "$$emu/emu12" -lpthread -lm && \

@@ -25,6 +25,9 @@ import re
 import subprocess
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from prep import launch_rewrite  # noqa: E402  (tests/emu/prep.py)
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CXX = os.environ.get("EMU_CXX", "g++")
 CUDA_INC = os.environ.get("CUDA_INC", "/usr/local/cuda/include")
@@ -68,23 +71,6 @@ def sh(cmd, cwd=ROOT, env=None):
     p = subprocess.run(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True,
                        errors="replace", env=env)
     return p.returncode, p.stdout
-
-
-def launch_rewrite(src):
-    """The source for g++ over an emulator: kernel<<<grid, block, smem, stream>>>(args); becomes
-    emu_launch(dim3(grid), block, smem, [&] { kernel(args); }); nothing else changes."""
-    out = open(src).read()
-
-    def launch(m):
-        cfg = [c.strip() for c in re.split(r",(?![^(<]*[)>])", m.group(2))]
-        if len(cfg) < 3:
-            raise ValueError("launch <<<%s>>>: expected grid, block, smem[, stream]" % m.group(2))
-        return "emu_launch(dim3(%s), %s, %s, [&] { %s(%s); });" % (cfg[0], cfg[1], cfg[2], m.group(1), m.group(3))
-
-    out, n = re.subn(r"([\w:]+(?:<[^;{}()]*?>)?)<<<(.*?)>>>\((.*?)\);", launch, out, flags=re.S)
-    if n < 1:
-        raise ValueError("no kernel<<<...>>>(...) launch in %s" % src)
-    return '#line 1 "%s"\n' % src + out
 
 
 def build(n, src, out):

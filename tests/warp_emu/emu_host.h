@@ -4,8 +4,7 @@
  * headers of this directory: ptx_mma.h, ptx_cp_async.h, ptx_memory.h), linked with the real
  * runner so that the real grader grades kernels run on the CPU (force-included by
  * tests/emu/grade.py: make emu-lessonN; tests/warp_emu/hostsim11.py: make hostsim-11), and for
- * `make emu-11` (emu11.cpp, which defines EMU11_DRIVER and the few runtime calls more that it
- * needs to link). The device it describes: compute capability 9.0, 227 KiB of shared memory per
+ * the drivers (emu_driver.h: emu7.cpp, emu8.cpp, emu11.cpp, emu12.cpp: make emu-07 ... emu-12). The device it describes: compute capability 9.0, 227 KiB of shared memory per
  * block, and 132 SMs (an H100 SXM's), so that lesson 12's split rule splits as it does there. */
 #pragma once
 #include "ptx_memory.h"
@@ -30,7 +29,7 @@ cudaError_t CUDARTAPI cudaDeviceGetAttribute(int *v, enum cudaDeviceAttr attr, i
 template <typename F>
 static cudaError_t cudaFuncSetAttribute(F *, enum cudaFuncAttribute, int) { return cudaSuccess; }
 
-#ifndef EMU11_DRIVER  // emu11.cpp prints its own summary
+#ifndef EMU_DRIVER  // a driver (emu_driver.h) prints its own summary
 /* At exit: what the emulator counted over every launch of the run. Any emulator error
  * (hazard, out-of-bounds access) or bank conflict is printed as "EMU ERROR", which
  * hostsim11.py treats as a failure. */
