@@ -5,7 +5,9 @@
 #                   fragment layout is scrambled (tests/wmma_emu), graded against the
 #                   harness's references with its 16-bit rule; SKIPs without nvcc headers.
 #                   EMU06_SRC=lessons/06-tensor-cores-wmma/wmma.cu runs your kernel instead
-#                   (it ignores STARTER_NOT_DONE: it calls the kernel directly)
+#                   (it ignores STARTER_NOT_DONE: it calls the kernel directly; make emu-lesson6
+#                   grades your file through the runner). The file is compiled whole, its launch
+#                   rewritten (tests/emu/prep.py), <mma.h> the emulator's (tests/wmma_emu/mma.h)
 .PHONY: check-06 emu-06
 EMU06_SRC ?= solutions/06-tensor-cores-wmma/wmma.cu
 
@@ -24,11 +26,8 @@ check-06:
 emu-06: build/host/cpu_reference.o
 	@if [ ! -f $(CUDA_INC_06)/cuda_fp16.h ]; then echo "emu-06: SKIP (no CUDA headers)"; exit 0; fi; \
 	mkdir -p build/emu06 && \
-	awk '/\/\/ \[region host\]/{skip=1} !skip{print} /\/\/ \[end host\]/{skip=0}' $(EMU06_SRC) \
-	  | sed -e '/#include <mma.h>/d' \
-	        -e 's/extern __shared__ __align__(128) unsigned char smem\[\];/unsigned char *smem = emu_smem_ptr;/' \
-	  > build/emu06/kernel.inc && \
-	$(CXX_06) -O2 -std=c++20 -Wno-unknown-pragmas -Wno-attributes -I$(CUDA_INC_06) -Ireference/include -Ireference \
+	python3 tests/emu/prep.py $(EMU06_SRC) > build/emu06/kernel.inc && \
+	$(CXX_06) -O2 -std=c++20 -w -Itests/wmma_emu -I$(CUDA_INC_06) -Ireference/include -Ireference -include emu_host.h \
 	  -DEMU_KERNEL='"$(CURDIR)/build/emu06/kernel.inc"' tests/wmma_emu/emu06.cpp build/host/cpu_reference.o \
 	  -o build/emu06/emu06 -lpthread -lm && \
 	echo "emu-06: $(EMU06_SRC) on the CPU (wmma emulated, scrambled fragment layout)" && \

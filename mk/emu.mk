@@ -5,8 +5,9 @@
 #                        thread, on the small shapes the emulator can afford (each lesson's list is
 #                        in tests/emu/grade.py: ragged N, causal, both d, both dtypes where the lesson
 #                        has them). Exit status as the runner's: 0 pass, 1 fail, 3 not implemented.
-#                        Lessons 06, 09 and 13 run on their emulator's own driver (make emu-06,
-#                        emu-09, emu-13 with your file). It says what it cannot check: speed, and
+#                        Lessons 09 and 13 run on their emulator's own driver (make
+#                        emu-09, emu-13 with your file); for 07, 08, 11 and 12 the emulator's driver
+#                        (make emu-NN) then runs your file too. It says what it cannot check: speed, and
 #                        races that only real hardware shows.
 #   make emu-solutionN   the same for solutions/NN-*/*.cu
 .PHONY: emu-lesson% emu-solution%

@@ -15,8 +15,8 @@ one command line each); the output is the runner's, one block per case.
 Exit status: 0 every case passes, 1 a case fails (or the emulator reports a problem), 2 the
 build failed, 3 the file says it is not implemented (the runner's exit status).
 
-Lessons 06, 09 and 13 run on their own emulator drivers (make emu-06 / emu-09 / emu-13 with the
-file as the source), graded against float64 by the driver; their starters, as shipped, are
+Lessons 09 and 13 run on their own emulator drivers (make emu-09 / emu-13 with the file as the
+source), graded against float64 by the driver; their starters, as shipped, are
 reported as not implemented from the file's own switch (STARTER_NOT_DONE, STARTER_DONE_STEP),
 as the runner would report them. The objects come from make (mk/emu.mk).
 """
@@ -41,6 +41,7 @@ LESSONS = {
     3: ("fp32", "fwd", FWD_CASES_0204),
     4: ("fp32", "fwd", FWD_CASES_0204),
     5: ("fp32", "fwd", FWD_CASES_CAUSAL),
+    6: ("wmma", "fwd", ["-b 1 -H 2 -n 77 -d 64", "-b 1 -H 1 -n 130 -d 128 --causal", "-b 1 -H 1 -n 1 -d 64 --causal"]),
     7: ("warp", "fwd", ["-b 1 -H 2 -n 77 -d 64", "-b 1 -H 1 -n 130 -d 128 --causal", "-b 1 -H 1 -n 1 -d 64 --causal"]),
     8: ("warp", "fwd", ["-b 1 -H 2 -n 100 -d 64", "-b 1 -H 1 -n 250 -d 128 --causal", "-b 1 -H 1 -n 1 -d 64 --causal"]),
     10: ("fp32", "bwd", ["-b 2 -H 3 -n 77 -d 64", "-b 1 -H 2 -n 77 -d 64 --causal", "-b 1 -H 1 -n 130 -d 128 --causal"]),
@@ -51,7 +52,7 @@ LESSONS = {
                          "-b 1 -H 2 --kv-heads 2 -n 5 --kv-seq 5 -d 64 --causal",
                          "-b 1 -H 2 -n 77 -d 64"]),
 }
-DRIVERS = {6: "emu-06", 9: "emu-09", 13: "emu-13"}
+DRIVERS = {9: "emu-09", 13: "emu-13"}
 # Lessons whose emulator driver checks more than the runner's cases can (x30 logits, other tile
 # configurations, cp.async copies landing at the retiring wait, forced split counts): once the
 # cases pass, the driver runs the file too (make emu-NN EMUNN_SRC=file, its quick set).
@@ -60,6 +61,8 @@ DRIVER_VAR = {"emu-06": "EMU06_SRC", "emu-07": "EMU07_SRC", "emu-08": "EMU08_SRC
               "emu-11": "EMU11_SRC", "emu-12": "EMU12_SRC", "emu-13": "EMU13_SRC"}
 CANNOT = {
     "fp32": "speed, and races that only real hardware shows (blocks run one after another here)",
+    "wmma": "speed, and races that only real hardware shows (blocks run one after another here); a wmma call "
+            "inside a branch that some lanes skip hangs here rather than fails",
     "warp": "speed, your PTX wrappers where the lesson has you write them (the emulator brings its own), "
             "and races that only real hardware shows (blocks run one after another here)",
     "driver": "speed, the host code of your file (the driver launches the kernel itself), "
@@ -92,6 +95,8 @@ def build(n, src, out):
         return "EMU_FWD_OBJ / EMU_BWD_OBJ are empty: run through make (make emu-lesson%d)" % n
     if emu == "fp32":
         flags = ["-O2", "-Itests/fp32_emu", "-include", "emu_host.h"]
+    elif emu == "wmma":
+        flags = ["-O2", "-Itests/wmma_emu", "-I" + CUDA_INC, "-include", "emu_host.h"]
     else:
         flags = ["-O1", "-DFA_EMULATOR", "-DFA_SM80=1", "-I" + CUDA_INC, "-Itests/warp_emu", "-include", "emu_host.h"]
     rc, log = sh([CXX, "-std=c++20", "-fopenmp", "-w"] + flags + ["-Ireference/include", "-Ireference",
@@ -158,7 +163,8 @@ def main():
     name = sys.argv[3] if len(sys.argv) > 3 else "lesson%d" % n
     kind = LESSONS[n][0] if n in LESSONS else "driver"
     print("%s: %s on the CPU emulator (%s), graded on small shapes" % (name, os.path.relpath(src, ROOT),
-          {"fp32": "tests/fp32_emu", "warp": "tests/warp_emu", "driver": "make " + DRIVERS.get(n, "?")}[kind]))
+          {"fp32": "tests/fp32_emu", "wmma": "tests/wmma_emu", "warp": "tests/warp_emu",
+           "driver": "make " + DRIVERS.get(n, "?")}[kind]))
     rc = None
     if n in DRIVERS:
         if starter_switch(n, src):
