@@ -4,7 +4,7 @@
  * the solution's two (BwdConfig<64>, BwdConfig<128>), and more when the file is
  * the options variant (lessons/11-backward-tensor-cores/variants/options.patch:
  * its BwdOptions template, other tiles and options of the sweep). The source
- * comes whole, host code included (tests/warp_emu/hostsim11.py prep rewrites
+ * comes whole, host code included (tests/emu/prep.py rewrites
  * its <<<...>>> launches); this driver calls the kernels itself.
  *
  * Per case: random Q, K, V, dO (Q scaled by qmul: x30 gives logits ~ +-100),

@@ -6,7 +6,7 @@
     python3 tests/warp_emu/hostsim11.py mutants [NAME...]  every tests/mutants/11/*.mut (or the
                                                            NAMEs): each must fail with its expect:
     python3 tests/warp_emu/hostsim11.py prep SRC            print SRC as g++ compiles it over the
-                                                           emulator (make emu-11 uses it)
+                                                           emulator (tests/emu/prep.py, which make uses)
 
 The binary is reference/runner_backward.cu compiled with g++ against tests/hostsim/
 fake_device.cpp (a CUDA runtime on host memory; mk/backward.mk builds those objects and passes
