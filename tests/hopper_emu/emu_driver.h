@@ -20,9 +20,8 @@ static bool emu_launch(dim3 grid, int nt, size_t smem, const std::function<void(
     return emu_launch(grid.x, nt, smem, 65536 / nt / 8 * 8, fn);
 }
 
+#include "../emu/emu_device.h"  // the device the host code sees (queries, attributes)
 extern "C" {
-cudaError_t CUDARTAPI cudaGetDevice(int *d) { *d = 0; return cudaSuccess; }
-cudaError_t CUDARTAPI cudaDeviceGetAttribute(int *v, enum cudaDeviceAttr, int) { *v = 0; return cudaErrorInvalidValue; }
 cudaError_t CUDARTAPI cudaMalloc(void **p, size_t) { *p = nullptr; return cudaErrorMemoryAllocation; }
 cudaError_t CUDARTAPI cudaMemset(void *, int, size_t) { return cudaErrorInvalidValue; }
 cudaError_t CUDARTAPI cudaFree(void *) { return cudaSuccess; }
@@ -42,6 +41,3 @@ cudaError_t CUDARTAPI cudaGetDriverEntryPoint(const char *, void **p, unsigned l
     return cudaErrorNotSupported;
 }
 }
-/* the runtime's template form, which g++ does not see (nvcc-only in cuda_runtime.h) */
-template <typename F>
-static cudaError_t cudaFuncSetAttribute(F *, enum cudaFuncAttribute, int) { return cudaErrorInvalidValue; }

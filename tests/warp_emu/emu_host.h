@@ -4,30 +4,10 @@
  * headers of this directory: ptx_mma.h, ptx_cp_async.h, ptx_memory.h), linked with the real
  * runner so that the real grader grades kernels run on the CPU (force-included by
  * tests/emu/grade.py: make emu-lessonN; tests/warp_emu/hostsim11.py: make hostsim-11), and for
- * the drivers (emu_driver.h: emu7.cpp, emu8.cpp, emu11.cpp, emu12.cpp: make emu-07 ... emu-12). The device it describes: compute capability 9.0, 227 KiB of shared memory per
- * block, and 132 SMs (an H100 SXM's), so that lesson 12's split rule splits as it does there. */
+ * the drivers (emu_driver.h: emu7.cpp, emu8.cpp, emu11.cpp, emu12.cpp: make emu-07 ... emu-12). The device: tests/emu/emu_device.h. */
 #pragma once
 #include "ptx_memory.h"
-
-extern "C" {
-cudaError_t CUDARTAPI cudaGetDevice(int *d) {
-    *d = 0;
-    return cudaSuccess;
-}
-cudaError_t CUDARTAPI cudaDeviceGetAttribute(int *v, enum cudaDeviceAttr attr, int) {
-    switch (attr) {
-    case cudaDevAttrComputeCapabilityMajor: *v = 9; break;
-    case cudaDevAttrComputeCapabilityMinor: *v = 0; break;
-    case cudaDevAttrMaxSharedMemoryPerBlockOptin: *v = 227 * 1024; break;
-    case cudaDevAttrMultiProcessorCount: *v = 132; break;
-    default: *v = 0; return cudaErrorInvalidValue;
-    }
-    return cudaSuccess;
-}
-}
-/* the runtime's template form, which g++ does not see (nvcc-only in cuda_runtime.h) */
-template <typename F>
-static cudaError_t cudaFuncSetAttribute(F *, enum cudaFuncAttribute, int) { return cudaSuccess; }
+#include "../emu/emu_device.h"  // the device the host code sees (queries, attributes)
 
 #ifndef EMU_DRIVER  // a driver (emu_driver.h) prints its own summary
 /* At exit: what the emulator counted over every launch of the run. Any emulator error
