@@ -158,7 +158,9 @@ clean:
 -include mk/*.mk
 
 .PHONY: test-steps test-full-steps test-full
-test-steps: $(TEST_STEPS)
+# the longest steps first, so that two at a time end close together
+TEST_LONG := emu-11 emu-09 hostsim-11 emu-08 check-09 emu-06 emu-13 emu-12
+test-steps: $(foreach t,$(TEST_LONG),$(filter $(t),$(TEST_STEPS))) $(filter-out $(TEST_LONG),$(TEST_STEPS))
 test-full-steps: $(TEST_FULL_STEPS)
 # test-results last: the other checks run (and report) even while the GPU results are stale
 test:
