@@ -3,7 +3,8 @@
 #                   register spills (ptxas -v); SKIPs without nvcc
 #   make emu-06     the solution's kernel, run on the CPU with an emulated wmma whose
 #                   fragment layout is scrambled (tests/wmma_emu), graded against the
-#                   harness's references with its 16-bit rule; SKIPs without nvcc headers.
+#                   harness's references with its 16-bit rule (N = 1, 77, 130; EMU_QUICK=0, in
+#                   make test-full: also 7 and 64); SKIPs without nvcc headers.
 #                   EMU06_SRC=lessons/06-tensor-cores-wmma/wmma.cu runs your kernel instead
 #                   (it ignores STARTER_NOT_DONE: it calls the kernel directly; make emu-lesson6
 #                   grades your file through the runner). The file is compiled whole, its launch
@@ -31,6 +32,7 @@ emu-06: build/host/cpu_reference.o
 	  -DEMU_KERNEL='"$(CURDIR)/build/emu06/kernel.inc"' tests/wmma_emu/emu06.cpp build/host/cpu_reference.o \
 	  -o build/emu06/emu06 -lpthread -lm && \
 	echo "emu-06: $(EMU06_SRC) on the CPU (wmma emulated, scrambled fragment layout)" && \
-	timeout 600 ./build/emu06/emu06
+	timeout 600 ./build/emu06/emu06 $(EMU_ARG)
 
 TEST_STEPS += check-06 emu-06
+TEST_FULL_STEPS += emu-full-06
