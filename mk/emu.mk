@@ -10,8 +10,8 @@
 #                        (make emu-NN) then runs your file too. It says what it cannot check: speed, and
 #                        races that only real hardware shows.
 #   make emu-solutionN   the same for solutions/NN-*/*.cu
-.PHONY: emu-lesson% emu-solution%
 EMU_GRADE_NUMS := 2 3 4 5 6 7 8 9 10 11 12 13
+.PHONY: $(addprefix emu-lesson,$(EMU_GRADE_NUMS)) $(addprefix emu-solution,$(EMU_GRADE_NUMS))
 # the runner objects (mk/backward.mk builds them: build/hostsim/%.o)
 EMU_FWD_OBJ = $(HOSTSIM_FWD_OBJ)
 EMU_BWD_OBJ = $(HOSTSIM_OBJ)
