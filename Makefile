@@ -1,7 +1,7 @@
 # flash-attention-course: build, grade, test.
 #   make lessonN / solutionN   build ./lessonN (your file) or ./solutionN
 #   make grade [SOLUTIONS=1]   build and grade every lesson, one scoreboard row as each finishes
-#   make test                  the test suite (CPU; GPU tests run when a GPU is present)
+#   make test (test-full)      the test suite (CPU; GPU tests run when a GPU is present); make emu-lessonN: your file on the CPU
 #   make results               on a GPU: grade + time every solution into docs/results/<gpu>.csv
 #   make ptxas-lessonN / sass-lessonN / sanitize-lessonN   (also for solutionN)
 #   make clean
