@@ -1,7 +1,7 @@
 # flash-attention-course: build, grade, test.
 #   make lessonN / solutionN   build ./lessonN (your file) or ./solutionN
 #   make grade [SOLUTIONS=1]   build and grade every lesson, one scoreboard row as each finishes
-#   make test                  the test suite (CPU; GPU tests run when a GPU is present)
+#   make test (test-full)      the test suite (CPU; GPU tests run when a GPU is present); make emu-lessonN: your file on the CPU
 #   make results               on a GPU: grade + time every solution into docs/results/<gpu>.csv
 #   make ptxas-lessonN / sass-lessonN / sanitize-lessonN   (also for solutionN)
 #   make clean
@@ -130,7 +130,9 @@ results:
 
 # Tests: Criterion unit tests (CPU), the binaries as a student runs them (GPU
 # parts skip without a GPU), and the freshness of the GPU results. Fragments in
-# mk/*.mk add their own `test::` steps.
+# mk/*.mk add their own steps to TEST_STEPS (and the exhaustive ones to TEST_FULL_STEPS).
+# `make test` runs the steps TEST_JOBS (2) at a time, each step's output printed whole when it
+# ends (--output-sync), then test-results; `make test-full` then runs the exhaustive steps.
 TEST_UNIT_SRC := tests/test_reference.c tests/test_fp8.c tests/test_grade.c tests/test_diagnose.c tests/test_cli.c tests/test_lesson01.c
 tests/bin/unit: $(TEST_UNIT_SRC) $(HARNESS_C_OBJ) solutions/01-online-softmax/online_softmax.c $(HARNESS_H)
 	@mkdir -p tests/bin
@@ -146,12 +148,24 @@ test-binaries: tests/bin/binaries lesson1 solution1 lesson2 solution2
 	@nvidia-smi -L >/dev/null 2>&1 || echo "note: 3 of those tests were skipped (Criterion's synthesis omits them): no NVIDIA driver/GPU found, so GPU grading did not run here"
 test-results:
 	bash tests/check_results_fresh.sh
-test:: test-unit test-binaries
+TEST_STEPS := test-unit test-binaries
+TEST_FULL_STEPS :=
+TEST_JOBS ?= 2
 
 clean:
 	rm -rf build lesson[0-9]* solution[0-9]* tests/bin
 
 -include mk/*.mk
 
-# last: the other checks run (and report) even while the GPU results are stale
-test:: test-results
+.PHONY: test-steps test-full-steps test-full
+# the longest steps first, so that two at a time end close together
+TEST_LONG := emu-11 emu-09 hostsim-11 emu-08 check-09 emu-06 emu-13 emu-12
+test-steps: $(foreach t,$(TEST_LONG),$(filter $(t),$(TEST_STEPS))) $(filter-out $(TEST_LONG),$(TEST_STEPS))
+test-full-steps: $(TEST_FULL_STEPS)
+# test-results last: the other checks run (and report) even while the GPU results are stale
+test:
+	@$(MAKE) --no-print-directory -j$(TEST_JOBS) --output-sync=target test-steps
+	@$(MAKE) --no-print-directory test-results
+test-full:
+	@$(MAKE) --no-print-directory -j$(TEST_JOBS) --output-sync=target test-steps test-full-steps
+	@$(MAKE) --no-print-directory test-results

@@ -65,7 +65,7 @@ emu-13:
 	@if [ ! -f $(EMU_CUDA_INC)/cuda_fp16.h ]; then echo "emu-13: SKIP (no CUDA headers)"; exit 0; fi; \
 	mkdir -p build/emu && emu=$$(mktemp -d "$(CURDIR)/build/emu/emu-13.XXXXXX") && trap 'rm -rf "$$emu"' EXIT && \
 	bash $(VARIANT13_SH) $(EMU13_SRC) "$$emu/full.cu" $(EMU13_VARIANTS) && \
-	bash tests/hopper_emu/strip.sh "$$emu/full.cu" > "$$emu/kernel.cu" && \
+	python3 tests/emu/prep.py "$$emu/full.cu" > "$$emu/kernel.cu" && \
 	$(CC) -O2 -std=c11 -Ireference/include -Ireference -c reference/cpu_reference.c -o "$$emu/ref.o" && \
 	$(CC) -O2 -std=c11 -Ireference/include -Ireference -c reference/cpu_reference_bwd.c -o "$$emu/ref_bwd.o" && \
 	$(EMU_CXX) -std=c++20 -O1 -w -Wno-psabi -I$(EMU_CUDA_INC) -Itests/hopper_emu -Ireference/include -Ireference \
@@ -73,7 +73,8 @@ emu-13:
 	  -x c++ tests/hopper_emu/emu13.cpp -x none "$$emu/ref.o" "$$emu/ref_bwd.o" -o "$$emu/emu13" -lpthread -lm && \
 	"$$emu/emu13" $(EMU_ARG) && EMU_WGMMA=late EMU_TMA=late "$$emu/emu13" $(EMU_ARG)
 
-test:: check-13 emu-13
+TEST_STEPS += check-13 emu-13
+TEST_FULL_STEPS += emu-full-13
 
 BENCH13_ARGS ?=
 bench-13:

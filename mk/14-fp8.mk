@@ -24,4 +24,4 @@ build/fp8scalar: $(FP8_SCALAR_SRC) $(HARNESS_H)
 	@mkdir -p build
 	$(NVCC) -O2 -std=c++17 $(SM90A_FLAGS) -Xcompiler -fopenmp -Ireference/include -Ireference $(FP8_SCALAR_SRC) -o $@ -lgomp
 
-test:: check-14
+TEST_STEPS += check-14

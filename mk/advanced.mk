@@ -15,8 +15,8 @@
 #                     EMU08_SRC=...) runs your kernel instead. EMU_QUICK=0: more shapes.
 #                     The build defines FA_EMULATOR: the lesson file's own PTX wrappers drop
 #                     out (#ifndef FA_EMULATOR) for the emulator's, tests/warp_emu/ptx_mma.h
-#                     and ptx_cp_async.h (first on the include path); only the host code is
-#                     cut out of the file (tests/warp_emu/strip.sh ... host).
+#                     and ptx_cp_async.h (first on the include path); the file is compiled
+#                     whole, its launch rewritten (tests/emu/prep.py), host code unused.
 # Not in `make test`:
 #   make solution7-no-swizzle, make solution8-no-lpt   (and any lessons/0N-*/variants/X.patch:
 #                     make solutionN-X) the solution with one experiment of the lesson's
@@ -54,13 +54,11 @@ SPILL_BUDGET := 16
 check-07-08:
 	@if ! command -v $(NVCC) >/dev/null 2>&1; then echo "check-07-08: SKIP (no nvcc)"; exit 0; fi; \
 	for f in $(call src_of,lessons,7) $(call src_of,solutions,7) $(call src_of,lessons,8) $(call src_of,solutions,8); do \
-	  for a in 75 90; do \
-	    out=$$($(NVCC) -O3 -std=c++17 -gencode arch=compute_$$a,code=sm_$$a -Ireference/include -Ireference \
-	           -Xptxas -v -c $$f -o /dev/null 2>&1) || { echo "$$out"; exit 1; }; \
-	    worst=$$(echo "$$out" | sed -nE 's/.* ([0-9]+) bytes spill stores.*/\1/p' | sort -n | tail -n1); \
-	    if [ "$${f#solutions/}" != "$$f" ] && [ "$${worst:-0}" -gt $(SPILL_BUDGET) ]; then \
-	      echo "check-07-08: $$f sm_$$a spills $$worst bytes (budget $(SPILL_BUDGET)):"; echo "$$out" | grep -E 'spill|registers'; exit 1; fi; \
-	  done; \
+	  out=$$($(NVCC) -O3 -std=c++17 -gencode arch=compute_75,code=sm_75 -gencode arch=compute_90,code=sm_90 -Ireference/include -Ireference \
+	         -Xptxas -v -c $$f -o /dev/null 2>&1) || { echo "$$out"; exit 1; }; \
+	  worst=$$(echo "$$out" | sed -nE 's/.* ([0-9]+) bytes spill stores.*/\1/p' | sort -n | tail -n1); \
+	  if [ "$${f#solutions/}" != "$$f" ] && [ "$${worst:-0}" -gt $(SPILL_BUDGET) ]; then \
+	    echo "check-07-08: $$f spills $$worst bytes (budget $(SPILL_BUDGET)):"; echo "$$out" | grep -E 'entry function|spill|registers'; exit 1; fi; \
 	done; \
 	for p in $(VARIANT_PATCHES_07_08); do \
 	  n=$$(echo "$$p" | sed -E 's@lessons/0?([0-9]+)-.*@\1@'); v=$$(basename "$$p" .patch); \
@@ -80,7 +78,7 @@ EMU_CUDA_INC := $(dir $(NVCC))../include
 # another run's default and late passes, which then graded the mutant.
 EMU_BUILD = if [ ! -f $(EMU_CUDA_INC)/cuda_fp16.h ]; then echo "$@: SKIP (no CUDA headers)"; exit 0; fi; \
 	mkdir -p build/emu && emu=$$(mktemp -d "$(CURDIR)/build/emu/$@.XXXXXX") && trap 'rm -rf "$$emu"' EXIT && \
-	bash tests/warp_emu/strip.sh $(1) host > "$$emu/kernel.cu" && \
+	python3 tests/emu/prep.py $(1) > "$$emu/kernel.cu" && \
 	$(EMU_CXX) -std=c++20 -O1 -w -DFA_EMULATOR -I$(EMU_CUDA_INC) -Itests/warp_emu -Ireference/include -Ireference \
 	  -DEMU_SRC="\"$$emu/kernel.cu\"" -DEMU_NAME='"$(1)"' -x c++ tests/warp_emu/emu$(2).cpp \
 	  -o "$$emu/emu$(2)" -lpthread
@@ -92,7 +90,8 @@ emu-08:
 	@$(call EMU_BUILD,$(EMU08_SRC),8) && "$$emu/emu8" $(EMU_ARG) && \
 	  EMU_CPASYNC=late "$$emu/emu8" $(EMU_ARG)
 
-test:: check-07-08 emu-07 emu-08
+TEST_STEPS += check-07-08 emu-07 emu-08
+TEST_FULL_STEPS += emu-full-07 emu-full-08
 
 SWEEP8_SRC ?= $(call src_of,solutions,8)
 SWEEP8_DEFS ?=

@@ -11,8 +11,9 @@
 #                   and not, x30 logits, fp16 and bf16, d = 64 and 128; bank conflicts of
 #                   ldmatrix and st.shared, cp.async and shared-store hazards, writes outside
 #                   any buffer; run twice (cp.async landing at issue, and at the wait that
-#                   retires it). The solution's two configurations, then the options variant's
-#                   other tiles and options (two; EMU_QUICK=0: nine more, several minutes).
+#                   retires it). The solution's two configurations (EMU_QUICK=0, in make
+#                   test-full: more shapes, then the options variant's other tiles and options,
+#                   eleven, several minutes).
 #                   EMU11_SRC=lessons/11-backward-tensor-cores/backward.cu runs your kernel
 #                   (its two configurations only).
 #   make hostsim-11 the real backward runner on the CPU over lesson 11's emulated kernels (below)
@@ -55,13 +56,15 @@ variant11-patch:
 # (lessons/11-backward-tensor-cores/WORKLOG.md). More than 24 in the defaults is a regression.
 SPILL_BUDGET_11_SM80 := 24
 SPILL_BUDGET_11_SM90 := 24
-check-11:
+check-11: $(if $(shell command -v $(NVCC) 2>/dev/null),$(VARIANT11))
 	@if ! command -v $(NVCC) >/dev/null 2>&1; then echo "check-11: SKIP (no nvcc)"; exit 0; fi; \
 	if [ -z "$(call src_of,solutions,11)" ]; then echo "check-11: SKIP (no solutions/11-*/)"; exit 0; fi; \
 	for f in $(call src_of,lessons,11) $(call src_of,solutions,11); do \
+	  all=$$($(NVCC) -O3 -std=c++17 -Xcompiler -Wall -gencode arch=compute_75,code=sm_75 -gencode arch=compute_80,code=sm_80 \
+	         -gencode arch=compute_90,code=sm_90 -Ireference/include -Ireference \
+	         -Xptxas -v -c $$f -o /dev/null 2>&1) || { echo "$$all"; echo "check-11: $$f does not build for sm_75, sm_80, sm_90"; exit 1; }; \
 	  for a in 75 80 90; do \
-	    out=$$($(NVCC) -O3 -std=c++17 -Xcompiler -Wall -gencode arch=compute_$$a,code=sm_$$a -Ireference/include -Ireference \
-	           -Xptxas -v -c $$f -o /dev/null 2>&1) || { echo "$$out"; echo "check-11: $$f does not build for sm_$$a"; exit 1; }; \
+	    out=$$(echo "$$all" | awk -v a="sm_$$a" '/Compiling entry function/ {on = index($$0, "for '"'"'" a "'"'"'") > 0} on || /warning/'); \
 	    if echo "$$out" | grep -qiE 'warning'; then echo "check-11: $$f sm_$$a warns:"; echo "$$out" | grep -iA3 warning; exit 1; fi; \
 	    worst=$$(echo "$$out" | sed -nE 's/.* ([0-9]+) bytes spill stores.*/\1/p' | sort -n | tail -n1); \
 	    budget=$$(case $$a in 80) echo $(SPILL_BUDGET_11_SM80);; 90) echo $(SPILL_BUDGET_11_SM90);; *) echo 0;; esac); \
@@ -69,7 +72,6 @@ check-11:
 	      echo "check-11: $$f sm_$$a spills $$worst bytes (budget $$budget):"; echo "$$out" | grep -E 'spill|registers'; exit 1; fi; \
 	  done; \
 	done; \
-	$(MAKE) --no-print-directory -s $(VARIANT11) || exit 1; \
 	out=$$($(NVCC) -O3 -std=c++17 -Xcompiler -Wall -gencode arch=compute_90,code=sm_90 -Ireference/include -Ireference \
 	       -c $(VARIANT11) -o /dev/null 2>&1) || { echo "$$out"; echo "check-11: the options variant does not build"; exit 1; }; \
 	echo "check-11: starter and solution build for sm_75, sm_80 and sm_90 without warnings; the solution spills at most $(SPILL_BUDGET_11_SM90) bytes on sm_90, $(SPILL_BUDGET_11_SM80) on sm_80; the options variant applies and builds"
@@ -77,23 +79,24 @@ check-11:
 EMU11_SRC ?= $(call src_of,solutions,11)
 # Own build directory per invocation (see EMU_BUILD in advanced.mk); the float64 and
 # same-precision CPU references are compiled in as C. The source is compiled whole
-# (hostsim11.py prep only rewrites its <<<...>>> launches): its PTX wrappers come from the
+# (tests/emu/prep.py only rewrites its <<<...>>> launches): its PTX wrappers come from the
 # emulator's stand-in headers, first on the include path. $(1): the source, $(2): -D flags.
 EMU11_BUILD = if [ ! -f $(EMU_CUDA_INC)/cuda_fp16.h ]; then echo "$@: SKIP (no CUDA headers)"; exit 0; fi; \
 	mkdir -p build/emu && emu=$$(mktemp -d "$(CURDIR)/build/emu/$@.XXXXXX") && trap 'rm -rf "$$emu"' EXIT && \
-	python3 tests/warp_emu/hostsim11.py prep $(1) > "$$emu/kernel.cu" && \
+	python3 tests/emu/prep.py $(1) > "$$emu/kernel.cu" && \
 	$(CC) -O2 -std=c11 -Ireference/include -Ireference -c reference/cpu_reference.c -o "$$emu/ref.o" && \
 	$(CC) -O2 -std=c11 -Ireference/include -Ireference -c reference/cpu_reference_bwd.c -o "$$emu/ref_bwd.o" && \
 	$(EMU_CXX) -std=c++20 -O1 -w -I$(EMU_CUDA_INC) -Itests/warp_emu -Ireference/include -Ireference $(2) \
 	  -DEMU_SRC="\"$$emu/kernel.cu\"" -DEMU_NAME='"$(1)$(if $(2), $(2))"' -x c++ tests/warp_emu/emu11.cpp \
 	  -x none "$$emu/ref.o" "$$emu/ref_bwd.o" -o "$$emu/emu11" -lpthread -lm
 
-# The variant runs when emu-11 runs the solution (not for EMU11_SRC=your file).
-emu-11: $(if $(filter $(EMU11_SRC),$(call src_of,solutions,11)),$(VARIANT11))
+# The variant's other configurations run when emu-11 runs the solution with EMU_QUICK=0 (make
+# test-full), not in make test nor for EMU11_SRC=your file.
+EMU11_OTHERS := $(if $(filter $(EMU11_SRC),$(call src_of,solutions,11)),$(if $(filter 1,$(EMU_QUICK)),,1))
+emu-11: $(if $(EMU11_OTHERS),$(VARIANT11))
 	@$(call EMU11_BUILD,$(EMU11_SRC),) && EMU11_DEFAULTS_ONLY=1 "$$emu/emu11" $(EMU_ARG) && \
 	  EMU11_DEFAULTS_ONLY=1 EMU_CPASYNC=late "$$emu/emu11" $(EMU_ARG)
-	@if [ "$(EMU11_SRC)" = "$(call src_of,solutions,11)" ]; then \
-	  $(MAKE) --no-print-directory emu-11-variant-others; fi
+	@if [ -n "$(EMU11_OTHERS)" ]; then $(MAKE) --no-print-directory emu-11-variant-others; fi
 .PHONY: emu-11-variant-others
 emu-11-variant-others: $(VARIANT11)
 	@$(call EMU11_BUILD,$(VARIANT11),) && EMU11_OTHERS_ONLY=1 "$$emu/emu11" $(EMU_ARG) && \
@@ -102,7 +105,8 @@ emu-11-variant: $(VARIANT11)
 	@$(call EMU11_BUILD,$(VARIANT11),$(EMU11_DEFS)) && EMU11_DEFAULTS_ONLY=1 "$$emu/emu11" $(EMU_ARG) && \
 	  EMU11_DEFAULTS_ONLY=1 EMU_CPASYNC=late "$$emu/emu11" $(EMU_ARG)
 
-test:: check-11 emu-11
+TEST_STEPS += check-11 emu-11
+TEST_FULL_STEPS += emu-full-11
 
 SWEEP11_SRC ?= $(VARIANT11)
 SWEEP11_DEFS ?=
@@ -126,11 +130,12 @@ sweep-11:
 #                             expect: diagnosis (several minutes; HOSTSIM_MUTANTS="d-missing ..." picks)
 .PHONY: hostsim-11 hostsim-mutants-11
 HOSTSIM11_ENV = HOSTSIM_OBJ='$(HOSTSIM_OBJ)' CXX_BWD='$(CXX_BWD)' NVCC='$(NVCC)'
-hostsim-11:
+hostsim-11: $$(if $$(HOSTSIM_HAVE_CUDA),$$(HOSTSIM_OBJ))
 	@if [ ! -f $(EMU_CUDA_INC)/cuda_runtime_api.h ]; then echo "hostsim-11: SKIP (no CUDA headers)"; exit 0; fi; \
 	if [ -z "$(call src_of,solutions,11)" ]; then echo "hostsim-11: SKIP (no solutions/11-*/)"; exit 0; fi; \
-	$(MAKE) --no-print-directory -s $(HOSTSIM_OBJ) && $(HOSTSIM11_ENV) python3 tests/warp_emu/hostsim11.py solution $(HOSTSIM11_SRC)
-hostsim-mutants-11:
-	@$(MAKE) --no-print-directory -s $(HOSTSIM_OBJ) && $(HOSTSIM11_ENV) python3 tests/warp_emu/hostsim11.py mutants $(HOSTSIM_MUTANTS)
+	$(HOSTSIM11_ENV) python3 tests/warp_emu/hostsim11.py solution $(HOSTSIM11_SRC)
+hostsim-mutants-11: $$(HOSTSIM_OBJ)
+	@$(HOSTSIM11_ENV) python3 tests/warp_emu/hostsim11.py mutants $(HOSTSIM_MUTANTS)
 
-test:: hostsim-11
+TEST_STEPS += hostsim-11
+TEST_FULL_STEPS += hostsim-mutants-11

@@ -48,4 +48,4 @@ bench-plots:
 bench-selftest:
 	@bash bench/selftest.sh
 
-test:: bench-selftest
+TEST_STEPS += bench-selftest

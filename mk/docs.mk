@@ -29,4 +29,8 @@ docs-fence-bodies:
 docs-browser-check:
 	@bash tests/docs/browser_check.sh
 
-test:: docs-check docs-browser-check
+# one step of make test: both build docs/site, so one after the other
+.PHONY: test-docs
+test-docs:
+	@$(MAKE) --no-print-directory docs-check && $(MAKE) --no-print-directory docs-browser-check
+TEST_STEPS += test-docs

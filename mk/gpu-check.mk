@@ -35,4 +35,4 @@ text-exp-variant: $(HARNESS_C_OBJ) $(HARNESS_ALL_CU_OBJ)
 gpu-check-selftest:
 	@bash tests/gpu_check_selftest.sh
 
-test:: gpu-check-selftest
+TEST_STEPS += gpu-check-selftest

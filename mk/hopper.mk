@@ -99,13 +99,14 @@ emu-09:
 	@if [ ! -f $(EMU_CUDA_INC)/cuda_fp16.h ]; then echo "emu-09: SKIP (no CUDA headers)"; exit 0; fi; \
 	mkdir -p build/emu && emu=$$(mktemp -d "$(CURDIR)/build/emu/emu-09.XXXXXX") && trap 'rm -rf "$$emu"' EXIT && \
 	bash $(HOPPER_VARIANT_SH) $(EMU09_SRC) "$$emu/full.cu" steps-1-4 $(EMU09_VARIANTS) && \
-	bash tests/hopper_emu/strip.sh "$$emu/full.cu" > "$$emu/kernel.cu" && \
+	python3 tests/emu/prep.py "$$emu/full.cu" > "$$emu/kernel.cu" && \
 	$(EMU_CXX) -std=c++20 -O1 -w -Wno-psabi -I$(EMU_CUDA_INC) -Itests/hopper_emu -Ireference/include -Ireference $(EMU09_DEFS) \
 	  -DEMU_SRC="\"$$emu/kernel.cu\"" -DEMU_NAME='"$(EMU09_SRC)"' -x c++ tests/hopper_emu/emu9.cpp \
 	  -o "$$emu/emu9" -lpthread && \
 	"$$emu/emu9" $(EMU_ARG) && EMU_WGMMA=late EMU_TMA=late "$$emu/emu9" $(EMU_ARG)
 
-test:: check-09 test-tma emu-09
+TEST_STEPS += check-09 test-tma emu-09
+TEST_FULL_STEPS += emu-full-09
 
 HOPPER_DEFS ?=
 HOPPER_VARIANTS ?=

@@ -50,4 +50,4 @@ FUZZ_SEED ?= 1
 fuzz:
 	@FUZZ_K=$(FUZZ_K) FUZZ_SEED=$(FUZZ_SEED) LESSONS='$(LESSONS)' bash tests/mutants/fuzz.sh
 
-test:: mutants-cpu mutants-apply
+TEST_STEPS += mutants-cpu mutants-apply

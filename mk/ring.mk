@@ -109,4 +109,4 @@ check-15:
 	$(NVCC) $(RING_CHECK_FLAGS) $$t -c $(RING_TOOL) -o /dev/null; \
 	echo "check-15: the starter compiles; the solution's ring runs right on the CPU; the timeline tool compiles"
 
-test:: check-15
+TEST_STEPS += check-15

@@ -8,4 +8,4 @@ check-structure:
 	@python3 tests/check_structure.py && python3 tests/check_structure.py --selftest >/dev/null || \
 	  { python3 tests/check_structure.py --selftest; exit 1; }
 
-test:: check-structure
+TEST_STEPS += check-structure

@@ -27,7 +27,7 @@ for dir in "$kind"/[0-9][0-9]-*/; do
     else
         passed=-; total=-; ms=-; tflops=-
         case $rc in
-            4) status=no-gpu ;; 5) status=cuda-error ;; 6|124|137) status=timeout ;;
+            4) status=no-gpu; echo "no NVIDIA GPU here: make emu-$prefix$n grades it on the CPU emulator (slow, small shapes)" >>"$log" ;; 5) status=cuda-error ;; 6|124|137) status=timeout ;;
             7) status=oom ;; *) status="crash(rc=$rc)" ;;
         esac
     fi

@@ -37,6 +37,16 @@ struct alignas(16) float4 { float x, y, z, w; };
 inline float4 make_float4(float a, float b, float c, float d) { return float4{a, b, c, d}; }
 typedef void *cudaStream_t;
 typedef int cudaError_t;
+/* the error codes reference/include/cuda_check.h names (none is returned here) */
+enum {
+    cudaErrorInvalidValue = 1, cudaErrorMemoryAllocation = 2, cudaErrorInvalidConfiguration = 9,
+    cudaErrorInvalidDeviceFunction = 98, cudaErrorNoDevice = 100, cudaErrorInsufficientDriver = 35,
+    cudaErrorNoKernelImageForDevice = 209, cudaErrorIllegalAddress = 700, cudaErrorLaunchOutOfResources = 701,
+    cudaErrorAssert = 710, cudaErrorIllegalInstruction = 715, cudaErrorMisalignedAddress = 716,
+    cudaErrorLaunchFailure = 719
+};
+inline const char *cudaGetErrorName(cudaError_t) { return "emulated"; }
+inline const char *cudaGetErrorString(cudaError_t) { return "emulated"; }
 enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize };
 template <class F> inline cudaError_t cudaFuncSetAttribute(F, cudaFuncAttribute, int) { return 0; }
 

@@ -1,6 +1,6 @@
 /* emu13.cpp: lesson 13's three backward kernels (preprocess, the warp-specialized main kernel,
  * convert) on the CPU Hopper emulator (hemu.h), graded against float64 on small shapes. The
- * kernel source (EMU_SRC: the lesson's file without its "host" region, see mk/13-hopper-backward.mk)
+ * kernel source (EMU_SRC: the lesson's file whole, its launches rewritten by tests/emu/prep.py)
  * is compiled with FA_EMULATOR defined, so that its own PTX wrappers give way to hemu.h's, and
  * with EMU_PTX_HOPPER_PLAIN, so that the stand-in ptx_hopper.h here also brings what the real
  * header writes in plain C++ (mbar_wait, the descriptors).
@@ -21,7 +21,7 @@
 #define FA_EMULATOR 1
 #define EMU_PTX_HOPPER_PLAIN 1
 #include "ptx_hopper.h"
-#include "tma_params.h"
+#include "emu_driver.h"  // the file is compiled whole, host code included (never called here)
 #include EMU_SRC
 extern "C" {
 #include "cpu_reference.h"

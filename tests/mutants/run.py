@@ -315,7 +315,7 @@ def run_one(m):
         # the copy engine always beats): the CPU warp emulator lands copies as late as
         # the PTX rules allow and tracks every cp.async hazard (tests/warp_emu)
         n = m.meta["emu"].strip()
-        ecmd = ["make", "-s", "--no-print-directory", "emu-0%s" % n, "EMU0%s_SRC=%s" % (n, os.path.relpath(m.src, ROOT))]
+        ecmd = ["make", "-s", "--no-print-directory", "emu-%02d" % int(n), "EMU%02d_SRC=%s" % (int(n), os.path.relpath(m.src, ROOT))]
         try:
             erc, eout = sh(ecmd, timeout=RUN_LIMIT_S)
         except subprocess.TimeoutExpired:

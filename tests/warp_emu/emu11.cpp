@@ -4,7 +4,7 @@
  * the solution's two (BwdConfig<64>, BwdConfig<128>), and more when the file is
  * the options variant (lessons/11-backward-tensor-cores/variants/options.patch:
  * its BwdOptions template, other tiles and options of the sweep). The source
- * comes whole, host code included (tests/warp_emu/hostsim11.py prep rewrites
+ * comes whole, host code included (tests/emu/prep.py rewrites
  * its <<<...>>> launches); this driver calls the kernels itself.
  *
  * Per case: random Q, K, V, dO (Q scaled by qmul: x30 gives logits ~ +-100),
@@ -18,15 +18,7 @@
  * references). Also: ldmatrix and st.shared bank conflicts, cp.async and
  * shared-store hazards (emu.h), and the emulator's own errors must be zero.
  * `quick` runs the shapes `make test` needs; no argument runs more. */
-#define EMU11_DRIVER
-#include "emu_host11.h"
-/* The lesson's host code is compiled too: the runtime calls it makes that emu_host11.h leaves
- * to the host simulation's fake device. This driver never calls them. */
-extern "C" {
-cudaError_t CUDARTAPI cudaMalloc(void **p, size_t) { *p = nullptr; return cudaErrorMemoryAllocation; }
-cudaError_t CUDARTAPI cudaFree(void *) { return cudaSuccess; }
-cudaError_t CUDARTAPI cudaGetLastError(void) { return cudaSuccess; }
-}
+#include "emu_driver.h"  // the lesson's host code is compiled too (never called here)
 #include EMU_SRC
 extern "C" {
 #include "cpu_reference.h"

@@ -16,7 +16,7 @@
  * EMU12_SRC=build/decode-variants/merge-kernel.cu (make decode-variant) that variant. The
  * kernel file includes "ptx_mma.h" and "ptx_cp_async.h", which resolve to this directory's
  * stand-ins; __threadfence, atomicAdd and __ldcg come from emu.h. */
-#include "emu.h"
+#include "emu_driver.h"  // the file is compiled whole (tests/emu/prep.py rewrites its launch)
 #ifndef FA_SM80
 #define FA_SM80 1 /* the kernel bodies are compiled here (the real ptx_mma.h sets it for sm_80+) */
 #endif

@@ -1,9 +1,10 @@
 /* emu7.cpp: lesson 07's kernel on the CPU warp emulator (see emu.h). The build defines
  * FA_EMULATOR, so the lesson file's own PTX wrappers (ldmatrix, mma, ex2, smem_u32) drop
  * out and emu.h's take their place; its pack2 and swz are plain C++ and run as written, so
- * the bank-conflict count below checks the file's own swizzle. */
-#include "emu.h"
+ * the bank-conflict count below checks the file's own swizzle. The file is compiled whole
+ * (tests/emu/prep.py rewrites its launch); this driver launches the kernel itself. */
 #define FA_SM80 1  // every kernel body runs on the emulator
+#include "emu_driver.h"
 #include EMU_SRC
 
 template <typename T, int D>

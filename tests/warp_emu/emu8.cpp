@@ -3,8 +3,8 @@
  * include path: the lesson's #include "ptx_mma.h" lands on the emulator's stand-in, and its
  * own cp.async wrappers drop out for emu.h's (copies that land at issue or at the retiring
  * wait, with per-chunk hazard tracking). */
-#include "emu.h"
-#define FA_SM80 1  // every kernel body runs on the emulator (the stand-in ptx_mma.h does not set it)
+#define FA_SM80 1  // every kernel body runs on the emulator
+#include "emu_driver.h"  // the file is compiled whole (tests/emu/prep.py rewrites its launch)
 #include EMU_SRC
 
 template <typename T, int D, int BR, int BC, int W, int S, bool QR>

@@ -6,7 +6,7 @@
     python3 tests/warp_emu/hostsim11.py mutants [NAME...]  every tests/mutants/11/*.mut (or the
                                                            NAMEs): each must fail with its expect:
     python3 tests/warp_emu/hostsim11.py prep SRC            print SRC as g++ compiles it over the
-                                                           emulator (make emu-11 uses it)
+                                                           emulator (tests/emu/prep.py, which make uses)
 
 The binary is reference/runner_backward.cu compiled with g++ against tests/hostsim/
 fake_device.cpp (a CUDA runtime on host memory; mk/backward.mk builds those objects and passes
@@ -29,6 +29,8 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "tests", "mutants"))
 import run as mutants  # noqa: E402  (tests/mutants/run.py: the .mut format)
+sys.path.insert(0, os.path.join(ROOT, "tests", "emu"))
+from prep import launch_rewrite  # noqa: E402  (tests/emu/prep.py: the launch rewrite)
 
 # N = 150 at d = 128 (Br 64, Bc 128): the one non-causal shape with two K/V blocks, so the second
 # starts at its diagonal query tile and wraps around to tile 0 (the schedule of the main kernel).
@@ -46,20 +48,8 @@ def sh(cmd):
 
 
 def prep(src):
-    """The lesson source for g++ over the emulator: nothing cut out, only the kernel<<<...>>>(...)
-    launches (CUDA syntax) written as emu_launch calls; raises ValueError."""
-    out = open(src).read()
-
-    def launch(m):
-        cfg = [c.strip() for c in re.split(r",(?![^(]*\))", m.group(2))]
-        if len(cfg) != 4:
-            raise ValueError("launch <<<%s>>>: expected grid, block, smem, stream" % m.group(2))
-        return "emu_launch(dim3(%s), %s, %s, [&] { %s(%s); });" % (cfg[0], cfg[1], cfg[2], m.group(1), m.group(3))
-
-    out, n = re.subn(r"([\w:]+(?:<[^;{}()]*?>)?)<<<(.*?)>>>\((.*?)\);", launch, out, flags=re.S)
-    if n < 1:
-        raise ValueError("no kernel<<<...>>>(...) launch in %s" % src)
-    return '#line 1 "%s"\n' % src + out
+    """The lesson source for g++ over the emulator (tests/emu/prep.py); raises ValueError."""
+    return launch_rewrite(src)
 
 
 def build(src, out):
@@ -75,7 +65,7 @@ def build(src, out):
         return "HOSTSIM_OBJ is empty: run through make (make hostsim-11)"
     inc = os.path.join(os.path.dirname(NVCC), "..", "include")
     rc, log = sh([CXX, "-O1", "-std=c++20", "-fopenmp", "-w", "-I" + inc, "-Itests/warp_emu", "-Ireference/include", "-Ireference",
-                  "-include", "emu_host11.h", "-x", "c++", kcpp, "-x", "none"] + objs +
+                  "-include", "emu_host.h", "-x", "c++", kcpp, "-x", "none"] + objs +
                  ["-o", out, "-lpthread", "-lm"])
     return log if rc else None
 

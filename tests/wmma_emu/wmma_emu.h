@@ -41,7 +41,11 @@ struct EmuBlock {
     unsigned arg_ldm[4][32];
 };
 inline EmuBlock *emu_block;
-inline unsigned char *emu_smem_ptr;
+/* The block's dynamic shared memory: the lesson's kernel declares it `extern __shared__
+ * __align__(128) unsigned char smem[];`, which g++ reads as this array (blocks run one after
+ * another, so one array serves them all). */
+constexpr size_t EMU_SMEM_BYTES = 227 * 1024;
+alignas(128) unsigned char smem[EMU_SMEM_BYTES];
 inline int emu_warp() { return emu_tid.x / 32; }
 inline int emu_lane() { return emu_tid.x % 32; }
 
@@ -150,3 +154,28 @@ inline void mma_sync(fragment<accumulator, 16, 16, 16, float> &d, const fragment
     for (int e = 0; e < 8; ++e) d.x[e] = out[e];
 }
 }}  // namespace nvcuda::wmma
+
+/* kernel<<<grid, threads, bytes, stream>>>(args) as tests/emu/prep.py rewrites it: the blocks one
+ * after another, one std::thread per CUDA thread, shared memory filled with 0xff first (NaN in
+ * every fp32/fp16/bf16 reading, so reading what nobody wrote shows). */
+template <class F>
+inline void emu_launch(dim3 grid, int threads, size_t bytes, const F &fn) {
+    if (threads != 128) { fprintf(stderr, "wmma_emu: %d threads per block; the emulator models 4 warps\n", threads); abort(); }
+    if (bytes > EMU_SMEM_BYTES) { fprintf(stderr, "wmma_emu: %zu bytes of shared memory\n", bytes); abort(); }
+    emu_grid = {grid.x, grid.y, grid.z};
+    for (unsigned z = 0; z < grid.z; ++z)
+        for (unsigned y = 0; y < grid.y; ++y)
+            for (unsigned x = 0; x < grid.x; ++x) {
+                memset(smem, 0xff, bytes);
+                auto blk = std::make_unique<EmuBlock>();
+                emu_block = blk.get();
+                std::vector<std::thread> th;
+                for (unsigned t = 0; t < (unsigned)threads; ++t)
+                    th.emplace_back([&, t] {
+                        emu_tid = {t, 0, 0};
+                        emu_bid = {x, y, z};
+                        fn();
+                    });
+                for (auto &w : th) w.join();
+            }
+}

@@ -1,0 +1,204 @@
+#!/usr/bin/env python3
+"""tests/emu/grade.py: the student's CPU path, `make emu-lessonN` / `make emu-solutionN`.
+
+    python3 tests/emu/grade.py N SRC [NAME]   build SRC (lesson N's file) over a CPU emulator and the
+                                              real runner, grade it on the lesson's small case list
+
+The binary is the lesson's own runner (reference/runner_main.cu with runner_attention.cu or
+runner_backward.cu, compiled by g++ over tests/hostsim/fake_device.cpp, a CUDA runtime on host
+memory) linked with the lesson's source, host code included, compiled by g++ over the emulator
+of its kind: only its kernel<<<grid, block, smem, stream>>>(args) launches are rewritten as
+emulated launches. So the report, the diagnoses, the re-run and the causal tests are the
+grader's own; the emulator adds its checks (bank conflicts, cp.async and shared-memory hazards:
+any is a failure). Every case runs with --check-only --seed 1 (the shapes the emulator can afford,
+one command line each); the output is the runner's, one block per case.
+Exit status: 0 every case passes, 1 a case fails (or the emulator reports a problem), 2 the
+build failed, 3 the file says it is not implemented (the runner's exit status).
+
+Lessons 09 and 13 run on their own emulator drivers (make emu-09 / emu-13 with the file as the
+source), graded against float64 by the driver; their starters, as shipped, are
+reported as not implemented from the file's own switch (STARTER_NOT_DONE, STARTER_DONE_STEP),
+as the runner would report them. The objects come from make (mk/emu.mk).
+"""
+import os
+import re
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from prep import launch_rewrite  # noqa: E402  (tests/emu/prep.py)
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+CXX = os.environ.get("EMU_CXX", "g++")
+CUDA_INC = os.environ.get("CUDA_INC", "/usr/local/cuda/include")
+
+# Per lesson: the emulator (fp32: tests/fp32_emu; warp: tests/warp_emu), the runner (fwd, bwd)
+# and the cases, each a command line of the runner (dtypes: every one the lesson has, unless given).
+FWD_CASES_0204 = ["-b 2 -H 1 -n 77 -d 64", "-b 1 -H 2 -n 1 -d 128", "-b 1 -H 1 -n 130 -d 128"]
+FWD_CASES_CAUSAL = ["-b 2 -H 1 -n 77 -d 64", "-b 1 -H 1 -n 130 -d 128 --causal", "-b 1 -H 2 -n 65 -d 64 --causal"]
+LESSONS = {
+    2: ("fp32", "fwd", FWD_CASES_0204),
+    3: ("fp32", "fwd", FWD_CASES_0204),
+    4: ("fp32", "fwd", FWD_CASES_0204),
+    5: ("fp32", "fwd", FWD_CASES_CAUSAL),
+    6: ("wmma", "fwd", ["-b 1 -H 2 -n 77 -d 64", "-b 1 -H 1 -n 130 -d 128 --causal", "-b 1 -H 1 -n 1 -d 64 --causal"]),
+    7: ("warp", "fwd", ["-b 1 -H 2 -n 77 -d 64", "-b 1 -H 1 -n 130 -d 128 --causal", "-b 1 -H 1 -n 1 -d 64 --causal"]),
+    8: ("warp", "fwd", ["-b 1 -H 2 -n 100 -d 64", "-b 1 -H 1 -n 250 -d 128 --causal", "-b 1 -H 1 -n 1 -d 64 --causal"]),
+    10: ("fp32", "bwd", ["-b 2 -H 3 -n 77 -d 64", "-b 1 -H 2 -n 77 -d 64 --causal", "-b 1 -H 1 -n 130 -d 128 --causal"]),
+    11: ("warp", "bwd", ["-b 2 -H 1 -n 77 -d 64", "-b 1 -H 1 -n 130 -d 64 --causal", "-b 1 -H 1 -n 77 -d 128 --causal",
+                         "-b 1 -H 2 -n 150 -d 128"]),
+    12: ("warp", "fwd", ["-b 2 -H 8 --kv-heads 2 -n 1 --kv-seq 700 -d 64 --ragged",
+                         "-b 1 -H 4 --kv-heads 1 -n 16 --kv-seq 300 -d 128 --causal",
+                         "-b 1 -H 2 --kv-heads 2 -n 5 --kv-seq 5 -d 64 --causal",
+                         "-b 1 -H 2 -n 77 -d 64"]),
+}
+# A lesson whose file builds two designs by a macro the text teaches is graded in both: the first
+# build on every case, the others on the first two.
+BUILDS = {10: [("dQ by atomics", "-DDQ_ATOMIC=1"), ("dQ in a separate pass", "-DDQ_ATOMIC=0")]}
+DRIVERS = {9: "emu-09", 13: "emu-13"}
+# Lessons whose emulator driver checks more than the runner's cases can (x30 logits, other tile
+# configurations, cp.async copies landing at the retiring wait, forced split counts): once the
+# cases pass, the driver runs the file too (make emu-NN EMUNN_SRC=file, its quick set).
+DRIVER_AFTER = {7: "emu-07", 8: "emu-08", 11: "emu-11", 12: "emu-12"}
+DRIVER_VAR = {"emu-06": "EMU06_SRC", "emu-07": "EMU07_SRC", "emu-08": "EMU08_SRC", "emu-09": "EMU09_SRC",
+              "emu-11": "EMU11_SRC", "emu-12": "EMU12_SRC", "emu-13": "EMU13_SRC"}
+CANNOT = {
+    "fp32": "speed, and races that only real hardware shows (blocks run one after another here)",
+    "wmma": "speed, and races that only real hardware shows (blocks run one after another here); a wmma call "
+            "inside a branch that some lanes skip hangs here rather than fails",
+    "warp": "speed, your PTX wrappers where the lesson has you write them (the emulator brings its own), "
+            "and races that only real hardware shows (blocks run one after another here)",
+    "driver": "speed, the host code of your file (the driver launches the kernel itself), "
+              "and races that only real hardware shows",
+}
+
+
+def sh(cmd, cwd=ROOT, env=None):
+    p = subprocess.run(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True,
+                       errors="replace", env=env)
+    return p.returncode, p.stdout
+
+
+def build(n, src, out, defines=()):
+    """The emulator build of src (with -D defines) linked with the lesson's runner; an error text or None."""
+    emu, runner, _ = LESSONS[n]
+    os.makedirs(os.path.dirname(out), exist_ok=True)
+    kcpp = out + ".kernel.cpp"
+    if emu == "fp32":  # tests/fp32_emu/prep.py: its launch form, and the dynamic shared memory
+        rc, log = sh(["python3", "tests/fp32_emu/prep.py", src, kcpp])
+        if rc:
+            return log
+    else:
+        try:
+            open(kcpp, "w").write(launch_rewrite(src))
+        except ValueError as e:
+            return str(e)
+    objs = os.environ.get("EMU_FWD_OBJ" if runner == "fwd" else "EMU_BWD_OBJ", "").split()
+    if not objs:
+        return "EMU_FWD_OBJ / EMU_BWD_OBJ are empty: run through make (make emu-lesson%d)" % n
+    if emu == "fp32":
+        flags = ["-O2", "-Itests/fp32_emu", "-include", "emu_host.h"]
+    elif emu == "wmma":
+        flags = ["-O2", "-Itests/wmma_emu", "-I" + CUDA_INC, "-include", "emu_host.h"]
+    else:
+        flags = ["-O1", "-DFA_EMULATOR", "-DFA_SM80=1", "-I" + CUDA_INC, "-Itests/warp_emu", "-include", "emu_host.h"]
+    rc, log = sh([CXX, "-std=c++20", "-fopenmp", "-w"] + flags + list(defines) + ["-Ireference/include", "-Ireference",
+                 "-x", "c++", kcpp, "-x", "none"] + objs + ["-o", out, "-lpthread", "-lm"])
+    return log if rc else None
+
+
+def run_cases(n, binary, name, cases=None, label=""):
+    cases = cases or LESSONS[n][2]
+    passed = 0
+    sys.stdout.flush()
+    for k, case in enumerate(cases):
+        rc, out = sh(["./" + os.path.basename(binary), "--check-only", "--seed", "1"] + case.split(),
+                     cwd=os.path.dirname(binary))
+        lines = out.splitlines()
+        if k:  # the banner once
+            lines = [l for l in lines if not re.match(r"(Lesson \d\d: |seed \d+|GPU: host simulation)", l)]
+        print("== %s%s %s" % (name, label, case))
+        print("\n".join(lines))
+        sys.stdout.flush()
+        if rc == 3:
+            print("  (no GPU: make emu-%s runs it on the CPU again)" % name)
+            return 3
+        ok = rc == 0 and "EMU ERROR" not in out
+        if rc == 0 and not ok:
+            print("FAIL: the emulator reported a problem (EMU ERROR above): this case does not pass")
+        passed += ok
+    print("%s%s on the CPU emulator: %d of %d cases passed (%s)" % (name, label, passed, len(cases),
+                                                                     "PASS" if passed == len(cases) else "FAIL"))
+    return 0 if passed == len(cases) else 1
+
+
+def run_driver(target, src, name):
+    """make TARGET with the file as its source: 0 when it passes, else 1."""
+    print("== %s: make %s %s=%s (the emulator's own driver)" % (name, target, DRIVER_VAR[target], os.path.relpath(src, ROOT)))
+    sys.stdout.flush()
+    p = subprocess.run([os.environ.get("MAKE", "make"), "--no-print-directory", target,
+                        "%s=%s" % (DRIVER_VAR[target], os.path.relpath(src, ROOT))], cwd=ROOT)
+    print("%s, the emulator's driver: %s" % (name, "PASS" if p.returncode == 0 else "FAIL"))
+    return 0 if p.returncode == 0 else 1
+
+
+def starter_switch(n, src):
+    """True when the file, as the runner would see it, says it is not implemented yet."""
+    text = open(src).read()
+    if re.search(r"^#define STARTER_NOT_DONE 1\b", text, re.M):
+        return True
+    m = re.search(r"^#define STARTER_DONE_STEP (\d+)", text, re.M)
+    step = re.search(r"^#define FA9_STEP (\d+)", text, re.M)
+    return bool(m and step and int(step.group(1)) > int(m.group(1)))
+
+
+def lesson_dir(n):
+    import glob
+    d = sorted(glob.glob(os.path.join(ROOT, "lessons", "%02d-*" % n)))
+    return os.path.basename(d[0]) if d else "%02d" % n
+
+
+def main():
+    if len(sys.argv) < 3:
+        print(__doc__)
+        return 2
+    n, src = int(sys.argv[1]), sys.argv[2]
+    name = sys.argv[3] if len(sys.argv) > 3 else "lesson%d" % n
+    kind = LESSONS[n][0] if n in LESSONS else "driver"
+    print("%s: %s on the CPU emulator (%s), graded on small shapes" % (name, os.path.relpath(src, ROOT),
+          {"fp32": "tests/fp32_emu", "wmma": "tests/wmma_emu", "warp": "tests/warp_emu",
+           "driver": "make " + DRIVERS.get(n, "?")}[kind]))
+    rc = None
+    if n in DRIVERS:
+        if starter_switch(n, src):
+            print("NOT IMPLEMENTED: lesson %02d's file says it is not written yet.\n"
+                  "  Open lessons/%s/ and work through TODO(1), TODO(2), ... then run make emu-%s again." %
+                  (n, lesson_dir(n), name))
+            rc = 3
+        else:
+            rc = run_driver(DRIVERS[n], src, name)
+    elif n in LESSONS:
+        rc = 0
+        for k, (what, defines) in enumerate(BUILDS.get(n, [("", "")])):
+            binary = os.path.join(ROOT, "build", "emu-grade", name + ("-%d" % k if k else ""))
+            err = build(n, os.path.abspath(src), binary, defines.split())
+            if err:
+                print(err.rstrip())
+                print("%s: the emulator build of %s %s failed (the messages above; a GPU build may say more: make %s)" %
+                      (name, os.path.relpath(src, ROOT), defines, name))
+                return 2
+            label = " (%s, %s)" % (what, defines) if what else ""
+            rc = run_cases(n, binary, name, LESSONS[n][2] if k == 0 else LESSONS[n][2][:2], label)
+            if rc:
+                break
+        if rc == 0 and n in DRIVER_AFTER:
+            rc = run_driver(DRIVER_AFTER[n], src, name)
+    else:
+        print("lesson %d has no emulator path (lesson 01 runs on the CPU: make lesson1 && ./lesson1)" % n)
+        return 2
+    print("What the emulator cannot check: %s." % CANNOT[kind])
+    return rc
+
+
+if __name__ == "__main__":
+    sys.exit(main())
