@@ -6,10 +6,12 @@
 # README.md): header lines ("what:", "measured:"), then blocks "@@ from", "@@ to", "@@ end" of
 # exact text; each "from" must occur exactly once in the text so far. `make hopper-variant`,
 # ladder.sh, ncu.sh and `make emu-09` call it. Exit status: 0; 1 a variant does not apply (which
-# block, and why); 2 a bad command line.
+# block, and why); 2 a bad command line. VARIANT_DIR=DIR reads the variants of DIR instead (lesson
+# 13's variant.sh runs this program on its own variants).
 set -uo pipefail
-[ $# -ge 2 ] || { echo "usage: $0 SRC OUT [NAME...]  (names: $(cd "$(dirname "$0")/variants" && ls *.var | sed 's/\.var$//' | tr '\n' ' '))" >&2; exit 2; }
-exec python3 - "$(cd "$(dirname "$0")" && pwd)/variants" "$@" <<'PY'
+vdir=${VARIANT_DIR:-$(cd "$(dirname "$0")" && pwd)/variants}
+[ $# -ge 2 ] || { echo "usage: $0 SRC OUT [NAME...]  (names: $(cd "$vdir" && ls *.var | sed 's/\.var$//' | tr '\n' ' '))" >&2; exit 2; }
+exec python3 - "$vdir" "$@" <<'PY'
 import os, sys
 vdir, src, out, names = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
 try:
