@@ -6,11 +6,39 @@
 #define FP8_H
 #include <stddef.h>
 #include <stdint.h>
+#include <math.h>
 
 /* OCP e4m3 (the H100's __nv_fp8_e4m3): round to nearest even, saturating to +-448 (what
- * cvt.rn.satfinite.e4m3x2.f32 does); NaN gives 0x7F. Subnormals go down to 2^-9. */
-uint8_t e4m3_encode(float x);
-float e4m3_decode(uint8_t code);
+ * cvt.rn.satfinite.e4m3x2.f32 does); NaN gives 0x7F. Subnormals go down to 2^-9.
+ * Inline, so that the float64 references (cpu_reference.c) round P to e4m3 without linking
+ * fp8.c: every emulator and test that links the references links nothing more. */
+static inline uint8_t e4m3_encode(float x) {
+    if (isnan(x)) return 0x7F;
+    const uint8_t sign = signbit(x) ? 0x80 : 0;
+    const float a = fabsf(x);
+    int e;
+    frexpf(a, &e); /* a = f 2^e, f in [0.5, 1): the leading bit is 2^(e-1) */
+    uint32_t code;
+    if (a == 0.0f) {
+        code = 0;
+    } else if (e - 1 < -6) { /* subnormal: multiples of 2^-9; 8 of them rolls into 2^-6 */
+        code = (uint32_t)rintf(ldexpf(a, 9));
+    } else {
+        float q = rintf(ldexpf(a, 3 - (e - 1))); /* mantissa with its leading 1: 8..16 */
+        int be = e - 1 + 7;
+        if (q >= 16.0f) { q = 8.0f; ++be; }
+        code = be > 15 ? 0x7F : ((uint32_t)be << 3) | ((uint32_t)q - 8u);
+    }
+    if (code > 0x7E) code = 0x7E; /* satfinite: 448 */
+    return sign | (uint8_t)code;
+}
+
+static inline float e4m3_decode(uint8_t c) {
+    const int e = (c >> 3) & 15, m = c & 7;
+    if ((c & 0x7F) == 0x7F) return NAN;
+    const float a = e == 0 ? ldexpf((float)m, -9) : ldexpf(1.0f + m / 8.0f, e - 7);
+    return (c & 0x80) ? -a : a;
+}
 static inline float round_e4m3(float x) { return e4m3_decode(e4m3_encode(x)); }
 
 /* The scale P is multiplied by before it is rounded to e4m3 in the plain FP8 reference
