@@ -339,7 +339,7 @@ if [ "$PEERS" = 1 ]; then
     fi
 fi
 
-# The backward targets of issue 12: each backward solution against PyTorch's FlashAttention-2 and
+# The backward targets: each backward solution against PyTorch's FlashAttention-2 and
 # cuDNN backward, same shape and dtype, from the rows above (time of the peer / time of the lesson).
 if has_pass backward && [ ${#BMETHODS[@]} -gt 0 ]; then
     awk -F, '{ sub(/\r$/, "") } $20 == "backward" && $11 == "ok" && $12 > 0 {

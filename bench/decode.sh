@@ -22,7 +22,7 @@
 #                              ramp-up). (Not a copy: after the read flush a small copy's writes
 #                              stay in L2, and the copy looks faster than HBM.)
 # and, once at the start, `copy`: a device-to-device copy of 1 GiB (build/copy_bandwidth),
-# (bytes read + written) / time: the roofline of issue 13. All are timed the same way (CUDA
+# (bytes read + written) / time: the roofline the lesson aims at. All are timed the same way (CUDA
 # events, warm-up, median, L2 flushed before each launch). Bandwidth = bytes of K and V
 # (2 B H_kv N_kv d x 2 bytes) / time; a copy's = (bytes read + written) / time; pct_of_copy =
 # that / the 1 GiB copy's (the summary also divides by the same-size read's).

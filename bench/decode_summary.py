@@ -7,9 +7,9 @@ Reads bench/decode.sh's CSV and prints (and with --md writes) a table with one r
 decode shape: lesson 12's K/V bandwidth, its % of the 1 GiB device-to-device copy measured in
 the same run, a plain read of the same number of bytes as the shape's K and V (its GB/s) and
 lesson 12's % of it, its -DFD_SPLITS=1 build, each PyTorch SDPA backend and the
-ratio of lesson 12 to the fastest of them; then the two targets of issue 13 over the shapes
+ratio of lesson 12 to the fastest of them; then the two targets of lesson 12 over the shapes
 they name (N = 1, B H_kv 8..512, KV 4k..128k): >= 90% of the copy (against the 1 GiB copy,
-the issue's definition, and against the same-size read), >= 1.0x the fastest SDPA backend.
+the lesson's definition, and against the same-size read), >= 1.0x the fastest SDPA backend.
 With --plot-dir it writes the data bench/plot_decode.gp draws: for fp16, d = 128, H_kv = 8
 (or the first dtype/d present), one panel per B H_kv, a file per method of "N_kv GB/s" lines
 (read-same: the same-size reads), and meta.gp (the panels and the copy bandwidth). Plain
@@ -67,7 +67,7 @@ def main():
     out.append("")
     out.append("Same-size read: a plain streaming read of as many bytes as the shape's K and V (nothing "
                "computed, nothing written), timed the same way: what a kernel that only reads can reach at that "
-               "size, launch and ramp-up included. % of copy: against the 1 GiB copy (issue 13's target); % of "
+               "size, launch and ramp-up included. % of copy: against the 1 GiB copy (lesson 12's target); % of "
                "same: against the same-size read.")
     out.append("")
     out.append("| dtype | d | B | H | H_kv | N | N_kv | lesson 12 | % of copy | same-size read | % of same "

@@ -1,4 +1,4 @@
-# mk/backward.mk: the backward pass (issue 12): lesson 10, the standard backward, their checks.
+# mk/backward.mk: the backward pass: lesson 10, the standard backward, their checks.
 #   make standard_backward   ./standard_backward: unfused cuBLAS backward (S, P in HBM), graded and
 #                            timed by the backward runner like a lesson (reference/standard_attention_bwd.cu)
 #   make solution10-dq-pass  lesson 10 with dQ in a separate pass instead of atomics (-DDQ_ATOMIC=0),

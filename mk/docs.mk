@@ -1,4 +1,4 @@
-# mk/docs.mk: the course site (issue 7). Needs pandoc; the checks also python3 and chromium
+# mk/docs.mk: the course site. Needs pandoc; the checks also python3 and chromium
 # (Debian: apt-get install pandoc python3 chromium fonts-dejavu-core fonts-dejavu-extra gnuplot-nox).
 #   make docs                 render docs/site/ from docs/*.md and lessons/NN-*/*.md;
 #                             open docs/site/index.html (works offline, from file://)

@@ -1,4 +1,4 @@
-# mk/mutants.mk: a grader that passes a wrong kernel teaches the wrong lesson (issue 8).
+# mk/mutants.mk: a grader that passes a wrong kernel teaches the wrong lesson.
 #   make mutants          every planted-bug mutant (tests/mutants/NN/*.mut) through the grader,
 #                         one table row each; lesson 01's run on the CPU, 02+ need a GPU and
 #                         write docs/results/mutants-<gpu>.md. LESSONS="2 7" picks lessons.

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""tests/mutants/run.py: does the grader reject wrong kernels? (issue 8)
+"""tests/mutants/run.py: does the grader reject wrong kernels?
 
 Every file tests/mutants/NN/<name>.mut plants one classic bug in lesson NN's
 solution by exact text substitution (format: tests/mutants/README.md). For each
