@@ -1,22 +1,66 @@
-# mk/14-fp8.mk: lesson 14 (FP8 attention on Hopper). So far the harness's FP8 inputs
-# (--dtype e4m3; reference/fp8.c, tests/test_fp8.c, make hostsim-forward's FP8 stand-in) and the
-# e4m3 wrappers (reference/include/ptx_hopper_fp8.h); the lesson's own kernel is still to come.
+# mk/14-fp8.mk: lesson 14 (FP8 attention on Hopper: e4m3 wgmma, block scales, incoherent
+# processing). Its source carries `// build: sm_90a` (make solution14 / lesson14 build it for sm_90a
+# through the Makefile's own rule). The harness's FP8 inputs: --dtype e4m3 (reference/fp8.c,
+# tests/test_fp8.c, make hostsim-forward's FP8 stand-in); the wrappers: reference/include/ptx_hopper_fp8.h.
 # In `make test` (no GPU needed):
 #   make check-14     reference/include/ptx_hopper_fp8.h compiles for sm_90a with every wrapper
-#                     instantiated (tests/gpu_fp8/header_check.cu). SKIPs without nvcc
+#                     instantiated (tests/gpu_fp8/header_check.cu); the starter and the solution
+#                     compile for sm_90a with no ptxas warning (C7519 included), the solution with no
+#                     spill and 168 registers per thread in its main kernel (24 + 2 x 240 = 3 x 168);
+#                     the solution's wrappers are the header's, token for token. SKIPs without nvcc
+#   make emu-14       the solution on the CPU Hopper emulator (tests/hopper_emu: wgmma_e4m3.h, the e4m3
+#                     wgmma; emu_host14.h; grade14.py) graded by the real runner: block and per-tensor
+#                     scales, --hadamard, --outliers, causal, ragged N; each case twice (operands and
+#                     copies at once, then as late as the rules allow). EMU14_SRC=... another file;
+#                     EMU_QUICK=0 more shapes
+#   make emu-lesson14 / emu-solution14   the student's CPU path: your file (or the solution) the same way;
+#                     the starter as shipped says "not implemented" (exit 3)
 # On a Hopper GPU (H100/H200):
 #   make fp8-scalar   ./build/fp8scalar: the forward runner with a one-thread-per-row FP8 kernel on
 #                     CUDA cores (tests/gpu_fp8/scalar_fp8.cu): the harness's FP8 path on a real
 #                     GPU (codes, descale arrays, bf16 O), e.g.
 #                     ./build/fp8scalar --check-only --seed 1   (the case matrix, 14 cases)
-.PHONY: check-14 fp8-scalar
+.PHONY: check-14 fp8-scalar emu-14 emu-lesson14 emu-solution14
 
+SOL14_SRC := $(call src_of,solutions,14)
+LES14_SRC := $(call src_of,lessons,14)
 check-14:
 	@if ! command -v $(NVCC) >/dev/null 2>&1; then echo "check-14: SKIP (no nvcc)"; exit 0; fi; \
 	mkdir -p build && $(NVCC) $(SM90A_FLAGS) -Ireference/include -Ireference -Xptxas -v -c tests/gpu_fp8/header_check.cu \
 	  -o build/fp8_header_check.o 2>build/fp8_header_check.log || { cat build/fp8_header_check.log; exit 1; }; \
 	if grep -q "warning" build/fp8_header_check.log; then cat build/fp8_header_check.log; exit 1; fi; \
-	echo "check-14: reference/include/ptx_hopper_fp8.h compiles for sm_90a (e4m3 wgmma ss and rs, N = 64 and 128; cvt e4m3x2)"
+	echo "check-14: reference/include/ptx_hopper_fp8.h compiles for sm_90a (e4m3 wgmma ss and rs, N = 64 and 128; cvt e4m3x2)"; \
+	compile() { $(NVCC) -O3 -std=c++17 $(SM90A_FLAGS) -Ireference/include -Ireference -Xptxas -v -c "$$@" -o /dev/null 2>&1; }; \
+	for f in $(LES14_SRC); do \
+	  out=$$(compile $$f) || { echo "$$out"; echo "check-14: the starter $$f does not compile"; exit 1; }; \
+	  if echo "$$out" | grep -qiE 'warning|C7519'; then echo "check-14: the starter $$f: ptxas warns:"; echo "$$out" | grep -iE -A2 'warning|C7519'; exit 1; fi; \
+	done; \
+	if [ -n "$(SOL14_SRC)" ]; then \
+	  out=$$(compile $(SOL14_SRC)) || { echo "$$out"; echo "check-14: $(SOL14_SRC) does not compile"; exit 1; }; \
+	  if echo "$$out" | grep -qiE 'warning|C7519'; then \
+	    echo "check-14: the solution: ptxas warns (or injects a warpgroup.arrive):"; echo "$$out" | grep -iE -A2 'warning|C7519'; exit 1; fi; \
+	  if echo "$$out" | grep -qE '[1-9][0-9]* bytes (spill|stack)'; then \
+	    echo "check-14: the solution spills:"; echo "$$out" | grep -E 'spill|stack|registers'; exit 1; fi; \
+	  regs=$$(echo "$$out" | awk '/Compiling entry function .*fp8_forward_kernel/ {on = 1} on && /Used [0-9]+ registers/ {sub(/.*Used /, ""); print $$1; on = 0}' | sort -n | uniq | tr '\n' ' '); \
+	  if [ "$$regs" != "168 " ]; then echo "check-14: the main kernel uses $$regs registers per thread; setmaxnreg's split needs 168"; exit 1; fi; \
+	  echo "check-14: the solution and the starter build for sm_90a: main kernel 168 registers, no spill, no warning"; \
+	fi
+
+# The CPU Hopper emulator graded by the real runner (the runner's objects: mk/hostsim-forward.mk).
+EMU14_SRC ?= $(SOL14_SRC)
+EMU14_MODE = $(if $(filter 0,$(EMU_QUICK)),full,quick)
+define EMU14_RUN
+	@if [ ! -f $(dir $(NVCC))../include/cuda_runtime_api.h ]; then echo "$(2): SKIP (no CUDA headers: install the CUDA toolkit)"; exit 0; fi; \
+	[ -n "$(1)" ] || { echo "$(2): no source (expected $(3)/14-*/*.cu)"; exit 2; }; \
+	EMU_FWD_OBJ='$(HOSTSIM_FWD_OBJ)' EMU_CXX='$(EMU_CXX)' CUDA_INC='$(dir $(NVCC))../include' \
+	  python3 tests/hopper_emu/grade14.py $(1) $(2) $(EMU14_MODE)
+endef
+emu-14: $$(if $$(HOSTSIM_HAVE_CUDA),$$(HOSTSIM_FWD_OBJ))
+	$(call EMU14_RUN,$(EMU14_SRC),emu-14,solutions)
+emu-lesson14: $$(if $$(HOSTSIM_HAVE_CUDA),$$(HOSTSIM_FWD_OBJ))
+	$(call EMU14_RUN,$(LES14_SRC),emu-lesson14,lessons)
+emu-solution14: $$(if $$(HOSTSIM_HAVE_CUDA),$$(HOSTSIM_FWD_OBJ))
+	$(call EMU14_RUN,$(SOL14_SRC),emu-solution14,solutions)
 
 FP8_SCALAR_SRC := tests/gpu_fp8/scalar_fp8.cu $(filter-out reference/runner_backward.cu,$(wildcard reference/runner_*.cu)) $(HARNESS_C)
 fp8-scalar: build/fp8scalar

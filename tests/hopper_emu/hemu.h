@@ -170,6 +170,10 @@ struct EmuWgOp {
     bool computed;
     void (*compute)(EmuWgOp &);
     bool ta = false, tb = false;  // A, B MN-major (imm-trans-a, imm-trans-b); rs: B MN-major
+    /* Hook for operand types of other widths (wgmma_e4m3.h): their own chunk list, and A's
+     * rows gathered at issue for rs (64 8-bit codes). Unset for the 16-bit types here. */
+    void (*chunks)(const EmuWgOp &, std::vector<uint32_t> &) = nullptr;
+    uint8_t A8[2][32] = {};
 };
 struct EmuBulkStore {
     const CUtensorMap *map; int c[3]; uint32_t src; bool done;
@@ -808,6 +812,7 @@ template <typename T> static float emu_ld_op(uint32_t a) {
 /* The chunks of shared memory this thread's part of a wgmma reads: its 2 rows of A (ss) and
  * all of B. */
 static void emu_op_chunks(const EmuWgOp &op, std::vector<uint32_t> &out) {
+    if (op.chunks) return op.chunks(op, out);  // wgmma_e4m3.h
     out.clear();
     const int g = me->lane >> 2, wq = me->warp % 4;
     if (!op.rs && !op.ta)

@@ -1,0 +1,106 @@
+#!/usr/bin/env python3
+"""tests/hopper_emu/grade14.py: lesson 14's file on the CPU Hopper emulator, graded by the real runner
+(make emu-14, emu-lesson14, emu-solution14; mk/14-fp8.mk).
+
+    python3 tests/hopper_emu/grade14.py SRC NAME [quick|full]
+
+The binary is the forward runner (reference/runner_main.cu + runner_attention.cu, objects from make:
+EMU_FWD_OBJ) over tests/hostsim/fake_device.cpp, linked with SRC compiled whole by g++ over the
+Hopper emulator (tests/hopper_emu/emu_host14.h, force-included; its launches rewritten by
+tests/emu/prep.py). Each case is one runner command line with --check-only --seed 1: the runner's
+own FP8 inputs, references (float64 and the plain FP8 attention) and diagnoses. A case passes when
+the runner passes it and the emulator reports no error. Every case runs twice: operands and copies
+landing at once, then as late as the PTX rules allow (EMU_WGMMA=late EMU_TMA=late).
+Exit status: 0 all pass, 1 a case fails, 2 the build failed, 3 the file says it is not implemented.
+"""
+import os
+import re
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "emu"))
+from prep import launch_rewrite  # noqa: E402  (tests/emu/prep.py)
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+CXX = os.environ.get("EMU_CXX", "g++")
+CUDA_INC = os.environ.get("CUDA_INC", "/usr/local/cuda/include")
+
+# Ragged N, one tile and several, causal (the diagonal inside a warpgroup's rows, tiles skipped),
+# block and per-tensor scales, the Hadamard rotation, the outlier inputs, B > 1.
+CASES = [
+    "-b 1 -H 2 -n 200 -d 128 --outliers",
+    "-b 1 -H 1 -n 300 -d 128 --causal --hadamard",
+    "-b 2 -H 1 -n 77 -d 128 --quant tensor",
+    "-b 1 -H 1 -n 1 -d 128 --causal",
+]
+FULL = [
+    "-b 1 -H 1 -n 257 -d 128 --causal --quant tensor --hadamard --outliers",
+    "-b 1 -H 2 -n 384 -d 128 --outliers --hadamard",
+    "-b 2 -H 1 -n 129 -d 128 --causal --outliers",
+]
+MODES = [("", {}), (" (late)", {"EMU_WGMMA": "late", "EMU_TMA": "late"})]
+
+
+def sh(cmd, cwd=ROOT, env=None):
+    p = subprocess.run(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True,
+                       errors="replace", env=env)
+    return p.returncode, p.stdout
+
+
+def main():
+    if len(sys.argv) < 3:
+        print(__doc__)
+        return 2
+    src, name = os.path.abspath(sys.argv[1]), sys.argv[2]
+    full = len(sys.argv) > 3 and sys.argv[3] == "full"
+    out = os.path.join(ROOT, "build", "emu-grade", name)
+    os.makedirs(os.path.dirname(out), exist_ok=True)
+    print("%s: %s on the CPU Hopper emulator (tests/hopper_emu, e4m3 wgmma), graded by the runner on small shapes"
+          % (name, os.path.relpath(src, ROOT)))
+    try:
+        open(out + ".kernel.cpp", "w").write(launch_rewrite(src))
+    except (ValueError, OSError) as e:
+        print("%s: %s" % (name, e))
+        return 2
+    objs = os.environ.get("EMU_FWD_OBJ", "").split()
+    if not objs:
+        print("EMU_FWD_OBJ is empty: run through make (make emu-14)")
+        return 2
+    rc, log = sh([CXX, "-std=c++20", "-fopenmp", "-w", "-O1", "-I" + CUDA_INC, "-Itests/hopper_emu", "-include",
+                  "emu_host14.h", "-Ireference/include", "-Ireference", "-x", "c++", out + ".kernel.cpp", "-x", "none"]
+                 + objs + ["-o", out, "-lpthread", "-lm"])
+    if rc:
+        print(log.rstrip())
+        print("%s: the emulator build of %s failed (the messages above; nvcc may say more: make %s)"
+              % (name, os.path.relpath(src, ROOT), name.replace("emu-", "")))
+        return 2
+    cases = CASES + (FULL if full else [])
+    passed = total = 0
+    for mode, env in MODES:
+        for k, case in enumerate(cases):
+            e = dict(os.environ, **env)
+            rc, text = sh(["./" + os.path.basename(out), "--check-only", "--seed", "1"] + case.split(),
+                          cwd=os.path.dirname(out), env=e)
+            lines = text.splitlines()
+            if k or mode:  # the banner once
+                lines = [l for l in lines if not re.match(r"(Lesson \d\d: |seed \d+|GPU: host simulation)", l)]
+            print("== %s%s %s" % (name, mode, case))
+            print("\n".join(lines))
+            sys.stdout.flush()
+            if rc == 3:
+                print("  (no GPU needed: make %s runs it on the CPU again once you have written the TODOs)" % name)
+                return 3
+            ok = rc == 0 and "EMU ERROR" not in text
+            if rc == 0 and not ok:
+                print("FAIL: the emulator reported a problem (EMU ERROR above): this case does not pass")
+            passed += ok
+            total += 1
+    print("%s on the CPU emulator: %d of %d runs passed (%s)" % (name, passed, total,
+                                                                 "PASS" if passed == total else "FAIL"))
+    print("What the emulator cannot check: speed, the PTX wrappers of your file (the emulator brings its own), "
+          "and races that only real hardware shows.")
+    return 0 if passed == total else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
