@@ -44,6 +44,7 @@ check-14:
 	  regs=$$(echo "$$out" | awk '/Compiling entry function .*fp8_forward_kernel/ {on = 1} on && /Used [0-9]+ registers/ {sub(/.*Used /, ""); print $$1; on = 0}' | sort -n | uniq | tr '\n' ' '); \
 	  if [ "$$regs" != "168 " ]; then echo "check-14: the main kernel uses $$regs registers per thread; setmaxnreg's split needs 168"; exit 1; fi; \
 	  echo "check-14: the solution and the starter build for sm_90a: main kernel 168 registers, no spill, no warning"; \
+	  bash tests/hopper_emu/ptx_hopper_fp8_same.sh $(SOL14_SRC) || exit 1; \
 	fi
 
 # The CPU Hopper emulator graded by the real runner (the runner's objects: mk/hostsim-forward.mk).
@@ -69,3 +70,13 @@ build/fp8scalar: $(FP8_SCALAR_SRC) $(HARNESS_H)
 	$(NVCC) -O2 -std=c++17 $(SM90A_FLAGS) -Xcompiler -fopenmp -Ireference/include -Ireference $(FP8_SCALAR_SRC) -o $@ -lgomp
 
 TEST_STEPS += check-14
+
+# make quant-error-14: where FP8 attention's error comes from on the outlier inputs (CPU, no GPU):
+# lessons/14-fp8-attention/quant_error.c with the harness's quantization (reference/fp8.c)
+QUANT14 := lessons/14-fp8-attention/quant_error.c
+build/quant_error14: $(QUANT14) reference/fp8.c reference/fp8.h reference/cpu_reference.c reference/rng.c
+	@mkdir -p build
+	$(CC) $(CFLAGS) -Ireference/include -Ireference $(QUANT14) reference/fp8.c reference/cpu_reference.c reference/rng.c -o $@ -lm
+.PHONY: quant-error-14
+quant-error-14: build/quant_error14
+	build/quant_error14 $(QUANT14_SEED)

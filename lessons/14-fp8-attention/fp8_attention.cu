@@ -1,0 +1,592 @@
+/* 14-fp8-attention (starter): lesson 09's forward pass on FP8 (e4m3) inputs: both GEMMs on the
+ * e4m3 tensor cores (wgmma k = 32), P rounded to e4m3 in registers, the quantization scales folded
+ * into the softmax and the epilogue.
+ *
+ * What is here: the e4m3 PTX wrappers this lesson adds and their descriptor (read them), lesson 09's
+ * from ptx_hopper.h, the host side with the tensor maps, the shared-memory layout, the barriers, the
+ * producer, the roles, the MMA loop's skeleton, the masking and the epilogue. What you write: the
+ * TODO(n) below, in order; README.md explains each. TODO(0) turns the grader on; make emu-lesson14
+ * runs your kernel on the CPU emulator (no GPU needed).
+ * Source: Shah, Bikshandi, Zhang, Thakkar, Ramani, Dao, "FlashAttention-3" (2024): Section 3.3 (FP8:
+ * the layout of P, V transposed for a K-major operand, block quantization, incoherent processing),
+ * Algorithms 1 and 2 (producer warp, consumer warpgroups in turns, the softmax of one tile under the
+ * GEMMs of the next), as lesson 09; the math is FlashAttention-2's Algorithm 1.
+ * Two kernels on one stream: transpose_v_kernel (V^T with its keys in the order P's registers hold
+ * them, a preprocessing pass) and fp8_forward_kernel (the last device function before the host
+ * code: it only hands out roles, a producer warp (Kernel::producer_mainloop) and two consumer
+ * warpgroups of 64 query rows (consumer_mainloop)). Q, K, V: [B, H, N, d] e4m3 codes, each meaning
+ * descale x value with the descales of attn_args.fp8 (attention.h: one per tensor, or one per block
+ * of rows of each (b, h)); O: [B, H, N, d] bf16; L: [B, H, N] fp32, the natural-log logsumexp of
+ * the scaled scores. Preconditions: d = 128, scale > 0, block scales over a multiple of 64 rows of Q
+ * and of 128 of K and V, compute capability 9.0 (sm_90a). */
+// build: sm_90a
+#include <cuda.h>  // CUtensorMap
+#include <cuda_runtime.h>
+#include <cuda_bf16.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <math.h>
+#include "attention.h"
+#include "tma_params.h"   // tma_encoder (host)
+#include "ptx_mma.h"      // lesson 07: smem_u32, ex2, pack2
+#include "ptx_hopper.h"   // lesson 09: mbarriers, TMA, wgmma ordering, make_desc, named barriers, setmaxnreg
+
+/* TODO(0): set to 0 once TODO(1)-(7) are written; the grader then runs your kernels. Until then
+ * attention_forward says "not implemented" instead of running code you have not written. */
+#define STARTER_NOT_DONE 1
+
+const lesson_info LESSON = {
+    14, "14-fp8-attention", "FP8 attention on Hopper: e4m3 wgmma, block scales, incoherent processing",
+    DTYPE_BIT(DTYPE_E4M3), 1, {128, 0}, 0, 90};
+
+// [region config]
+/* -DFA14_STAGES=k: slots of the K and V^T ring (2 by default; 3 fits too). */
+#ifndef FA14_STAGES
+#define FA14_STAGES 2
+#endif
+// [end config]
+constexpr int D = 128, BR = 128, BC = 128, NC = 2, STAGES = FA14_STAGES;
+constexpr int THREADS = 128 * (NC + 1);
+/* 24 + 2 x 240 = 3 x 168: the producer warpgroup gives its registers to the two consumers. */
+constexpr int REG_PRODUCER = 24, REG_CONSUMER = 240;
+/* P is computed as 2^8 exp(S - m) <= 256 (the shift folded into the exponent): far from e4m3's
+ * subnormals, below its 448, a power of two that rounds nothing; the row sum carries it too. */
+constexpr float P_SHIFT = 8.f;
+static_assert(STAGES >= 1 && STAGES <= 4, "FA14_STAGES: 1..4 (4 x 32 KiB + 16 KiB of Q fit in 227 KiB)");
+
+/* Named barriers (0 is __syncthreads): consumer warpgroup c's turn, TURN_WG0 + c (256 threads: its
+ * own and the warpgroup handing the turn over). */
+enum NamedBarrier : int { TURN_WG0 = 1 };
+/* mbarriers: full (the producer's arrive.expect_tx and the tile's bytes) of Q_i and of each ring
+ * slot's K_j and V_j^T, empty (one arrival per consumer warp) of each slot. */
+enum MBar { FULL_Q, FULL_K, FULL_V, EMPTY_K, EMPTY_V };
+
+/* The PTX wrappers this lesson teaches (also in ptx_hopper_fp8.h); the CPU emulator has its own. */
+#ifndef FA_EMULATOR
+// [region ptx-e4m3]
+/* wgmma.mma_async m64nNk32 with e4m3 A and B, fp32 accumulators in lesson 09's layout. Both
+ * operands K-major (FP8 wgmma has no transpose immediates). "ss": A and B by descriptors; "rs": A
+ * from 4 registers of 4 codes each (rows g, g + 8; columns 4 t .. 4 t + 3 and 16 + 4 t .. + 3). */
+template <int N>
+__device__ void wgmma_ss_e4m3(float (&d)[N / 2], uint64_t desc_a, uint64_t desc_b, int scale_d);
+template <int N>
+__device__ void wgmma_rs_e4m3(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t desc_b, int scale_d);
+
+/* IA, IB, IS: the operand numbers of desc_a (or the first A register), desc_b, scale_d. */
+#define FA_WGMMA_SS_E4M3(N, ACC, REGS, IA, IB, IS)                                                          \
+    template <>                                                                                              \
+    __device__ __forceinline__ void wgmma_ss_e4m3<N>(float (&d)[N / 2], uint64_t desc_a, uint64_t desc_b,    \
+                                                     int scale_d) {                                          \
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %" IS ", 0;\n"                                        \
+                     "wgmma.mma_async.sync.aligned.m64n" #N "k32.f32.e4m3.e4m3 {" REGS "}, %" IA ", %" IB    \
+                     ", p, 1, 1;\n}\n"                                                                       \
+                     : ACC                                                                                   \
+                     : "l"(desc_a), "l"(desc_b), "r"(scale_d));                                              \
+    }
+#define FA_WGMMA_RS_E4M3(N, ACC, REGS, IA, IB, IS)                                                             \
+    template <>                                                                                                 \
+    __device__ __forceinline__ void wgmma_rs_e4m3<N>(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t desc_b, \
+                                                     int scale_d) {                                             \
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %" IS ", 0;\n"                                           \
+                     "wgmma.mma_async.sync.aligned.m64n" #N "k32.f32.e4m3.e4m3 {" REGS "}, {" IA "}, %" IB     \
+                     ", p, 1, 1;\n}\n"                                                                          \
+                     : ACC                                                                                      \
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d));                  \
+    }
+FA_WGMMA_SS_E4M3(64, FA_ACC32, FA_REGS32, "32", "33", "34")
+FA_WGMMA_SS_E4M3(128, FA_ACC64, FA_REGS64, "64", "65", "66")
+FA_WGMMA_RS_E4M3(64, FA_ACC32, FA_REGS32, "%32, %33, %34, %35", "36", "37")
+FA_WGMMA_RS_E4M3(128, FA_ACC64, FA_REGS64, "%64, %65, %66, %67", "68", "69")
+
+/* e4m3 codes of hi and lo: lo in bits 0-7, hi in bits 8-15 (cvt puts its first source high). */
+__device__ __forceinline__ uint16_t cvt_e4m3x2(float hi, float lo) {
+    uint16_t r;
+    asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;\n" : "=h"(r) : "f"(hi), "f"(lo));
+    return r;
+}
+// [end ptx-e4m3]
+#endif  // FA_EMULATOR
+
+// [region descriptor]
+/* K-major e4m3 operand with 128 columns (d = 128 bytes: one swizzle atom wide): rows
+ * [row0, row0 + 64 or N) of a tile of ROWS rows, k-slice kk (columns 32 kk .. 32 kk + 31). */
+template <int ROWS>
+__device__ __host__ __forceinline__ uint64_t desc_kmajor_e4m3(uint32_t tile, int row0, int kk) {
+    return make_desc(tile + (uint32_t)row0 * 128 + (uint32_t)kk * 32, 16, 1024);
+}
+// [end descriptor]
+
+// [region permute]
+/* The key that column k (0..31) of a k-slice of P holds. A thread's S accumulators hold, per
+ * 8 keys, keys 2 t and 2 t + 1; the e4m3 A fragment wants 4 consecutive keys per register (4 t ..
+ * 4 t + 3, then 16 + 4 t ..). Rather than moving bytes between lanes, each thread packs the keys
+ * it has (2 t, 2 t + 1 of one 8-key block and of the next) and V^T's keys are stored in the same
+ * order, so that column k of P meets row k of V^T: k = 4 t + v (+ 16) holds key
+ * 8 (v / 2) + 2 t + v % 2 (+ 16). */
+__device__ __host__ __forceinline__ int key_of_column(int k) {
+    // TODO(1): the key column k of P holds, from pack_p's order (README, "P changes layout"): with
+    //   t = (k % 16) / 4 and v = k % 4, the keys 2 t, 2 t + 1 of the first 8-key block (v = 0, 1) and
+    //   of the next (v = 2, 3), plus 16 for k >= 16. As shipped: the natural order, which is wrong.
+    return k;
+}
+// [end permute]
+
+// [region transpose-v]
+/* The preprocessing pass: Vt [B H, d, Npad] e4m3 codes (Npad = N rounded up to B_c), row c of
+ * slice bh holding column c of V with its keys in key_of_column's order within every 32 keys and
+ * zeros (code 0) past N. Thread (bh, 16-key chunk, c): 16 codes of row c, read with c fastest so a
+ * warp reads 32 consecutive bytes of each key. `total` = B H (Npad / 16) d threads, blocks of
+ * TRANSPOSE_THREADS. */
+constexpr int TRANSPOSE_THREADS = 256;
+__global__ void transpose_v_kernel(const uint8_t *__restrict__ V, uint8_t *__restrict__ Vt, int N, int Npad,
+                                   long long total) {
+    const long long i = (long long)blockIdx.x * TRANSPOSE_THREADS + threadIdx.x;
+    if (i >= total) return;
+    const int c = (int)(i % D), chunks = Npad / 16;
+    const long long bh = i / D / chunks;
+    const int k0 = (int)(i / D % chunks) * 16;  // this thread's 16 positions k0 .. k0 + 15 of row c
+    uint32_t w[4] = {0, 0, 0, 0};
+    // TODO(2): the 16 codes of row c at positions k0 .. k0 + 15: position p holds column c of key
+    //   (k0 rounded down to 32) + key_of_column((k0 % 32) + p) of slice bh of V ([B H, N, 128]
+    //   codes), code 0 for keys >= N; byte p % 4 of w[p / 4] (README, "V^T, once, before the kernel").
+    (void)V; (void)bh; (void)N;
+    *reinterpret_cast<uint4 *>(Vt + ((size_t)bh * D + c) * Npad + k0) = make_uint4(w[0], w[1], w[2], w[3]);
+}
+// [end transpose-v]
+
+/* Shared memory of a block, from a 1024-byte aligned base: Q_i [B_r x 128 codes], STAGES slots of
+ * K_j [B_c x 128] and of V_j^T [128 x B_c], each row 128 bytes in the layout TMA writes with the
+ * 128-byte swizzle; the mbarriers (FULL_Q, then STAGES of each other kind). */
+struct SmemLayout {
+    static constexpr uint32_t QTILE = BR * D, KTILE = BC * D, VTILE = D * BC;  // bytes: one per code
+    static constexpr uint32_t Q = 0, K = QTILE, V = K + STAGES * KTILE, BAR = V + STAGES * VTILE;
+    static constexpr uint32_t ALLOC = BAR + 8 * (1 + 4 * STAGES) + 1024;  // dynamic smem is 16-byte aligned
+    __host__ __device__ static constexpr uint32_t bar(MBar b, int s = 0) {
+        return b == FULL_Q ? BAR : b == FULL_K ? BAR + 8 * (1 + s) : b == FULL_V ? BAR + 8 * (1 + STAGES + s)
+             : b == EMPTY_K ? BAR + 8 * (1 + 2 * STAGES + s) : BAR + 8 * (1 + 3 * STAGES + s);
+    }
+};
+using SL = SmemLayout;
+
+// [region scales]
+/* The descales of a call (attn_fp8): the value of a code is descale x code, one descale per
+ * tensor (rows = 0) or per block of `rows` rows of each (b, h) slice. */
+struct Descales {
+    const float *q, *k, *v;
+    int q_rows, kv_rows, N;
+    /* the descale of row `row` of slice bh of ds */
+    __device__ __forceinline__ float of(const float *ds, int rows, int bh, int row) const {
+        return rows == 0 ? ds[0] : ds[(size_t)bh * ((N + rows - 1) / rows) + row / rows];
+    }
+};
+// [end scales]
+
+/* Work item t = 0 .. T_r B H - 1 (one per block): which query tile of which head. Causal, the
+ * longest tiles (the last query tiles) first, so that the short ones fill the end. */
+struct Work { int q0, bh, n_tiles; };  // first query row, b H + h, K/V tiles (visited from the last)
+__device__ __forceinline__ Work work_of(int t, int N, int BH, int causal) {
+    const int Tr = (N + BR - 1) / BR;
+    const int q_tile = causal ? Tr - 1 - t / BH : t % Tr;
+    Work w;
+    w.bh = causal ? t % BH : t / Tr;
+    w.q0 = q_tile * BR;
+    const int kv_end = causal ? min(N, w.q0 + BR) : N;
+    w.n_tiles = (kv_end + BC - 1) / BC;
+    return w;
+}
+
+/* A consumer warpgroup's 64 rows of a query tile. Warp wq, lane 4 g + t holds rows 16 wq + g and
+ * + 8: s[4 j + e] is key 8 j + 2 t + (e & 1) of row g + 8 (e >> 1), and so is o[4 j + e] for
+ * column 8 j + 2 t + (e & 1). m is kept in base-2 units of the scaled scores (tiles of different
+ * scales must be compared); O in units of the current tile's V descale (dv). */
+struct Consumer {
+    float o[D / 2] = {};                  // O: 64 x 128 per warpgroup, fp32
+    float s[BC / 2] = {};                 // S of one tile, then 2^8 exp(S - m)
+    uint32_t p[BC / 32][4];               // P as e4m3 A fragments (32 keys each)
+    float m[2] = {-INFINITY, -INFINITY};  // running max of S scale log2(e), rows g and g + 8
+    float l[2] = {};                      // this thread's share of the running sums (x 2^8)
+    float dv = 1.f;                       // the V descale O is counted in
+    // [region issue-s]
+    /* S = Q_i K_j^T (codes) for this warpgroup's 64 rows: d / 32 wgmmas, the first with scale_d = 0. */
+    __device__ __forceinline__ void issue_s(uint32_t sQ, int wg_row0, uint32_t sK) {
+        // TODO(3): one wgmma_ss_e4m3<BC> per 32-wide slice kk of d into s, A the rows wg_row0 .. + 63
+        //   of the Q tile at sQ (desc_kmajor_e4m3<BR>), B the whole K tile at sK (desc_kmajor_e4m3<BC>);
+        //   the first overwrites s (scale_d = 0), the others add; then one commit group.
+        (void)sQ; (void)wg_row0; (void)sK;
+    }
+    // [end issue-s]
+    // [region issue-pv]
+    /* O += P V_j: B_c / 32 wgmmas, A = 32 keys of P from registers, B = the same 32 columns of
+     * V_j^T (K-major: a row per column of V, keys contiguous, in key_of_column's order). */
+    __device__ __forceinline__ void issue_pv(uint32_t sVt) {
+        // TODO(3): one wgmma_rs_e4m3<D> per 32 keys ks, A the registers p[ks], B the same 32 columns of
+        //   the V^T tile at sVt (its 128 rows: desc_kmajor_e4m3<D>(sVt, 0, ks)), adding to o; one commit.
+        (void)sVt;
+    }
+    // [end issue-pv]
+    /* Keys >= N and, causal, keys after the row get -inf (`row`: the query row of e < 2). */
+    __device__ __forceinline__ void mask(int k0, int row, int t, int N, int causal) {
+#pragma unroll
+        for (int j = 0; j < BC / 8; ++j)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                const int col = k0 + 8 * j + 2 * t + (e & 1), r = row + 8 * (e >> 1);
+                if (col >= N || (causal && col > r)) s[4 * j + e] = -INFINITY;
+            }
+    }
+    // [region softmax]
+    /* Online softmax of one tile. sc = scale log2(e) descale_Q descale_K(tile): the codes' product
+     * times sc is the score in base-2 units, so the per-block descales cost nothing (sc > 0: the
+     * maximum of the codes' products, times sc, is the maximum score). P = 2^(S sc - m + 8) in
+     * place in s, this thread's share of its row sums; alpha = 2^(m_old - m_new) for the caller.
+     * The offset 0 for a row whose maximum is still -inf keeps exp2(-inf) = 0 instead of NaN. */
+    __device__ __forceinline__ void softmax(float sc, float alpha[2], float rowsum[2]) {
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+            float mx = -INFINITY;
+#pragma unroll
+            for (int j = 0; j < BC / 8; ++j) mx = fmaxf(mx, fmaxf(s[4 * j + 2 * r], s[4 * j + 2 * r + 1]));
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+            // TODO(4): mx is the row's largest product of codes. The new maximum m_new of m[r] and mx sc
+            //   (base-2 units), base = m_new (0 while it is -inf), alpha[r] = 2^(m[r] - base), m[r] =
+            //   m_new; each of the row's s becomes 2^(s sc - base + P_SHIFT) (one ex2 of one fmaf), and
+            //   rowsum[r] their sum (README, "Scales fold into the softmax").
+            (void)sc; (void)mx;
+            alpha[r] = 1.f;
+            rowsum[r] = 0.f;
+        }
+    }
+    // [end softmax]
+    // [region rescale]
+    /* O and l scaled to the new maximum, l += the new sums. The next P V adds codes of a tile whose
+     * V descale is dv_new: O, counted in units of dv, changes units by dv / dv_new in the same
+     * multiplication (1 with one V scale per tensor); the epilogue multiplies by the last dv. */
+    __device__ __forceinline__ void rescale(const float alpha[2], const float rowsum[2], float dv_new) {
+        // TODO(5): the factor that moves O from units of dv to units of dv_new, then dv = dv_new
+        //   (README, "V's descale: units of O"). As shipped: none, right only with one V scale.
+        const float units = 1.f;
+        (void)dv_new;
+#pragma unroll
+        for (int r = 0; r < 2; ++r) l[r] = l[r] * alpha[r] + rowsum[r];
+        const float a0 = alpha[0] * units, a1 = alpha[1] * units;
+#pragma unroll
+        for (int j = 0; j < D / 8; ++j) {
+            o[4 * j] *= a0;
+            o[4 * j + 1] *= a0;
+            o[4 * j + 2] *= a1;
+            o[4 * j + 3] *= a1;
+        }
+    }
+    // [end rescale]
+    // [region pack-p]
+    /* P (<= 256) rounded to e4m3 into A fragments, per 32 keys: accumulator blocks 4 ks .. 4 ks + 3
+     * give register 0 (row g) the keys 2 t, 2 t + 1 of blocks 0 and 1, register 1 the same of row
+     * g + 8, registers 2 and 3 those of blocks 2 and 3: key_of_column's order, no shuffle. */
+    __device__ __forceinline__ static uint32_t pack4(float a0, float a1, float a2, float a3) {
+        return (uint32_t)cvt_e4m3x2(a1, a0) | (uint32_t)cvt_e4m3x2(a3, a2) << 16;
+    }
+    __device__ __forceinline__ void pack_p() {
+        // TODO(6): for each 32 keys ks, x = s + 16 ks (accumulator blocks 4 ks .. 4 ks + 3, four floats
+        //   each: row g's two keys, then row g + 8's): p[ks][0] row g of blocks 0 and 1, p[ks][1] row
+        //   g + 8 of blocks 0 and 1, p[ks][2] and p[ks][3] the same of blocks 2 and 3, four floats per
+        //   register through pack4 (README, "P changes layout").
+#pragma unroll
+        for (int ks = 0; ks < BC / 32; ++ks) p[ks][0] = p[ks][1] = p[ks][2] = p[ks][3] = 0u;
+    }
+    // [end pack-p]
+    /* Row r (0: g, 1: g + 8): l, the row's 4 threads adding their shares; L = (m + log2 l - 8) ln 2
+     * (-inf: no keys). */
+    __device__ __forceinline__ float row_sum(int r) const {
+        const float lr = l[r] + __shfl_xor_sync(0xffffffffu, l[r], 1);
+        return lr + __shfl_xor_sync(0xffffffffu, lr, 2);
+    }
+    __device__ __forceinline__ float lse(int r, float lr) const {
+        return lr > 0.f ? (m[r] + log2f(lr) - P_SHIFT) * 0.69314718055994531f : -INFINITY;
+    }
+};
+
+/* A consumer thread: warpgroup c (rows 64 c .. of the tile), warp wq, lane 4 g + t; ring and turns. */
+struct Warpgroup {
+    const uint32_t base;
+    const int tid, lane, c, wq, g, t, wg_row0;
+    __device__ __forceinline__ Warpgroup(uint32_t base_, int tid_)
+        : base(base_), tid(tid_), lane(tid_ & 31), c(tid_ / 128 - 1), wq((tid_ / 32) % 4), g(lane >> 2),
+          t(lane & 3), wg_row0(64 * c) {}
+    __device__ __forceinline__ uint32_t bar(MBar b, int s = 0) const { return base + SL::bar(b, s); }
+    /* A warp releases a slot after its wgmmas on it: __syncwarp (every lane waited), lane 0 arrives. */
+    __device__ __forceinline__ void release(MBar b, int s) const {
+        __syncwarp();
+        if (lane == 0) mbar_arrive(bar(b, s));
+    }
+    /* Turns: c issues its GEMMs after bar.sync on its barrier, then lets the other one go. */
+    __device__ __forceinline__ void begin_turn() const { named_sync(TURN_WG0 + c, 256); }
+    __device__ __forceinline__ void pass_turn() const { named_arrive(TURN_WG0 + (c + 1) % NC, 256); }
+};
+
+/* The phases of the kernel, and what they share: its arguments, its shared memory. */
+struct Kernel {
+    const CUtensorMap *tmQ, *tmK, *tmVt;
+    __nv_bfloat16 *O;
+    float *L;
+    Descales ds;
+    float scale_log2;
+    int N, BH, causal;
+    uint32_t base;  // the block's shared memory (SmemLayout)
+    __device__ __forceinline__ uint32_t bar(MBar b, int s = 0) const { return base + SL::bar(b, s); }
+    /* Thread 0, before every role: a full barrier expects one arrival, an empty one per consumer warp. */
+    __device__ __forceinline__ void init_barriers() const {
+        mbar_init(bar(FULL_Q), 1);
+        for (int s = 0; s < STAGES; ++s) {
+            mbar_init(bar(FULL_K, s), 1);
+            mbar_init(bar(FULL_V, s), 1);
+            mbar_init(bar(EMPTY_K, s), 4 * NC);
+            mbar_init(bar(EMPTY_V, s), 4 * NC);
+        }
+        mbar_fence_init();
+    }
+    // [region producer]
+    /* The producer's thread 0: Q_i, then K_j and V_j^T of every key tile from the diagonal down,
+     * tile `it` into slot it % STAGES once the consumers released its previous fill. */
+    __device__ __forceinline__ void producer_mainloop() const {
+        const Work wk = work_of(blockIdx.x, N, BH, causal);
+        mbar_arrive_expect_tx(bar(FULL_Q), SL::QTILE);
+        tma_load_3d(base + SL::Q, tmQ, 0, wk.q0, wk.bh, bar(FULL_Q));
+        for (int it = 0; it < wk.n_tiles; ++it) {
+            const int s = it % STAGES, use = it / STAGES, k0 = (wk.n_tiles - 1 - it) * BC;
+            if (use > 0) mbar_wait(bar(EMPTY_K, s), (use - 1) & 1);
+            mbar_arrive_expect_tx(bar(FULL_K, s), SL::KTILE);
+            tma_load_3d(base + SL::K + s * SL::KTILE, tmK, 0, k0, wk.bh, bar(FULL_K, s));
+            if (use > 0) mbar_wait(bar(EMPTY_V, s), (use - 1) & 1);
+            mbar_arrive_expect_tx(bar(FULL_V, s), SL::VTILE);
+            tma_load_3d(base + SL::V + s * SL::VTILE, tmVt, k0, 0, wk.bh, bar(FULL_V, s));
+        }
+    }
+    // [end producer]
+    // [region loop]
+    /* A consumer warpgroup's MMA loop (lesson 09's, FlashAttention-3 Algorithm 2): in one turn it
+     * issues S_it = Q K_it^T and O += P_{it-1} V_{it-1}, waits for the first, computes the softmax
+     * of S_it with its tile's scales while the second runs, then rescales O (maximum and V units)
+     * and packs P. Turns: S_0, n_tiles - 1 pairs, the last P V. */
+    __device__ __forceinline__ void mma_loop(const Warpgroup &wg, Consumer &w, const Work &wk, int row) const {
+        const int n_tiles = wk.n_tiles;
+        const uint32_t sQ = base + SL::Q;
+        const float sq = scale_log2 * ds.of(ds.q, ds.q_rows, wk.bh, wk.q0 + wg.wg_row0);
+        auto needs_mask = [&](int k0) { return k0 + BC > N || (causal && k0 + BC - 1 > wk.q0 + wg.wg_row0); };
+        // TODO(7): the scale of the key tile that starts at key k0: sq times K's descale of that tile
+        //   (ds.of), and V's descale of that tile (README, "Scales fold into the softmax").
+        auto tile_sc = [&](int k0) { (void)k0; return sq; };
+        auto tile_dv = [&](int k0) { (void)k0; return 1.f; };
+        int turn = 0;  // the last warpgroup's last turn passes nothing on
+        auto end_turn = [&]() {
+            if (!(wg.c == NC - 1 && turn == n_tiles)) wg.pass_turn();
+            ++turn;
+        };
+        if (wg.c == NC - 1) wg.pass_turn();  // warpgroup 0 goes first
+        float alpha[2], rowsum[2];
+        {  // S_0
+            const int k0 = (n_tiles - 1) * BC;
+            mbar_wait(wg.bar(FULL_K, 0), 0);
+            wg.begin_turn();
+            wgmma_fence();
+            fence_acc(w.s);
+            w.issue_s(sQ, wg.wg_row0, base + SL::K);
+            end_turn();
+            wgmma_wait<0>();
+            fence_acc(w.s);
+            wg.release(EMPTY_K, 0);
+            if (needs_mask(k0)) w.mask(k0, row, wg.t, N, causal);
+            w.dv = tile_dv(k0);
+            w.softmax(tile_sc(k0), alpha, rowsum);
+            w.rescale(alpha, rowsum, w.dv);  // O is 0: only sets l
+            w.pack_p();
+        }
+        for (int it = 1; it < n_tiles; ++it) {
+            const int slot = it % STAGES, ph = (it / STAGES) & 1;
+            const int pslot = (it - 1) % STAGES, pph = ((it - 1) / STAGES) & 1;
+            const int k0 = (n_tiles - 1 - it) * BC;
+            mbar_wait(wg.bar(FULL_K, slot), ph);
+            mbar_wait(wg.bar(FULL_V, pslot), pph);
+            wg.begin_turn();
+            wgmma_fence();
+            fence_acc(w.s);
+            fence_acc(w.o);
+            w.issue_s(sQ, wg.wg_row0, base + SL::K + slot * SL::KTILE);
+            w.issue_pv(base + SL::V + pslot * SL::VTILE);
+            end_turn();
+            wgmma_wait<1>();  // S_it is done; P_{it-1} V_{it-1} may still run
+            fence_acc(w.s);
+            wg.release(EMPTY_K, slot);
+            if (needs_mask(k0)) w.mask(k0, row, wg.t, N, causal);
+            w.softmax(tile_sc(k0), alpha, rowsum);
+            wgmma_wait<0>();  // P_{it-1} V_{it-1} is done: O and P may change
+            fence_acc(w.o);
+            wg.release(EMPTY_V, pslot);
+            w.rescale(alpha, rowsum, tile_dv(k0));
+            w.pack_p();
+        }
+        {  // P V of the last tile
+            const int pslot = (n_tiles - 1) % STAGES, pph = ((n_tiles - 1) / STAGES) & 1;
+            mbar_wait(wg.bar(FULL_V, pslot), pph);
+            wg.begin_turn();
+            wgmma_fence();
+            fence_acc(w.o);
+            w.issue_pv(base + SL::V + pslot * SL::VTILE);
+            end_turn();
+            wgmma_wait<0>();
+            fence_acc(w.o);
+            wg.release(EMPTY_V, pslot);
+        }
+    }
+    // [end loop]
+    // [region epilogue]
+    /* O = dv O / l in bf16 and L, rows < N, straight from registers (a 4-byte store per pair). */
+    __device__ __forceinline__ void epilogue(const Warpgroup &wg, const Consumer &w, const Work &wk) const {
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+            const float lr = w.row_sum(r);
+            const float inv = lr > 0.f ? w.dv / lr : 0.f;
+            const int q = wk.q0 + wg.wg_row0 + 16 * wg.wq + wg.g + 8 * r;
+            if (q >= N) continue;
+            uint32_t *orow = reinterpret_cast<uint32_t *>(O + ((size_t)wk.bh * N + q) * D);
+#pragma unroll
+            for (int j = 0; j < D / 8; ++j)
+                orow[4 * j + wg.t] = pack2<__nv_bfloat16>(w.o[4 * j + 2 * r] * inv, w.o[4 * j + 2 * r + 1] * inv);
+            if (wg.t == 0) L[(size_t)wk.bh * N + q] = w.lse(r, lr);
+        }
+    }
+    // [end epilogue]
+    /* A consumer thread: its warpgroup's rows of the block's query tile. */
+    __device__ __forceinline__ void consumer_mainloop(int tid) const {
+        const Warpgroup wg(base, tid);
+        const Work wk = work_of(blockIdx.x, N, BH, causal);
+        Consumer w;
+        mbar_wait(wg.bar(FULL_Q), 0);
+        mma_loop(wg, w, wk, wk.q0 + wg.wg_row0 + 16 * wg.wq + wg.g);
+        epilogue(wg, w, wk);
+    }
+};
+
+// [region roles]
+/* O and L for query tiles of B_r = 128 rows, one per block (T_r B H blocks); the block hands out
+ * roles: warpgroup 0 the producer (its thread 0 issues every copy), warpgroups 1 and 2 consumers.
+ * THREADS threads, SmemLayout::ALLOC bytes of dynamic shared memory. tmQ, tmK: tensor maps {128,
+ * N, B H} of the codes, boxes of B_r and B_c rows; tmVt: {Npad, 128, B H} of V^T, boxes of B_c x
+ * 128. scale_log2 = scale log2(e). */
+__global__ void __launch_bounds__(THREADS, 1)
+fp8_forward_kernel(const __grid_constant__ CUtensorMap tmQ, const __grid_constant__ CUtensorMap tmK,
+                   const __grid_constant__ CUtensorMap tmVt, __nv_bfloat16 *__restrict__ O, float *__restrict__ L,
+                   Descales ds, int N, int BH, float scale_log2, int causal) {
+    extern __shared__ __align__(1024) unsigned char fa_smem[];
+    const int tid = threadIdx.x;
+    const Kernel k{&tmQ, &tmK, &tmVt, O, L, ds, scale_log2, N, BH, causal, (smem_u32(fa_smem) + 1023u) & ~1023u};
+    if (tid == 0) k.init_barriers();
+    __syncthreads();
+    if (tid < 128) {
+        setmaxnreg_dec<REG_PRODUCER>();
+        if (tid == 0) k.producer_mainloop();
+        return;
+    }
+    setmaxnreg_inc<REG_CONSUMER>();
+    k.consumer_mainloop(tid);
+}
+// [end roles]
+
+// [region host]
+/* An integer attribute of the current device; 0 when it cannot be read. */
+static int device_attr(cudaDeviceAttr attr) {
+    int dev = 0, v = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&v, attr, dev) != cudaSuccess) return 0;
+    return v;
+}
+/* The tensor map of a [slices, rows, cols] array of e4m3 codes (cols a multiple of 16) with boxes
+ * of box_rows rows of 128 codes, the 128-byte swizzle, rows past the end zero-filled. 0 or -1. */
+static int e4m3_map(CUtensorMap *map, const void *base, int cols, int rows, long long slices, int box_rows) {
+    tma_encode_fn encode = tma_encoder();
+    if (!encode) return -1;
+    const cuuint64_t dims[3] = {(cuuint64_t)cols, (cuuint64_t)rows, (cuuint64_t)slices};
+    const cuuint64_t strides[2] = {(cuuint64_t)cols, (cuuint64_t)cols * rows};
+    const cuuint32_t box[3] = {128, (cuuint32_t)box_rows, 1}, es[3] = {1, 1, 1};
+    CUresult r = encode(map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 3, (void *)base, dims, strides, box, es,
+                        CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                        CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    if (r != CUDA_SUCCESS) {
+        fprintf(stderr, "%s:%d: cuTensorMapEncodeTiled failed (CUresult %d), dims {%d, %d, %lld}, box {128, %d, 1}\n"
+                "  hint: the address must be 16-byte aligned and the strides multiples of 16 bytes\n",
+                __FILE__, __LINE__, (int)r, cols, rows, slices, box_rows);
+        return -1;
+    }
+    return 0;
+}
+/* V^T's buffer (grown when a call needs more) and the tensor maps, kept for the next call on the
+ * same buffers and shape: the harness times repeated launches. */
+struct Fp8State {
+    const void *q, *k, *v;
+    int B, H, N;
+    uint8_t *vt;
+    size_t vt_bytes;
+    CUtensorMap mq, mk, mvt;
+};
+static int prepare(Fp8State *st, const attn_args *a, int Npad) {
+    const size_t need = (size_t)a->B * a->H * D * Npad;
+    if (st->q == a->Q && st->k == a->K && st->v == a->V && st->B == a->B && st->H == a->H && st->N == a->N)
+        return ATTN_OK;
+    st->q = NULL;
+    if (need > st->vt_bytes) {
+        if (st->vt) cudaFree(st->vt);
+        st->vt_bytes = 0;
+        if (cudaMalloc((void **)&st->vt, need) != cudaSuccess) {
+            fprintf(stderr, "%s:%d: cudaMalloc of V^T (%zu bytes) failed\n  hint: the GPU is out of memory\n",
+                    __FILE__, __LINE__, need);
+            st->vt = NULL;
+            return ATTN_OUT_OF_MEMORY;
+        }
+        st->vt_bytes = need;
+    }
+    const long long BH = (long long)a->B * a->H;
+    if (e4m3_map(&st->mq, a->Q, D, a->N, BH, BR) || e4m3_map(&st->mk, a->K, D, a->N, BH, BC) ||
+        e4m3_map(&st->mvt, st->vt, Npad, D, BH, D))
+        return ATTN_UNSUPPORTED;
+    st->q = a->Q; st->k = a->K; st->v = a->V;
+    st->B = a->B; st->H = a->H; st->N = a->N;
+    return ATTN_OK;
+}
+
+/* Entry point (reference/include/attention.h): e4m3 inputs, d = 128, scale > 0, block scales
+ * whose blocks hold whole warpgroup rows of Q (a multiple of 64 rows) and whole key tiles of K and
+ * V (a multiple of 128), a compute capability 9.0 GPU; anything else is ATTN_UNSUPPORTED. */
+int attention_forward(const attn_args *a) {
+    static const int cc = 10 * device_attr(cudaDevAttrComputeCapabilityMajor) +
+                          device_attr(cudaDevAttrComputeCapabilityMinor);
+    if (cc != 90 || !(a->scale > 0.f) || a->dtype != DTYPE_E4M3 || a->d != D) return ATTN_UNSUPPORTED;
+    if (a->fp8.q_rows % 64 || a->fp8.kv_rows % BC || a->N_kv != a->N || a->H_kv != a->H) return ATTN_UNSUPPORTED;
+    if (STARTER_NOT_DONE) return ATTN_NOT_IMPLEMENTED;  // TODO(0)
+    if (a->N < 1 || a->B < 1 || a->H < 1) return ATTN_OK;  // nothing to compute
+    static int ready = 0;  // once: allow > 48 KiB of shared memory
+    if (!ready) {
+        const int optin = device_attr(cudaDevAttrMaxSharedMemoryPerBlockOptin);
+        if ((int)SL::ALLOC > optin ||
+            cudaFuncSetAttribute(fp8_forward_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)SL::ALLOC) !=
+                cudaSuccess) {
+            fprintf(stderr, "%s:%d: the kernel needs %u bytes of shared memory per block, the GPU allows %d\n"
+                    "  hint: fewer stages (-DFA14_STAGES)\n", __FILE__, __LINE__, SL::ALLOC, optin);
+            return ATTN_UNSUPPORTED;
+        }
+        ready = 1;
+    }
+    const int Npad = (a->N + BC - 1) / BC * BC, BH = a->B * a->H;
+    const long long work = (long long)((a->N + BR - 1) / BR) * BH;
+    if (work > 0x7fffffffLL) return ATTN_UNSUPPORTED;
+    static Fp8State st = {};
+    const int rc = prepare(&st, a, Npad);
+    if (rc != ATTN_OK) return rc;
+    const long long total = (long long)BH * (Npad / 16) * D;  // the preprocessing pass: V -> V^T
+    transpose_v_kernel<<<(unsigned)((total + TRANSPOSE_THREADS - 1) / TRANSPOSE_THREADS), TRANSPOSE_THREADS, 0,
+                         (cudaStream_t)a->stream>>>(
+        (const uint8_t *)a->V, st.vt, a->N, Npad, total);
+    const Descales ds = {a->fp8.descale_q, a->fp8.descale_k, a->fp8.descale_v, a->fp8.q_rows, a->fp8.kv_rows, a->N};
+    fp8_forward_kernel<<<(unsigned)work, THREADS, SL::ALLOC, (cudaStream_t)a->stream>>>(
+        st.mq, st.mk, st.mvt, (__nv_bfloat16 *)a->O, a->L, ds, a->N, BH, a->scale * 1.4426950408889634f, a->causal);
+    return ATTN_OK;
+}
+// [end host]
