@@ -8,7 +8,8 @@
  * softmax, P = 2^8 exp(S - m) rounded to e4m3 (or left unrounded), O = P V / l. Printed: the RMSE of
  * O against the float64 attention of the unquantized inputs, for each quantization of Q and K
  * (per tensor, blocks of 128, 64, 32 rows; with and without the Hadamard rotation), of V (per
- * tensor, per (b, h), blocks of 128 rows) and of P (e4m3 with the 2^8 scale, or exact), and the
+ * tensor, per (b, h), blocks of 128 rows) and of P (e4m3 with the 2^8 scale, or exact; and, for one
+ * source alone, e4m3 without its scale), and the
  * ratio of the per-tensor configuration's RMSE to each one's.
  * Usage: quant_error [seed]   (default 1). Build: cc -O2 -fopenmp quant_error.c reference/fp8.c
  * reference/cpu_reference.c reference/rng.c -Ireference/include -Ireference -lm */
@@ -36,7 +37,8 @@ static void quantize(const float *X, int rows, int had, float *out) {
     free(tmp); free(ds); free(codes);
 }
 
-/* RMSE of O (P rounded to e4m3 with the 2^8 scale when round_p) against ref, from Q, K, V as given. */
+/* RMSE of O against ref, from Q, K, V as given; P exact (round_p = 0), rounded to e4m3 with the 2^8
+ * scale (1), or rounded to e4m3 as it is, <= 1 (2). */
 static double rmse(const float *Q, const float *K, const float *V, int round_p, const double *ref) {
     double se = 0;
     const float scale = 1.0f / sqrtf((float)D);
@@ -57,7 +59,7 @@ static double rmse(const float *Q, const float *K, const float *V, int round_p, 
         for (int j = 0; j < N; ++j) {
             const float p = expf(sc[j] - m);
             l += p;
-            const float pq = round_p ? round_e4m3(p * FP8_P_SCALE) / FP8_P_SCALE : p;
+            const float pq = round_p == 1 ? round_e4m3(p * FP8_P_SCALE) / FP8_P_SCALE : round_p == 2 ? round_e4m3(p) : p;
             for (int c = 0; c < D; ++c) o[c] += pq * Vs[(size_t)j * D + c];
         }
         for (int c = 0; c < D; ++c) {
@@ -125,5 +127,6 @@ int main(int argc, char **argv) {
     quantize(X[2], 128, 0, Vd);
     printf("| V (128 rows) | %.5f |\n", rmse(X[0], X[1], Vd, 0, ref));
     printf("| P (e4m3 x 2^8) | %.5f |\n", rmse(X[0], X[1], X[2], 1, ref));
+    printf("| P (e4m3, no scale) | %.5f |\n", rmse(X[0], X[1], X[2], 2, ref));
     return 0;
 }
