@@ -7,15 +7,20 @@
 #                     instantiated (tests/gpu_fp8/header_check.cu); the starter and the solution
 #                     compile for sm_90a with no ptxas warning (C7519 included), the solution with no
 #                     spill and 168 registers per thread in its main kernel (24 + 2 x 240 = 3 x 168);
-#                     the solution's wrappers are the header's, token for token. SKIPs without nvcc
+#                     the solution's wrappers are the header's (code, comments aside); the same build
+#                     checks for the solution with each variant (lessons/14-fp8-attention/variants/,
+#                     applied by its variant.sh: transpose-in-kernel, V^T made inside the kernel).
+#                     SKIPs without nvcc
 #   make emu-14       the solution on the CPU Hopper emulator (tests/hopper_emu: wgmma_e4m3.h, the e4m3
 #                     wgmma; emu_host14.h; grade14.py) graded by the real runner: block and per-tensor
 #                     scales, --hadamard, --outliers, causal, ragged N; each case twice (operands and
 #                     copies at once, then as late as the rules allow). EMU14_SRC=... another file;
-#                     EMU_QUICK=0 more shapes
+#                     EMU14_VARIANTS="transpose-in-kernel" with variants; EMU_QUICK=0 more shapes
 #   make emu-lesson14 / emu-solution14   the student's CPU path: your file (or the solution) the same way;
 #                     the starter as shipped says "not implemented" (exit 3)
+#   make quant-error-14   (CPU) where FP8 attention's error comes from on the outlier inputs
 # On a Hopper GPU (H100/H200):
+#   make solution14-VARIANT   ./solution14-VARIANT: the solution with variants/VARIANT.var applied
 #   make fp8-scalar   ./build/fp8scalar: the forward runner with a one-thread-per-row FP8 kernel on
 #                     CUDA cores (tests/gpu_fp8/scalar_fp8.cu): the harness's FP8 path on a real
 #                     GPU (codes, descale arrays, bf16 O), e.g.
@@ -45,19 +50,34 @@ check-14:
 	  if [ "$$regs" != "168 " ]; then echo "check-14: the main kernel uses $$regs registers per thread; setmaxnreg's split needs 168"; exit 1; fi; \
 	  echo "check-14: the solution and the starter build for sm_90a: main kernel 168 registers, no spill, no warning"; \
 	  bash tests/hopper_emu/ptx_hopper_fp8_same.sh $(SOL14_SRC) || exit 1; \
+	  mkdir -p build/check14; \
+	  for v in $(VARIANT14_NAMES); do \
+	    bash $(VARIANT14_SH) $(SOL14_SRC) build/check14/$$v.cu $$v || { echo "check-14: variants/$$v.var does not apply"; exit 1; }; \
+	    out=$$(compile build/check14/$$v.cu) || { echo "$$out"; echo "check-14: solution + $$v does not compile"; exit 1; }; \
+	    if echo "$$out" | grep -qiE 'warning|C7519|C7508'; then echo "check-14: solution + $$v: ptxas warns:"; echo "$$out" | grep -iE -A2 'warning|C75'; exit 1; fi; \
+	    if echo "$$out" | grep -qE '[1-9][0-9]* bytes (spill|stack)'; then echo "check-14: solution + $$v spills"; exit 1; fi; \
+	    regs=$$(echo "$$out" | awk '/Compiling entry function .*fp8_forward_kernel/ {on = 1} on && /Used [0-9]+ registers/ {sub(/.*Used /, ""); print $$1; on = 0}' | sort -n | uniq | tr '\n' ' '); \
+	    if [ "$$regs" != "168 " ]; then echo "check-14: solution + $$v: the main kernel uses $$regs registers per thread; setmaxnreg's split needs 168"; exit 1; fi; \
+	    echo "check-14: solution + $$v: builds for sm_90a, main kernel 168 registers, no spill, no warning"; \
+	  done; \
 	fi
 
 # The CPU Hopper emulator graded by the real runner (the runner's objects: mk/hostsim-forward.mk).
 EMU14_SRC ?= $(SOL14_SRC)
+EMU14_VARIANTS ?=
 EMU14_MODE = $(if $(filter 0,$(EMU_QUICK)),full,quick)
+VARIANT14_SH := lessons/14-fp8-attention/variant.sh
+VARIANT14_NAMES := $(patsubst lessons/14-fp8-attention/variants/%.var,%,$(wildcard lessons/14-fp8-attention/variants/*.var))
 define EMU14_RUN
 	@if [ ! -f $(dir $(NVCC))../include/cuda_runtime_api.h ]; then echo "$(2): SKIP (no CUDA headers: install the CUDA toolkit)"; exit 0; fi; \
 	[ -n "$(1)" ] || { echo "$(2): no source (expected $(3)/14-*/*.cu)"; exit 2; }; \
+	src=$(1); if [ -n "$(4)" ]; then mkdir -p build/emu-grade && src=build/emu-grade/$(2)-variants.cu && \
+	  bash $(VARIANT14_SH) $(1) $$src $(4) || exit 2; fi; \
 	EMU_FWD_OBJ='$(HOSTSIM_FWD_OBJ)' EMU_CXX='$(EMU_CXX)' CUDA_INC='$(dir $(NVCC))../include' \
-	  python3 tests/hopper_emu/grade14.py $(1) $(2) $(EMU14_MODE)
+	  python3 tests/hopper_emu/grade14.py $$src $(2) $(EMU14_MODE)
 endef
 emu-14: $$(if $$(HOSTSIM_HAVE_CUDA),$$(HOSTSIM_FWD_OBJ))
-	$(call EMU14_RUN,$(EMU14_SRC),emu-14,solutions)
+	$(call EMU14_RUN,$(EMU14_SRC),emu-14,solutions,$(EMU14_VARIANTS))
 emu-lesson14: $$(if $$(HOSTSIM_HAVE_CUDA),$$(HOSTSIM_FWD_OBJ))
 	$(call EMU14_RUN,$(LES14_SRC),emu-lesson14,lessons)
 emu-solution14: $$(if $$(HOSTSIM_HAVE_CUDA),$$(HOSTSIM_FWD_OBJ))
@@ -80,3 +100,12 @@ build/quant_error14: $(QUANT14) reference/fp8.c reference/fp8.h reference/cpu_re
 .PHONY: quant-error-14
 quant-error-14: build/quant_error14
 	build/quant_error14 $(QUANT14_SEED)
+
+# make solution14-VARIANT: ./solution14-VARIANT, the solution with variants/VARIANT.var applied
+.PHONY: FORCE_SOL14
+FORCE_SOL14:
+solution14-%: FORCE_SOL14 $(HARNESS_C_OBJ) $(HARNESS_CU_OBJ)
+	@mkdir -p build/variant14 && bash $(VARIANT14_SH) $(SOL14_SRC) build/variant14/$*.cu $* && \
+	echo "$(NVCC) ... build/variant14/$*.cu (solution 14 + variants/$*.var) -o $@" && \
+	$(NVCC) $(NVCC_FLAGS) $(SM90A_FLAGS) -Ireference/include -Ireference build/variant14/$*.cu \
+	  $(HARNESS_CU_OBJ) $(HARNESS_C_OBJ) -o $@ -lgomp
