@@ -109,3 +109,7 @@ solution14-%: FORCE_SOL14 $(HARNESS_C_OBJ) $(HARNESS_CU_OBJ)
 	echo "$(NVCC) ... build/variant14/$*.cu (solution 14 + variants/$*.var) -o $@" && \
 	$(NVCC) $(NVCC_FLAGS) $(SM90A_FLAGS) -Ireference/include -Ireference build/variant14/$*.cu \
 	  $(HARNESS_CU_OBJ) $(HARNESS_C_OBJ) -o $@ -lgomp
+
+# make sanitize-solution14 / sanitize-lesson14 (the Makefile's sanitize-%): FP8 inputs, d = 128 only
+sanitize-solution14 sanitize-lesson14: DTYPE = e4m3
+sanitize-solution14 sanitize-lesson14: SAN_D = 128
