@@ -72,7 +72,7 @@ EMU07_SRC ?= $(call src_of,solutions,7)
 EMU08_SRC ?= $(call src_of,solutions,8)
 EMU_QUICK ?= 1
 EMU_CXX ?= g++
-EMU_CUDA_INC := $(dir $(NVCC))../include
+EMU_CUDA_INC := $(CUDA_INC)
 # Each invocation builds into its own directory (removed when the recipe ends): a shared
 # build/emu/emu8 let a concurrent `make emu-08 EMU08_SRC=<mutant>` replace the binary between
 # another run's default and late passes, which then graded the mutant.

@@ -16,10 +16,10 @@ EMU_GRADE_NUMS := 2 3 4 5 6 7 8 9 10 11 12 13
 EMU_FWD_OBJ = $(HOSTSIM_FWD_OBJ)
 EMU_BWD_OBJ = $(HOSTSIM_OBJ)
 define EMU_GRADE
-	@if [ ! -f $(dir $(NVCC))../include/cuda_runtime_api.h ]; then echo "$@: SKIP (no CUDA headers: install the CUDA toolkit)"; exit 0; fi; \
+	@if [ ! -f $(CUDA_INC)/cuda_runtime_api.h ]; then echo "$@: SKIP (no CUDA headers: install the CUDA toolkit)"; exit 0; fi; \
 	n=$(1); src=$(call src_of,$(2),$(1)); [ -n "$$src" ] || { echo "$@: no $(2)/$(call pad,$(1))-*/*.cu"; exit 2; }; \
 	$(MAKE) --no-print-directory -s $(EMU_FWD_OBJ) $(EMU_BWD_OBJ) build/host/cpu_reference.o && \
-	EMU_FWD_OBJ='$(EMU_FWD_OBJ)' EMU_BWD_OBJ='$(EMU_BWD_OBJ)' EMU_CXX='$(EMU_CXX)' CUDA_INC='$(dir $(NVCC))../include' \
+	EMU_FWD_OBJ='$(EMU_FWD_OBJ)' EMU_BWD_OBJ='$(EMU_BWD_OBJ)' EMU_CXX='$(EMU_CXX)' CUDA_INC='$(CUDA_INC)' \
 	  MAKE='$(MAKE)' python3 tests/emu/grade.py $(1) $$src $(3)
 endef
 $(foreach n,$(EMU_GRADE_NUMS),$(eval emu-lesson$(n): ; $$(call EMU_GRADE,$(n),lessons,lesson$(n))))

@@ -21,13 +21,8 @@
 .PHONY: check-15 ring15-tools ring15-note ring-hostrun emu-lesson15 emu-solution15
 
 NCCL_HOME ?=
-# The toolkit's include folder, asked of nvcc itself (where it finds cuda.h): nvcc may be a
-# wrapper or a link outside its toolkit, so its own path says nothing. Its parent is the root.
-RING_HASH := \#
-RING_CUDA_INC := $(realpath $(shell echo '$(RING_HASH)include <cuda.h>' | $(NVCC) -E -x c++ - 2>/dev/null | \
-                   sed -n 's|^$(RING_HASH) *[0-9]* "\(.*\)/cuda\.h".*|\1|p' | head -n 1))
-RING_NVCC_ROOT := $(if $(RING_CUDA_INC),$(patsubst %/,%,$(dir $(RING_CUDA_INC))),$(patsubst %/bin/,%,$(dir $(NVCC))))
-RING_CUDA_INC := $(or $(RING_CUDA_INC),$(RING_NVCC_ROOT)/include)
+# The toolkit's root (where a toolkit-installed nccl.h would be): the parent of its include folder.
+RING_NVCC_ROOT := $(patsubst %/,%,$(dir $(CUDA_INC)))
 NCCL_ROOT := $(firstword $(foreach d,$(NCCL_HOME) /usr $(RING_NVCC_ROOT),$(if $(wildcard $(d)/include/nccl.h),$(d))))
 ifeq ($(NCCL_ROOT),)
   NCCL_ROOT := $(shell python3 -c 'import nvidia.nccl as m, os; d = list(m.__path__)[0]; print(d if os.path.exists(d + "/include/nccl.h") else "")' 2>/dev/null)
@@ -95,7 +90,7 @@ ring-hostrun:
 	@if ! command -v $(NVCC) >/dev/null 2>&1; then echo "ring-hostrun: SKIP (no nvcc)"; exit 0; fi; \
 	set -e; mkdir -p tests/bin build/ring_hostrun; \
 	if [ -n "$(NCCL_ROOT)" ]; then t="-DRING_NCCL -I$(NCCL_ROOT)/include"; else t="-DRING_VIRTUAL_RANKS=3"; fi; \
-	$(CXX_RING) -O2 -std=c++17 -I$(RING_CUDA_INC) $$t -c tests/ring_fake_cuda.cpp -o build/ring_hostrun/fake.o; \
+	$(CXX_RING) -O2 -std=c++17 -I$(CUDA_INC) $$t -c tests/ring_fake_cuda.cpp -o build/ring_hostrun/fake.o; \
 	$(NVCC) $(RING_CHECK_FLAGS) -cudart none $$t -Itests $(if $(RING_LOGIC_SRC),-DRING_LOGIC_SRC='"../$(RING_LOGIC_SRC)"') \
 	  tests/ring_hostrun.cu build/ring_hostrun/fake.o -o tests/bin/ring_hostrun -lcriterion; \
 	tests/bin/ring_hostrun --jobs 1; \
