@@ -93,7 +93,7 @@ ring-hostrun:
 	$(CXX_RING) -O2 -std=c++17 -I$(CUDA_INC) $$t -c tests/ring_fake_cuda.cpp -o build/ring_hostrun/fake.o; \
 	$(NVCC) $(RING_CHECK_FLAGS) -cudart none $$t -Itests $(if $(RING_LOGIC_SRC),-DRING_LOGIC_SRC='"../$(RING_LOGIC_SRC)"') \
 	  tests/ring_hostrun.cu build/ring_hostrun/fake.o -o tests/bin/ring_hostrun -lcriterion; \
-	tests/bin/ring_hostrun --jobs 1; \
+	tests/bin/ring_hostrun --jobs 1 || { echo "ring-hostrun: $(or $(RING_LOGIC_SRC),$(RING_SOL)) fails the tests above; each failure names the TODO it checks"; exit 1; }; \
 	echo "ring-hostrun: $(or $(RING_LOGIC_SRC),$(RING_SOL)) runs right on the CPU ($$( [ -n "$(NCCL_ROOT)" ] && echo fake NCCL || echo virtual ring))"
 # The student's CPU path: your file (emu-lesson15) or the solution (emu-solution15) on the fake runtime.
 emu-lesson15:
