@@ -2,7 +2,8 @@
 # reduce-add). Its source carries `// build: sm_90a`, so every build here is for sm_90a alone.
 # In `make test` (no GPU needed):
 #   make check-13   the starter and the solution compile for sm_90a (the solution also with each
-#                   variant of lessons/13-hopper-backward/variants/), with no ptxas warning and no
+#                   variant of lessons/13-hopper-backward/variants/ but the ladder's rungs, which
+#                   make check-13-ladder builds, in make test-full), with no ptxas warning and no
 #                   spill, and the main kernel uses exactly the 168 registers per thread that its
 #                   setmaxnreg split assumes (24 + 2 x 240 = 3 x 168), or the budget a variant
 #                   file states in its header line "registers: N" (exactly N) or "registers: max
@@ -33,7 +34,7 @@
 # above K. Each file removes one step from the rung above it, so rung K is the solution with
 # ladder-4-*, ..., ladder-K-* applied in that order; every target here that takes a variant name
 # (check-13, emu-13, solution13-NAME) expands a rung's name to that chain (ladder13_chain).
-.PHONY: check-13 emu-13 bench-13 ladder-13
+.PHONY: check-13 check-13-ladder emu-13 bench-13 ladder-13
 
 SOL13_SRC := $(call src_of,solutions,13)
 LES13_SRC := $(call src_of,lessons,13)
@@ -45,6 +46,11 @@ LADDER13_SP := $() $()
 ladder13_rung = $(word 2,$(subst -, ,$(1)))
 ladder13_chain = $(if $(filter $(1),$(LADDER13_DOWN)),$(foreach v,$(LADDER13_DOWN),$(if $(shell [ $(call ladder13_rung,$(v)) -ge $(call ladder13_rung,$(1)) ] && echo y),$(v))),$(1))
 
+# make test compiles the solution's variants but not the ladder's rungs (four more builds of the
+# big kernel): check-13-ladder does those, in make test-full.
+CHECK13_VARIANTS ?= $(filter-out ladder-%,$(VARIANT13_NAMES))
+check-13-ladder:
+	@$(MAKE) --no-print-directory check-13 CHECK13_VARIANTS='$(filter ladder-%,$(VARIANT13_NAMES))'
 check-13:
 	@if ! command -v $(NVCC) >/dev/null 2>&1; then echo "check-13: SKIP (no nvcc)"; exit 0; fi; \
 	if [ -z "$(SOL13_SRC)" ]; then echo "check-13: no solutions/13-*/*.cu"; exit 1; fi; \
@@ -76,7 +82,7 @@ check-13:
 	  echo "check-13: $$what: main kernel $${regs% } registers (budget $${budget%% (*}), no spill, no warning"; \
 	}; \
 	check "" || exit 1; \
-	for v in $(foreach v,$(VARIANT13_NAMES),$(subst $(LADDER13_SP),+,$(strip $(call ladder13_chain,$(v))))); do check $$v || exit 1; done; \
+	for v in $(foreach v,$(CHECK13_VARIANTS),$(subst $(LADDER13_SP),+,$(strip $(call ladder13_chain,$(v))))); do check $$v || exit 1; done; \
 	bash tests/hopper_emu/ptx_hopper_bwd_same.sh $(SOL13_SRC) || exit 1; \
 	printf '#include "ptx_mma.h"\n#include "ptx_hopper_bwd.h"\n__global__ void k(float *o, float *g) {\n  float d[32] = {};\n  wgmma_fence(); wgmma_ss_mn<__half, 64>(d, 0, 0, 0); wgmma_ss_mn<__nv_bfloat16, 64>(d, 0, 0, 1); wgmma_commit(); wgmma_wait<0>(); fence_acc(d);\n  bulk_load_1d(0, o, 16, 8); bulk_reduce_add_f32(g, 0, 16); bulk_commit(); bulk_wait_read<0>();\n  o[threadIdx.x] = d[0] + ld_shared_f32x2(0).x;\n}\n' > "$$tmp/h.cu"; \
 	out=$$($(NVCC) -O3 -std=c++17 $(SM90A_FLAGS) -Ireference/include -Ireference -c "$$tmp/h.cu" -o /dev/null 2>&1) || \
@@ -99,7 +105,7 @@ emu-13:
 	"$$emu/emu13" $(EMU_ARG) && EMU_WGMMA=late EMU_TMA=late "$$emu/emu13" $(EMU_ARG)
 
 TEST_STEPS += check-13 emu-13
-TEST_FULL_STEPS += emu-full-13
+TEST_FULL_STEPS += emu-full-13 check-13-ladder
 
 BENCH13_ARGS ?=
 bench-13:
