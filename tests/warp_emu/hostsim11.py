@@ -63,7 +63,7 @@ def build(src, out):
     objs = os.environ.get("HOSTSIM_OBJ", "").split()
     if not objs:
         return "HOSTSIM_OBJ is empty: run through make (make hostsim-11)"
-    inc = os.path.join(os.path.dirname(NVCC), "..", "include")
+    inc = os.environ.get("CUDA_INC") or os.path.join(os.path.dirname(NVCC), "..", "include")  # make exports CUDA_INC
     rc, log = sh([CXX, "-O1", "-std=c++20", "-fopenmp", "-w", "-I" + inc, "-Itests/warp_emu", "-Ireference/include", "-Ireference",
                   "-include", "emu_host.h", "-x", "c++", kcpp, "-x", "none"] + objs +
                  ["-o", out, "-lpthread", "-lm"])
