@@ -9,13 +9,15 @@
 #include <math.h>
 
 /* OCP e4m3 (the H100's __nv_fp8_e4m3): round to nearest even, saturating to +-448 (what
- * cvt.rn.satfinite.e4m3x2.f32 does); NaN gives 0x7F. Subnormals go down to 2^-9.
+ * cvt.rn.satfinite.e4m3x2.f32 does, infinities included); NaN gives 0x7F. Subnormals go down to
+ * 2^-9.
  * Inline, so that the float64 references (cpu_reference.c) round P to e4m3 without linking
  * fp8.c: every emulator and test that links the references links nothing more. */
 static inline uint8_t e4m3_encode(float x) {
     if (isnan(x)) return 0x7F;
     const uint8_t sign = signbit(x) ? 0x80 : 0;
     const float a = fabsf(x);
+    if (isinf(a)) return sign | 0x7E; /* satfinite: +-448 (frexpf says nothing useful of inf) */
     int e;
     frexpf(a, &e); /* a = f 2^e, f in [0.5, 1): the leading bit is 2^(e-1) */
     uint32_t code;

@@ -35,6 +35,8 @@ Test(fp8, e4m3_rounds_to_nearest_even_and_saturates) {
     cr_assert_eq(round_e4m3(464.0f), 448.0f);  /* halfway 448 .. 480: even, then satfinite */
     cr_assert_eq(round_e4m3(1e6f), 448.0f);
     cr_assert_eq(round_e4m3(-1e6f), -448.0f);
+    cr_assert_eq(round_e4m3(INFINITY), 448.0f);   /* satfinite saturates infinities too */
+    cr_assert_eq(round_e4m3(-INFINITY), -448.0f);
     cr_assert_eq(round_e4m3(ldexpf(1, -10)), 0.0f);           /* half the smallest subnormal: even = 0 */
     cr_assert_eq(round_e4m3(ldexpf(3, -11)), ldexpf(1, -9));  /* 0.75 of it rounds up */
     cr_assert_eq(e4m3_encode(NAN), 0x7F);
