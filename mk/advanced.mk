@@ -88,7 +88,7 @@ emu-07:
 	@$(call EMU_BUILD,$(EMU07_SRC),7) && "$$emu/emu7" $(EMU_ARG)
 emu-08:
 	@$(call EMU_BUILD,$(EMU08_SRC),8) && "$$emu/emu8" $(EMU_ARG) && \
-	  EMU_CPASYNC=late "$$emu/emu8" $(EMU_ARG)
+	  EMU_CPASYNC=late EMU_SCHED=reverse "$$emu/emu8" $(EMU_ARG)
 
 TEST_STEPS += check-07-08 emu-07 emu-08
 TEST_FULL_STEPS += emu-full-07 emu-full-08
