@@ -71,7 +71,7 @@ emu-13:
 	$(EMU_CXX) -std=c++20 -O1 -w -Wno-psabi -I$(EMU_CUDA_INC) -Itests/hopper_emu -Ireference/include -Ireference \
 	  -DEMU_SRC="\"$$emu/kernel.cu\"" -DEMU_NAME='"$(EMU13_SRC)$(if $(EMU13_VARIANTS), + $(EMU13_VARIANTS))"' \
 	  -x c++ tests/hopper_emu/emu13.cpp -x none "$$emu/ref.o" "$$emu/ref_bwd.o" -o "$$emu/emu13" -lpthread -lm && \
-	"$$emu/emu13" $(EMU_ARG) && EMU_WGMMA=late EMU_TMA=late "$$emu/emu13" $(EMU_ARG)
+	"$$emu/emu13" $(EMU_ARG) && EMU_WGMMA=late EMU_TMA=late EMU_SCHED=reverse "$$emu/emu13" $(EMU_ARG)
 
 TEST_STEPS += check-13 emu-13
 TEST_FULL_STEPS += emu-full-13

@@ -103,7 +103,7 @@ emu-09:
 	$(EMU_CXX) -std=c++20 -O1 -w -Wno-psabi -I$(EMU_CUDA_INC) -Itests/hopper_emu -Ireference/include -Ireference $(EMU09_DEFS) \
 	  -DEMU_SRC="\"$$emu/kernel.cu\"" -DEMU_NAME='"$(EMU09_SRC)"' -x c++ tests/hopper_emu/emu9.cpp \
 	  -o "$$emu/emu9" -lpthread && \
-	"$$emu/emu9" $(EMU_ARG) && EMU_WGMMA=late EMU_TMA=late "$$emu/emu9" $(EMU_ARG)
+	"$$emu/emu9" $(EMU_ARG) && EMU_WGMMA=late EMU_TMA=late EMU_SCHED=reverse "$$emu/emu9" $(EMU_ARG)
 
 TEST_STEPS += check-09 test-tma emu-09
 TEST_FULL_STEPS += emu-full-09
