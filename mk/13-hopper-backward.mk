@@ -14,8 +14,9 @@
 #                   dQ, dK, dV against float64 with the FlashAttention rule, ragged N, causal, x30
 #                   logits, d = 64 and 128, fp16 and bf16; the descriptors against the tile
 #                   layouts; a happens-before check of every shared-memory access, the wgmma, TMA,
-#                   mbarrier and named-barrier rules, a hang watchdog; run twice (operands and
-#                   copies landing at once, then as late as the rules allow).
+#                   mbarrier and named-barrier rules, hang detection; run twice (operands and
+#                   copies landing at once, then as late as the rules allow, with the threads
+#                   scheduled in reverse order: tests/emu/core.h).
 #                   EMU13_SRC=lessons/13-hopper-backward/hopper_backward.cu runs yours;
 #                   EMU13_VARIANTS="deterministic" the kernel with variant files; EMU_QUICK=0 more shapes
 # On a Hopper GPU (H100/H200):

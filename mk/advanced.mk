@@ -4,10 +4,10 @@
 #                     kernel is not held to that); SKIPs without nvcc
 #   make emu-07 / emu-08   the kernel on the CPU warp emulator (tests/warp_emu): ldmatrix,
 #                     mma.m16n8k16 and cp.async emulated from the PTX ISA's definitions,
-#                     one std::thread per CUDA thread; checks O and L against float64 for
+#                     one fiber per CUDA thread (tests/emu/core.h); checks O and L against float64 for
 #                     ragged N, causal, x30 logits, fp16 and bf16, counts ldmatrix bank
 #                     conflicts, and runs 08 twice (cp.async landing at issue, and at the
-#                     wait that retires it); in both runs, shadow state per 16-byte chunk
+#                     wait that retires it, the threads then scheduled in reverse order); in both runs, shadow state per 16-byte chunk
 #                     reports any cp.async hazard (ldmatrix of a chunk before the retiring
 #                     wait_group + __syncthreads, a refill of a chunk another warp read since
 #                     the last __syncthreads), whatever the threads' interleaving.

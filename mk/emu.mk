@@ -1,8 +1,8 @@
 # mk/emu.mk: the student's CPU path, no GPU needed (tests/emu/grade.py).
 #   make emu-lessonN     grade your file, lessons/NN-*/*.cu, on the CPU emulator of its lesson with
 #                        the grader's own report and diagnoses: the real runner over a fake CUDA
-#                        runtime (tests/hostsim), your kernels emulated one std::thread per CUDA
-#                        thread, on the small shapes the emulator can afford (each lesson's list is
+#                        runtime (tests/hostsim), your kernels emulated one fiber per CUDA
+#                        thread (tests/emu/core.h), on the small shapes the emulator can afford (each lesson's list is
 #                        in tests/emu/grade.py: ragged N, causal, both d, both dtypes where the lesson
 #                        has them). Exit status as the runner's: 0 pass, 1 fail, 3 not implemented.
 #                        Lessons 09 and 13 run on their emulator's own driver (make

@@ -18,9 +18,9 @@
 #                   reference/include/tma_params.h for each d and dtype, ragged N, refusals, the swizzle
 #   make emu-09     the kernel of every step on the CPU Hopper emulator (tests/hopper_emu):
 #                   wgmma, TMA, mbarriers, named barriers and setmaxnreg from their PTX
-#                   definitions, a happens-before check of every shared-memory access, a hang
-#                   watchdog; run twice (operands and copies landing at once, then as late as
-#                   the rules allow). EMU09_SRC=lessons/09-hopper-wgmma/hopper.cu runs yours;
+#                   definitions, a happens-before check of every shared-memory access, hang
+#                   detection (tests/emu/core.h); run twice (operands and copies landing at once,
+#                   then as late as the rules allow, the threads scheduled in reverse order). EMU09_SRC=lessons/09-hopper-wgmma/hopper.cu runs yours;
 #                   EMU_QUICK=0 more shapes; EMU_STEP=k that step only; EMU09_VARIANTS="exp2-fma"
 #                   EMU09_DEFS="-DFA_EXP2_FMA=2" the kernel with variants and switches
 # On a Hopper GPU (H100/H200):

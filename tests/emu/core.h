@@ -327,6 +327,23 @@ inline bool run_block(int n, const std::function<void(int)> &body) {
     return true;
 }
 
+/* EMU_STACK_REPORT=1: the deepest any fiber's stack has been (resident pages of the stacks, from
+ * the top), printed after each launch, to size EMU_STACK_KB. */
+inline void report_stacks() {
+    static const bool on = getenv("EMU_STACK_REPORT") != nullptr;
+    if (!on) return;
+    const size_t page = (size_t)sysconf(_SC_PAGESIZE), pages = stack_size() / page;
+    std::vector<unsigned char> res(pages);
+    size_t deepest = 0;
+    for (char *s : core.stacks) {
+        if (mincore(s, stack_size(), res.data())) continue;
+        for (size_t p = 0; p < pages; ++p)
+            if (res[p] & 1) { deepest = std::max(deepest, (pages - p) * page); break; }
+    }
+    fprintf(stderr, "emu core: %zu fiber stacks of %zu KiB, the deepest used %zu KiB\n", core.stacks.size(),
+            stack_size() / 1024, deepest / 1024);
+}
+
 /* What an emulator does around its blocks and threads. */
 struct Hooks {
     std::function<void()> block_begin;   // the block's state (blockIdx is set)
@@ -356,6 +373,7 @@ inline bool run_grid(Idx grid, int threads, const Hooks &h) {
                 if (h.block_end) h.block_end();
             }
     core.running = false;
+    report_stacks();
     if (!ok) {
         if (h.on_hang) h.on_hang();
         else {

@@ -65,7 +65,7 @@ DRIVER_VAR = {"emu-06": "EMU06_SRC", "emu-07": "EMU07_SRC", "emu-08": "EMU08_SRC
 CANNOT = {
     "fp32": "speed, and races that only real hardware shows (blocks run one after another here)",
     "wmma": "speed, and races that only real hardware shows (blocks run one after another here); a wmma call "
-            "inside a branch that some lanes skip hangs here rather than fails",
+            "inside a branch that some lanes skip is reported as a hang (EMU HANG), not as a wrong result",
     "warp": "speed, your PTX wrappers where the lesson has you write them (the emulator brings its own), "
             "and races that only real hardware shows (blocks run one after another here)",
     "driver": "speed, the host code of your file (the driver launches the kernel itself), "

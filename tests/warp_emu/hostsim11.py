@@ -13,7 +13,7 @@ fake_device.cpp (a CUDA runtime on host memory; mk/backward.mk builds those obje
 them in HOSTSIM_OBJ), and the lesson's own source, host code included, compiled by g++ over the
 warp emulator, whole: its #include "ptx_mma.h", "ptx_cp_async.h", "ptx_memory.h" find the
 emulator's stand-ins first on the include path (tests/warp_emu: ldmatrix, mma, cp.async,
-st/ld.shared, red.add as the PTX ISA defines them, one std::thread per CUDA thread), and every
+st/ld.shared, red.add as the PTX ISA defines them, one fiber per CUDA thread: tests/emu/core.h), and every
 kernel<<<grid, block, smem, stream>>>(args) launch becomes an emulated one (prep). So attention_backward, its workspace and launch geometry, the
 runner's grading, diagnoses, re-run and causal tests all run for real; the emulator adds its
 own checks (bank conflicts, cp.async and shared-memory hazards), and any problem it reports
