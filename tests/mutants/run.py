@@ -24,7 +24,7 @@ Usage (normally through make, which passes the compiler flags in the environment
   apply  check that every mutant still applies to its solution (nothing is built)
   emu    the mutants marked `emu: N` on the CPU emulator alone (`make emu-NN EMUNN_SRC=...`,
          no GPU needed): each must make the emulator fail (exit status != 0); its first
-         EMU ERROR / EMU HANG / EMU FAILED line is the diagnosis shown
+         EMU ERROR / EMU HANG / EMU FAILED line is the diagnosis shown (MUTANTS="a b": those)
   build  apply and compile the GPU mutants only (no GPU needed); with --equiv
          also compare each mutant's SASS with the solution's (same SASS = the
          planted bug changes nothing = a useless mutant)
@@ -422,6 +422,8 @@ def emu_all():
     want = set(int(x) for x in env("LESSONS").replace(",", " ").split())
     mutants = [Mutant(p) for p in sorted(glob.glob(os.path.join(HERE, "[0-9][0-9]", "*.mut")))]
     mutants = [m for m in mutants if "emu" in m.meta and (not want or m.lesson in want)]
+    names = env("MUTANTS").split()  # MUTANTS="ring-overrun wrong-phase": those only
+    mutants = [m for m in mutants if not names or m.name in names]
     rows = []
     for m in mutants:
         t0 = time.time()
