@@ -397,6 +397,15 @@ def apply_all():
     return 1 if bad else 0
 
 
+def emu_diagnosis(out):
+    """The emulator's verdict in one line: its hang report or first error, else the first failed case."""
+    for pattern in (r"^EMU HANG.*$", r"^EMU ERROR.*$", r"^.*\bFAIL\b.*$", r"^EMU FAILED.*$"):
+        line = re.search(pattern, out, re.M)
+        if line:
+            return trim(line.group(0))
+    return None
+
+
 def emu_one(m):
     """`run.py emu`, one mutant: (verdict, ok, diagnosis) from its lesson's emulator target."""
     err = m.apply()
@@ -410,8 +419,7 @@ def emu_one(m):
         erc, eout = 124, "TIMEOUT after %d s" % RUN_LIMIT_S
     with open(os.path.join(m.dir, "emu.log"), "w") as f:
         f.write("$ %s\n%s\nexit status %d\n" % (" ".join(ecmd), eout, erc))
-    line = re.search(r"^.*(EMU ERROR|EMU HANG|hazard|HAZARD|EMU FAILED|FAIL).*$", eout, re.M)
-    diag = trim(line.group(0)) if line else "exit status %d" % erc
+    diag = emu_diagnosis(eout) or "exit status %d" % erc
     if erc != 0:
         return "rejected (emulator)", True, diag
     return "ACCEPTED by the emulator", False, diag
