@@ -123,7 +123,12 @@ inline Core core;
 
 inline int self() { return core.cur; }
 inline Fiber &me() { return core.fibers[core.cur]; }
-inline const Idx &tid() { return core.fibers[core.cur].tid; }
+/* threadIdx; outside any fiber (an emulator's checks at the end of a block) thread 0's, as a
+ * kernel's host-side caller would see it */
+inline const Idx &tid() {
+    static const Idx none{};
+    return core.cur < 0 ? none : core.fibers[core.cur].tid;
+}
 inline const Idx &bid() { return core.bid; }
 inline void progress() { ++core.progress; }
 
