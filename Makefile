@@ -174,8 +174,9 @@ clean:
 -include mk/*.mk
 
 .PHONY: test-steps test-full-steps test-full
-# the longest steps first, so that two at a time end close together
-TEST_LONG := emu-11 emu-09 hostsim-11 emu-08 check-09 emu-06 emu-13 emu-12
+# the longest steps first, so that two at a time end close together (with the emulators on fibers,
+# tests/emu/core.h, the nvcc builds of the check-NN steps are the long ones)
+TEST_LONG := check-11 hostsim-forward emu-09 check-07-08 check-03-05 emu-starters hostsim-11 check-09 emu-03-05 check-13 emu-08 emu-11 emu-12 check-10 check-12 emu-13 check-06
 test-steps: $(foreach t,$(TEST_LONG),$(filter $(t),$(TEST_STEPS))) $(filter-out $(TEST_LONG),$(TEST_STEPS))
 test-full-steps: $(TEST_FULL_STEPS)
 # test-results last: the other checks run (and report) even while the GPU results are stale

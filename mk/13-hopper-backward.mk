@@ -17,8 +17,9 @@
 #                   dQ, dK, dV against float64 with the FlashAttention rule, ragged N, causal, x30
 #                   logits, d = 64 and 128, fp16 and bf16; the descriptors against the tile
 #                   layouts; a happens-before check of every shared-memory access, the wgmma, TMA,
-#                   mbarrier and named-barrier rules, a hang watchdog; run twice (operands and
-#                   copies landing at once, then as late as the rules allow).
+#                   mbarrier and named-barrier rules, hang detection; run twice (operands and
+#                   copies landing at once, then as late as the rules allow, with the threads
+#                   scheduled in reverse order: tests/emu/core.h).
 #                   EMU13_SRC=lessons/13-hopper-backward/hopper_backward.cu runs yours;
 #                   EMU13_VARIANTS="deterministic" the kernel with variant files (a ladder rung,
 #                   ladder-K-NAME, brings the rungs above it: see below); EMU_QUICK=0 more shapes
@@ -99,10 +100,10 @@ emu-13:
 	python3 tests/emu/prep.py "$$emu/full.cu" > "$$emu/kernel.cu" && \
 	$(CC) -O2 -std=c11 -Ireference/include -Ireference -c reference/cpu_reference.c -o "$$emu/ref.o" && \
 	$(CC) -O2 -std=c11 -Ireference/include -Ireference -c reference/cpu_reference_bwd.c -o "$$emu/ref_bwd.o" && \
-	$(EMU_CXX) -std=c++20 -O1 -w -Wno-psabi -I$(EMU_CUDA_INC) -Itests/hopper_emu -Ireference/include -Ireference \
+	$(EMU_CXX) -std=c++20 $(or $(EMU_OPT),-O1) -w -Wno-psabi -I$(EMU_CUDA_INC) -Itests/hopper_emu -Ireference/include -Ireference \
 	  -DEMU_SRC="\"$$emu/kernel.cu\"" -DEMU_NAME='"$(EMU13_SRC)$(if $(EMU13_CHAIN), + $(EMU13_CHAIN))"' \
 	  -x c++ tests/hopper_emu/emu13.cpp -x none "$$emu/ref.o" "$$emu/ref_bwd.o" -o "$$emu/emu13" -lpthread -lm && \
-	"$$emu/emu13" $(EMU_ARG) && EMU_WGMMA=late EMU_TMA=late "$$emu/emu13" $(EMU_ARG)
+	"$$emu/emu13" $(EMU_ARG) && EMU_WGMMA=late EMU_TMA=late EMU_SCHED=reverse "$$emu/emu13" $(EMU_ARG)
 
 TEST_STEPS += check-13 emu-13
 TEST_FULL_STEPS += emu-full-13 check-13-ladder
