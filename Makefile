@@ -10,6 +10,15 @@
 
 SHELL := /bin/bash
 NVCC ?= $(shell command -v nvcc 2>/dev/null || echo /usr/local/cuda/bin/nvcc)
+# The CUDA toolkit's include folder (cuda.h, cuda_runtime_api.h, cuda_fp16.h), for the CPU
+# emulators' host builds: asked of nvcc itself, because nvcc may be a wrapper or a link outside
+# its toolkit (its own path then says nothing). Exported, so sub-makes do not ask again.
+HASH := \#
+ifeq ($(origin CUDA_INC),undefined)
+CUDA_INC := $(or $(realpath $(shell echo '$(HASH)include <cuda_runtime_api.h>' | $(NVCC) -E -x c++ - 2>/dev/null | \
+              sed -n 's|^$(HASH) *[0-9]* "\(.*\)/cuda_runtime_api\.h".*|\1|p' | head -n 1)),$(dir $(NVCC))../include)
+endif
+export CUDA_INC
 CC ?= cc
 CFLAGS ?= -O2 -std=c11 -Wall -Wextra -fopenmp
 NVCC_FLAGS ?= -O3 -std=c++17 -lineinfo -Xcompiler -fopenmp -Xcompiler -Wall
@@ -140,7 +149,7 @@ tests/bin/unit: $(TEST_UNIT_SRC) $(HARNESS_C_OBJ) solutions/01-online-softmax/on
 tests/bin/binaries: tests/test_binaries.c $(HARNESS_H)
 	@mkdir -p tests/bin
 	$(CC) $(CFLAGS) -Ireference/include -Ireference $< -o $@ -lcriterion
-.PHONY: test-unit test-binaries test-results
+.PHONY: test-toolkit test-unit test-binaries test-results
 test-unit: tests/bin/unit
 	tests/bin/unit --jobs 2
 test-binaries: tests/bin/binaries lesson1 solution1 lesson2 solution2
@@ -148,7 +157,14 @@ test-binaries: tests/bin/binaries lesson1 solution1 lesson2 solution2
 	@nvidia-smi -L >/dev/null 2>&1 || echo "note: 3 of those tests were skipped (Criterion's synthesis omits them): no NVIDIA driver/GPU found, so GPU grading did not run here"
 test-results:
 	bash tests/check_results_fresh.sh
-TEST_STEPS := test-unit test-binaries
+# With nvcc present, the emulator steps need its headers: they say SKIP only where nvcc is absent,
+# so headers that cannot be found are an error here rather than a silent skip of every emulator.
+test-toolkit:
+	@if ! command -v $(NVCC) >/dev/null 2>&1; then echo "test-toolkit: no nvcc: the emulator and compile steps SKIP"; \
+	 elif [ -f $(CUDA_INC)/cuda_runtime_api.h ] && [ -f $(CUDA_INC)/cuda.h ] && [ -f $(CUDA_INC)/cuda_fp16.h ]; then \
+	   echo "test-toolkit: nvcc $(NVCC), CUDA headers in $(CUDA_INC)"; \
+	 else echo "test-toolkit: nvcc ($(NVCC)) is here but its headers are not in $(CUDA_INC): set CUDA_INC=<toolkit>/include"; exit 1; fi
+TEST_STEPS := test-toolkit test-unit test-binaries
 TEST_FULL_STEPS :=
 TEST_JOBS ?= 2
 
@@ -158,8 +174,9 @@ clean:
 -include mk/*.mk
 
 .PHONY: test-steps test-full-steps test-full
-# the longest steps first, so that two at a time end close together
-TEST_LONG := emu-11 emu-09 hostsim-11 emu-08 check-09 emu-06 emu-13 emu-12
+# the longest steps first, so that two at a time end close together (with the emulators on fibers,
+# tests/emu/core.h, the nvcc builds of the check-NN steps are the long ones)
+TEST_LONG := check-11 hostsim-forward emu-09 check-07-08 check-03-05 emu-starters hostsim-11 check-09 emu-03-05 check-13 emu-08 emu-11 emu-12 check-10 check-12 emu-13 check-06
 test-steps: $(foreach t,$(TEST_LONG),$(filter $(t),$(TEST_STEPS))) $(filter-out $(TEST_LONG),$(TEST_STEPS))
 test-full-steps: $(TEST_FULL_STEPS)
 # test-results last: the other checks run (and report) even while the GPU results are stale

@@ -3,8 +3,8 @@
 #                      (nvcc, ptxas -v); no solution spills; the -DRUNTIME_INDEX build of
 #                      solution 04 does get a stack frame (the lesson's claim). SKIPs without nvcc
 #   make emu-03-05     the three solutions run on the CPU through an emulated CUDA
-#                      (tests/fp32_emu: a std::thread per CUDA thread, real barriers and
-#                      shuffles) and graded on small shapes against reference/cpu_reference.c.
+#                      (tests/fp32_emu over the emulator core tests/emu/core.h: a fiber per
+#                      CUDA thread, barriers and shuffles) and graded on small shapes against reference/cpu_reference.c.
 #                      EMU_SRC=lessons/04-register-outputs/registers.cu runs your file instead
 #                      (with STARTER_NOT_DONE set to 0)
 # Lesson 04's register experiments, the `make ptxas-lesson4` report with one extra flag:

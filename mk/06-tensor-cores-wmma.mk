@@ -12,7 +12,7 @@
 .PHONY: check-06 emu-06
 EMU06_SRC ?= solutions/06-tensor-cores-wmma/wmma.cu
 
-CUDA_INC_06 := $(dir $(NVCC))../include
+CUDA_INC_06 := $(CUDA_INC)
 CXX_06 ?= g++
 
 check-06:

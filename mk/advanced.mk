@@ -4,10 +4,10 @@
 #                     kernel is not held to that); SKIPs without nvcc
 #   make emu-07 / emu-08   the kernel on the CPU warp emulator (tests/warp_emu): ldmatrix,
 #                     mma.m16n8k16 and cp.async emulated from the PTX ISA's definitions,
-#                     one std::thread per CUDA thread; checks O and L against float64 for
+#                     one fiber per CUDA thread (tests/emu/core.h); checks O and L against float64 for
 #                     ragged N, causal, x30 logits, fp16 and bf16, counts ldmatrix bank
 #                     conflicts, and runs 08 twice (cp.async landing at issue, and at the
-#                     wait that retires it); in both runs, shadow state per 16-byte chunk
+#                     wait that retires it, the threads then scheduled in reverse order); in both runs, shadow state per 16-byte chunk
 #                     reports any cp.async hazard (ldmatrix of a chunk before the retiring
 #                     wait_group + __syncthreads, a refill of a chunk another warp read since
 #                     the last __syncthreads), whatever the threads' interleaving.
@@ -72,7 +72,7 @@ EMU07_SRC ?= $(call src_of,solutions,7)
 EMU08_SRC ?= $(call src_of,solutions,8)
 EMU_QUICK ?= 1
 EMU_CXX ?= g++
-EMU_CUDA_INC := $(dir $(NVCC))../include
+EMU_CUDA_INC := $(CUDA_INC)
 # Each invocation builds into its own directory (removed when the recipe ends): a shared
 # build/emu/emu8 let a concurrent `make emu-08 EMU08_SRC=<mutant>` replace the binary between
 # another run's default and late passes, which then graded the mutant.
@@ -88,7 +88,7 @@ emu-07:
 	@$(call EMU_BUILD,$(EMU07_SRC),7) && "$$emu/emu7" $(EMU_ARG)
 emu-08:
 	@$(call EMU_BUILD,$(EMU08_SRC),8) && "$$emu/emu8" $(EMU_ARG) && \
-	  EMU_CPASYNC=late "$$emu/emu8" $(EMU_ARG)
+	  EMU_CPASYNC=late EMU_SCHED=reverse "$$emu/emu8" $(EMU_ARG)
 
 TEST_STEPS += check-07-08 emu-07 emu-08
 TEST_FULL_STEPS += emu-full-07 emu-full-08

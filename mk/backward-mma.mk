@@ -95,15 +95,15 @@ EMU11_BUILD = if [ ! -f $(EMU_CUDA_INC)/cuda_fp16.h ]; then echo "$@: SKIP (no C
 EMU11_OTHERS := $(if $(filter $(EMU11_SRC),$(call src_of,solutions,11)),$(if $(filter 1,$(EMU_QUICK)),,1))
 emu-11: $(if $(EMU11_OTHERS),$(VARIANT11))
 	@$(call EMU11_BUILD,$(EMU11_SRC),) && EMU11_DEFAULTS_ONLY=1 "$$emu/emu11" $(EMU_ARG) && \
-	  EMU11_DEFAULTS_ONLY=1 EMU_CPASYNC=late "$$emu/emu11" $(EMU_ARG)
+	  EMU11_DEFAULTS_ONLY=1 EMU_CPASYNC=late EMU_SCHED=reverse "$$emu/emu11" $(EMU_ARG)
 	@if [ -n "$(EMU11_OTHERS)" ]; then $(MAKE) --no-print-directory emu-11-variant-others; fi
 .PHONY: emu-11-variant-others
 emu-11-variant-others: $(VARIANT11)
 	@$(call EMU11_BUILD,$(VARIANT11),) && EMU11_OTHERS_ONLY=1 "$$emu/emu11" $(EMU_ARG) && \
-	  EMU11_OTHERS_ONLY=1 EMU_CPASYNC=late "$$emu/emu11" $(EMU_ARG)
+	  EMU11_OTHERS_ONLY=1 EMU_CPASYNC=late EMU_SCHED=reverse "$$emu/emu11" $(EMU_ARG)
 emu-11-variant: $(VARIANT11)
 	@$(call EMU11_BUILD,$(VARIANT11),$(EMU11_DEFS)) && EMU11_DEFAULTS_ONLY=1 "$$emu/emu11" $(EMU_ARG) && \
-	  EMU11_DEFAULTS_ONLY=1 EMU_CPASYNC=late "$$emu/emu11" $(EMU_ARG)
+	  EMU11_DEFAULTS_ONLY=1 EMU_CPASYNC=late EMU_SCHED=reverse "$$emu/emu11" $(EMU_ARG)
 
 TEST_STEPS += check-11 emu-11
 TEST_FULL_STEPS += emu-full-11

@@ -75,7 +75,7 @@ TEST_STEPS += check-10 emu-10 test-backward-unit
 #                              grades your file instead
 #   make hostsim-mutants-10    every tests/mutants/10/*.mut through it: each must fail with its diagnosis
 #                              (a few minutes; HOSTSIM_MUTANTS="d-missing dk-dv-swapped" picks some)
-HOSTSIM_CXX = $(CXX_BWD) -O2 -std=c++17 -fopenmp -w -I$(dir $(NVCC))../include -Ireference/include -Ireference
+HOSTSIM_CXX = $(CXX_BWD) -O2 -std=c++17 -fopenmp -w -I$(CUDA_INC) -Ireference/include -Ireference
 HOSTSIM_OBJ := build/hostsim/runner_backward.o build/hostsim/runner_main.o build/hostsim/runner_grade.o \
                build/hostsim/runner_common.o build/hostsim/runner_buffers.o build/hostsim/fake_device.o $(HARNESS_C_OBJ)
 build/hostsim/%.o: reference/%.cu $(HARNESS_H)
@@ -87,11 +87,11 @@ build/hostsim/fake_device.o: tests/hostsim/fake_device.cpp $(HARNESS_H)
 .PHONY: hostsim-10 hostsim-mutants-10
 # The objects are prerequisites (not a sub-make): make test runs steps two at a time, and two
 # sub-makes would build the same object at once. Without the CUDA headers the targets SKIP.
-HOSTSIM_HAVE_CUDA := $(wildcard $(dir $(NVCC))../include/cuda_runtime_api.h)
+HOSTSIM_HAVE_CUDA := $(wildcard $(CUDA_INC)/cuda_runtime_api.h)
 hostsim-10: $(if $(HOSTSIM_HAVE_CUDA),$(HOSTSIM_OBJ))
-	@if [ ! -f $(dir $(NVCC))../include/cuda_runtime_api.h ]; then echo "hostsim-10: SKIP (no CUDA headers)"; exit 0; fi; \
+	@if [ ! -f $(CUDA_INC)/cuda_runtime_api.h ]; then echo "hostsim-10: SKIP (no CUDA headers)"; exit 0; fi; \
 	if [ -z "$(call src_of,solutions,10)" ]; then echo "hostsim-10: SKIP (no solutions/10-*/)"; exit 0; fi; \
-	HOSTSIM_OBJ='$(HOSTSIM_OBJ)' CXX_BWD='$(CXX_BWD)' CUDA_INC='$(dir $(NVCC))../include' python3 tests/hostsim/run.py solution $(HOSTSIM_SRC)
+	HOSTSIM_OBJ='$(HOSTSIM_OBJ)' CXX_BWD='$(CXX_BWD)' CUDA_INC='$(CUDA_INC)' python3 tests/hostsim/run.py solution $(HOSTSIM_SRC)
 hostsim-mutants-10: $(HOSTSIM_OBJ)
 	@HOSTSIM_OBJ='$(HOSTSIM_OBJ)' CXX_BWD='$(CXX_BWD)' python3 tests/hostsim/run.py mutants $(HOSTSIM_MUTANTS)
 

@@ -52,7 +52,7 @@ check-12:
 
 EMU12_SRC ?= $(call src_of,solutions,12)
 EMU12_CXX ?= g++
-EMU12_INC := $(dir $(NVCC))../include
+EMU12_INC := $(CUDA_INC)
 EMU12_ARG ?= quick
 EMU12_DEFS ?=
 emu-12: build/host/cpu_reference.o

@@ -1,8 +1,8 @@
 # mk/emu.mk: the student's CPU path, no GPU needed (tests/emu/grade.py).
 #   make emu-lessonN     grade your file, lessons/NN-*/*.cu, on the CPU emulator of its lesson with
 #                        the grader's own report and diagnoses: the real runner over a fake CUDA
-#                        runtime (tests/hostsim), your kernels emulated one std::thread per CUDA
-#                        thread, on the small shapes the emulator can afford (each lesson's list is
+#                        runtime (tests/hostsim), your kernels emulated one fiber per CUDA
+#                        thread (tests/emu/core.h), on the small shapes the emulator can afford (each lesson's list is
 #                        in tests/emu/grade.py: ragged N, causal, both d, both dtypes where the lesson
 #                        has them). Exit status as the runner's: 0 pass, 1 fail, 3 not implemented.
 #                        Lessons 09 and 13 run on their emulator's own driver (make
@@ -16,10 +16,10 @@ EMU_GRADE_NUMS := 2 3 4 5 6 7 8 9 10 11 12 13
 EMU_FWD_OBJ = $(HOSTSIM_FWD_OBJ)
 EMU_BWD_OBJ = $(HOSTSIM_OBJ)
 define EMU_GRADE
-	@if [ ! -f $(dir $(NVCC))../include/cuda_runtime_api.h ]; then echo "$@: SKIP (no CUDA headers: install the CUDA toolkit)"; exit 0; fi; \
+	@if [ ! -f $(CUDA_INC)/cuda_runtime_api.h ]; then echo "$@: SKIP (no CUDA headers: install the CUDA toolkit)"; exit 0; fi; \
 	n=$(1); src=$(call src_of,$(2),$(1)); [ -n "$$src" ] || { echo "$@: no $(2)/$(call pad,$(1))-*/*.cu"; exit 2; }; \
 	$(MAKE) --no-print-directory -s $(EMU_FWD_OBJ) $(EMU_BWD_OBJ) build/host/cpu_reference.o && \
-	EMU_FWD_OBJ='$(EMU_FWD_OBJ)' EMU_BWD_OBJ='$(EMU_BWD_OBJ)' EMU_CXX='$(EMU_CXX)' CUDA_INC='$(dir $(NVCC))../include' \
+	EMU_FWD_OBJ='$(EMU_FWD_OBJ)' EMU_BWD_OBJ='$(EMU_BWD_OBJ)' EMU_CXX='$(EMU_CXX)' EMU_OPT='$(EMU_OPT)' CUDA_INC='$(CUDA_INC)' \
 	  MAKE='$(MAKE)' python3 tests/emu/grade.py $(1) $$src $(3)
 endef
 $(foreach n,$(EMU_GRADE_NUMS),$(eval emu-lesson$(n): ; $$(call EMU_GRADE,$(n),lessons,lesson$(n))))
@@ -31,13 +31,14 @@ emu-full-%:
 	@$(MAKE) --no-print-directory emu-$* EMU_QUICK=0 EMU12_ARG=
 
 # In make test (emu-starters): every starter, as shipped, is graded "not implemented" on the CPU
-# path (exit 3, not a crash), then solution 02 passes it (the other solutions' CPU path runs in
+# path (exit 3, not a crash; built at -O0, EMU_OPT: a starter runs no kernel to speak of), then
+# solution 02 passes it (the other solutions' CPU path runs in
 # make test-full: emu-solutions; their emulators run in make test).
 EMU_STARTER_NUMS := $(EMU_GRADE_NUMS)
 .PHONY: emu-starters emu-solutions
 emu-starters: $$(if $$(HOSTSIM_HAVE_CUDA),$$(EMU_FWD_OBJ) $$(EMU_BWD_OBJ) build/host/cpu_reference.o)
 	@for n in $(EMU_STARTER_NUMS); do \
-	  out=$$($(MAKE) --no-print-directory emu-lesson$$n 2>&1); rc=$$?; \
+	  out=$$($(MAKE) --no-print-directory emu-lesson$$n EMU_OPT=-O0 2>&1); rc=$$?; \
 	  if echo "$$out" | grep -q 'SKIP (no CUDA headers'; then echo "emu-starters: SKIP (no CUDA headers)"; exit 0; fi; \
 	  if ! echo "$$out" | grep -q '^NOT IMPLEMENTED' || echo "$$out" | grep -qE 'Error 1|Error 2|EMU ERROR|Segmentation'; then \
 	    echo "$$out"; echo "emu-starters: make emu-lesson$$n does not say 'not implemented' for the starter as shipped"; exit 1; fi; \

@@ -4,9 +4,10 @@
 # experiments that lost (lessons/09-hopper-wgmma/WORKLOG.md) are variant files,
 # lessons/09-hopper-wgmma/variants/NAME.var, applied by lessons/09-hopper-wgmma/variant.sh.
 # In `make test` (no GPU needed):
-#   make check-09   the starter and the solution compile for sm_90a: the solution at every step
-#                   of the ladder (FA9_STEP=1..7, steps 1-4 through variants/steps-1-4.var) and
-#                   in CHECK09_BUILDS, with no ptxas warning (among them C7508, "setmaxnreg
+#   make check-09   the starter and the solution compile for sm_90a: the solution as shipped (in
+#                   make test; make check-09-full, in make test-full: at every step of the ladder,
+#                   FA9_STEP=1..7, steps 1-4 through variants/steps-1-4.var, and in
+#                   CHECK09_BUILDS), with no ptxas warning (among them C7508, "setmaxnreg
 #                   ignored", and the wgmma serialization warnings) and no spill; the
 #                   warp-specialized kernels use exactly the registers per thread that their
 #                   setmaxnreg split assumes (168 with two consumer warpgroups: 24 + 2 x 240 =
@@ -18,9 +19,9 @@
 #                   reference/include/tma_params.h for each d and dtype, ragged N, refusals, the swizzle
 #   make emu-09     the kernel of every step on the CPU Hopper emulator (tests/hopper_emu):
 #                   wgmma, TMA, mbarriers, named barriers and setmaxnreg from their PTX
-#                   definitions, a happens-before check of every shared-memory access, a hang
-#                   watchdog; run twice (operands and copies landing at once, then as late as
-#                   the rules allow). EMU09_SRC=lessons/09-hopper-wgmma/hopper.cu runs yours;
+#                   definitions, a happens-before check of every shared-memory access, hang
+#                   detection (tests/emu/core.h); run twice (operands and copies landing at once,
+#                   then as late as the rules allow, the threads scheduled in reverse order). EMU09_SRC=lessons/09-hopper-wgmma/hopper.cu runs yours;
 #                   EMU_QUICK=0 more shapes; EMU_STEP=k that step only; EMU09_VARIANTS="exp2-fma"
 #                   EMU09_DEFS="-DFA_EXP2_FMA=2" the kernel with variants and switches
 # On a Hopper GPU (H100/H200):
@@ -35,7 +36,8 @@
 #                   and variant files (steps-1-4 is added for FA9_STEP=1..4): what ladder.sh runs
 #   make lesson9-stepK / solution9-stepK   ./lesson9-stepK (your file) or ./solution9-stepK, built
 #                   at step K of the ladder with two consumer warpgroups, as ladder.sh builds it
-.PHONY: check-09 test-tma emu-09 ladder-09 ncu-09 hopper-variant
+.PHONY: check-09 check-09-full test-tma emu-09 ladder-09 ncu-09 hopper-variant
+CHECK09_FULL ?= 0
 
 HOPPER_SRC := $(call src_of,solutions,9)
 HOPPER_STARTER := $(call src_of,lessons,9)
@@ -76,16 +78,23 @@ check-09:
 	    echo "check-09: $$what uses $$regs registers per thread; setmaxnreg's split needs $$3"; exit 1; fi; \
 	  echo "check-09: $$what: $${regs}registers, no spill, no warning"; \
 	}; \
-	for s in 1 2 3 4 5 6 7; do \
-	  v=""; [ $$s -le 4 ] && v=steps-1-4; \
-	  if [ $$s -ge 3 ]; then check "$$v" "-DFA9_STEP=$$s -DFA64_WG=2" 168; else check "$$v" "-DFA9_STEP=$$s -DFA64_WG=2" ""; fi || exit 1; \
-	done; \
-	for b in $(CHECK09_BUILDS); do v=$${b%%|*}; r=$${b#*|}; check "$$v" "$${r%|*}" "$${r#*|}" || exit 1; done; \
+	if [ "$(CHECK09_FULL)" = 1 ]; then \
+	  for s in 1 2 3 4 5 6 7; do \
+	    v=""; [ $$s -le 4 ] && v=steps-1-4; \
+	    if [ $$s -ge 3 ]; then check "$$v" "-DFA9_STEP=$$s -DFA64_WG=2" 168; else check "$$v" "-DFA9_STEP=$$s -DFA64_WG=2" ""; fi || exit 1; \
+	  done; \
+	  for b in $(CHECK09_BUILDS); do v=$${b%%|*}; r=$${b#*|}; check "$$v" "$${r%|*}" "$${r#*|}" || exit 1; done; \
+	else \
+	  check "" "-DFA9_STEP=7" "128 168" || exit 1; \
+	fi; \
 	bash tests/hopper_emu/ptx_hopper_same.sh $(HOPPER_SRC) reference/include/ptx_hopper.h || exit 1; \
 	printf '#include "ptx_mma.h"\n#include "ptx_hopper.h"\n__global__ void k(float *o) {\n  float d[64] = {}; uint32_t a[4] = {};\n  wgmma_fence(); wgmma_ss<__half, 128>(d, 0, 0, 0); wgmma_rs<__nv_bfloat16, 128>(d, a, 0, 1); wgmma_commit(); wgmma_wait<0>(); fence_acc(d);\n  mbar_wait(0, 0); named_sync(1, 256); o[threadIdx.x] = d[0] + desc_kmajor<128>(0, 0, 1) + desc_mnmajor<64>(0, 1);\n}\n' > "$$tmp/h.cu"; \
 	out=$$($(NVCC) -O3 -std=c++17 $(SM90A_FLAGS) -Ireference/include -Ireference -c "$$tmp/h.cu" -o /dev/null 2>&1) || \
 	  { echo "$$out"; echo "check-09: reference/include/ptx_hopper.h does not compile for sm_90a"; exit 1; }; \
-	echo "check-09: the starter, steps 1-7 of the solution, its builds and variants, and ptx_hopper.h build for sm_90a"
+	echo "check-09: the starter, $(if $(filter 1,$(CHECK09_FULL)),steps 1-7 of the solution and its builds,the solution as shipped), its variants (applied) and ptx_hopper.h build for sm_90a"
+# make test-full: every step of the ladder and every build of CHECK09_BUILDS
+check-09-full:
+	@$(MAKE) --no-print-directory check-09 CHECK09_FULL=1
 
 tests/bin/tma: tests/test_tma.c reference/include/tma_params.h reference/include/attention.h
 	@mkdir -p tests/bin
@@ -100,13 +109,13 @@ emu-09:
 	mkdir -p build/emu && emu=$$(mktemp -d "$(CURDIR)/build/emu/emu-09.XXXXXX") && trap 'rm -rf "$$emu"' EXIT && \
 	bash $(HOPPER_VARIANT_SH) $(EMU09_SRC) "$$emu/full.cu" steps-1-4 $(EMU09_VARIANTS) && \
 	python3 tests/emu/prep.py "$$emu/full.cu" > "$$emu/kernel.cu" && \
-	$(EMU_CXX) -std=c++20 -O1 -w -Wno-psabi -I$(EMU_CUDA_INC) -Itests/hopper_emu -Ireference/include -Ireference $(EMU09_DEFS) \
+	$(EMU_CXX) -std=c++20 $(or $(EMU_OPT),-O1) -w -Wno-psabi -I$(EMU_CUDA_INC) -Itests/hopper_emu -Ireference/include -Ireference $(EMU09_DEFS) \
 	  -DEMU_SRC="\"$$emu/kernel.cu\"" -DEMU_NAME='"$(EMU09_SRC)"' -x c++ tests/hopper_emu/emu9.cpp \
 	  -o "$$emu/emu9" -lpthread && \
-	"$$emu/emu9" $(EMU_ARG) && EMU_WGMMA=late EMU_TMA=late "$$emu/emu9" $(EMU_ARG)
+	"$$emu/emu9" $(EMU_ARG) && EMU_WGMMA=late EMU_TMA=late EMU_SCHED=reverse "$$emu/emu9" $(EMU_ARG)
 
 TEST_STEPS += check-09 test-tma emu-09
-TEST_FULL_STEPS += emu-full-09
+TEST_FULL_STEPS += emu-full-09 check-09-full
 
 HOPPER_DEFS ?=
 HOPPER_VARIANTS ?=

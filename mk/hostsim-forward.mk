@@ -13,8 +13,8 @@
 HOSTSIM_FWD_OBJ = build/hostsim/runner_attention.o build/hostsim/runner_main.o build/hostsim/runner_grade.o \
                   build/hostsim/runner_common.o build/hostsim/runner_buffers.o build/hostsim/fake_device.o $(HARNESS_C_OBJ)
 hostsim-forward: $(if $(HOSTSIM_HAVE_CUDA),$(HOSTSIM_FWD_OBJ))
-	@if [ ! -f $(dir $(NVCC))../include/cuda_runtime_api.h ]; then echo "hostsim-forward: SKIP (no CUDA headers)"; exit 0; fi; \
+	@if [ ! -f $(CUDA_INC)/cuda_runtime_api.h ]; then echo "hostsim-forward: SKIP (no CUDA headers)"; exit 0; fi; \
 	HOSTSIM_FWD_OBJ='$(HOSTSIM_FWD_OBJ)' CXX_BWD='$(CXX_BWD)' \
-	  CUDA_INC='$(dir $(NVCC))../include' python3 tests/hostsim/forward.py $(HOSTSIM_FWD_ARGS)
+	  CUDA_INC='$(CUDA_INC)' python3 tests/hostsim/forward.py $(HOSTSIM_FWD_ARGS)
 
 TEST_STEPS += hostsim-forward

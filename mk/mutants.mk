@@ -5,11 +5,13 @@
 #   make mutants-cpu      lesson 01's mutants + the command-line refusal tests (in make test)
 #   make mutants-gpu      lessons 02+ only, and `make grade` with a hanging lesson 02 (GPU)
 #   make mutants-apply    every mutant still applies to its solution (nothing built; in make test)
+#   make mutants-emu      the mutants marked `emu: N` on the CPU emulator alone (no GPU; slow:
+#                         one emulator build and run each; LESSONS="9" picks lessons)
 #   make mutants-build    apply + compile every GPU mutant, no GPU needed (GPU_ARCH=90);
 #                         MUTANTS_EQUIV=1 also flags mutants whose SASS equals the solution's
 #   make fuzz             (GPU) every GPU solution on FUZZ_K (500) random valid shapes,
 #                         FUZZ_SEED (1); table in docs/results/fuzz-<gpu>.md
-.PHONY: mutants mutants-cpu mutants-cpu-only mutants-cli mutants-gpu mutants-build mutants-apply fuzz
+.PHONY: mutants mutants-cpu mutants-cpu-only mutants-cli mutants-gpu mutants-build mutants-apply mutants-emu fuzz
 
 MUTANTS_ENV = MUTANTS_FROM_MAKE=1 CC='$(CC)' CFLAGS='$(CFLAGS)' NVCC='$(NVCC)' NVCC_FLAGS='$(NVCC_FLAGS)' \
   ARCH_FLAGS='$(ARCH_FLAGS)' ARCH_TAG='$(ARCH_TAG)' HARNESS_C_OBJ='$(HARNESS_C_OBJ)' \
@@ -41,6 +43,9 @@ mutants-gpu:
 
 mutants-apply:
 	@LESSONS='$(LESSONS)' python3 tests/mutants/run.py apply
+
+mutants-emu:
+	@LESSONS='$(LESSONS)' python3 tests/mutants/run.py emu
 
 mutants-build: $(HARNESS_C_OBJ) $(HARNESS_ALL_CU_OBJ)
 	@$(MUTANTS_ENV) bash tests/mutants/run.sh build $(if $(MUTANTS_EQUIV),--equiv)

@@ -9,3 +9,10 @@ check-structure:
 	  { python3 tests/check_structure.py --selftest; exit 1; }
 
 TEST_STEPS += check-structure
+
+# The results fingerprint follows the code, not its comments (reference/source_hash.py).
+.PHONY: test-source-hash
+test-source-hash:
+	@bash tests/source_hash_selftest.sh
+
+TEST_STEPS += test-source-hash

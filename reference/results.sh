@@ -23,6 +23,7 @@ tmp=$(mktemp)
     echo "# commit: $commit$dirty"
     echo "# nvcc: $nvcc_v"
     echo "# driver: $(nvidia-smi --query-gpu=driver_version --format=csv,noheader | head -n1)"
+    echo "# source_sha256: the code fingerprint of reference/source_hash.py (comments and spacing not hashed), of the sources this run built"
     echo "solution,source_sha256,status,cases_passed,cases_total,dtype,B,H,N,d,causal,ms,tflops,peak_pct"
 } >"$tmp"
 for dir in solutions/[0-9][0-9]-*/; do

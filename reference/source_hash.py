@@ -4,7 +4,10 @@
 of the source file followed by every header of reference/include it includes, directly or
 through another such header, in the order first included. The PTX wrappers live in those
 headers, so a change to one of them makes the GPU results of every solution that uses it
-stale, like a change to the solution itself.
+stale, like a change to the solution itself. What is hashed is the code: comments are dropped
+and each run of white space counts as one space, so a reworded comment or a re-indented line
+(which cannot change what the compiler builds) does not ask for a new GPU run; any change to a
+token, a string or a preprocessor line does.
 
     python3 reference/source_hash.py FILE [FILE ...]   prints one fingerprint per line
 Errors: a FILE that cannot be read exits 2 with its name."""
@@ -27,11 +30,41 @@ def headers_of(path, seen):
     return seen
 
 
+CODE_RE = re.compile(r'''
+    (?P<comment> //[^\n]* | /\*.*?\*/ )                      # dropped
+  | (?P<literal> "(?:\\.|[^"\\\n])*" | '(?:\\.|[^'\\\n])*' )   # kept as written
+  | (?P<space> \s+ )                                        # one space; a newline stays one
+  | (?P<other> [^"'/\s]+ | / )
+''', re.S | re.X)
+
+
+def code_of(text):
+    """text without its comments, each run of white space one space; a preprocessor line (its
+    continuations joined) stays a line of its own, since a newline ends it."""
+    out = []
+    for m in CODE_RE.finditer(text):
+        if m.group("comment"):
+            out.append(" ")
+        elif m.group("space"):
+            out.append("\n" if "\n" in m.group("space") else " ")
+        else:
+            out.append(m.group(0))
+    lines = "".join(out).replace("\\\n", " ").split("\n")
+    code = []
+    for line in lines:
+        line = " ".join(line.split())
+        if line.startswith("#"):
+            code.append("\n" + line + "\n")
+        elif line:
+            code.append(line + " ")
+    return "".join(code)
+
+
 def fingerprint(path):
     h = hashlib.sha256()
     for f in [path] + headers_of(path, []):
-        with open(f, "rb") as fh:
-            h.update(fh.read())
+        with open(f, encoding="utf-8", errors="replace") as fh:
+            h.update(code_of(fh.read()).encode())
     return h.hexdigest()[:16]
 
 

@@ -33,11 +33,11 @@ Test(ring_layout, equal_chunks_each_owned_once) {
                 for (int r = 0; r < p; ++r)
                     for (int j = 0; j < L.per_rank; ++j) {
                         const int g = chunk_of(L, r, j);
-                        cr_assert(g >= 0 && g < chunks, "chunk_of(rank %d, %d) = %d of %d", r, j, g, chunks);
+                        cr_assert(g >= 0 && g < chunks, "TODO(1) chunk_of: rank %d's chunk %d is %d, not in [0, %d)", r, j, g, chunks);
                         ++owner[g];
                     }
                 for (int g = 0; g < chunks; ++g)
-                    cr_assert_eq(owner[g], 1, "P = %d N = %d causal %d: chunk %d owned %d times", p, N, causal, g,
+                    cr_assert_eq(owner[g], 1, "TODO(1) chunk_of: P = %d N = %d causal %d: chunk %d owned %d times", p, N, causal, g,
                                  owner[g]);
             }
 }
@@ -58,32 +58,34 @@ Test(ring_layout, every_pair_once_with_its_kind) {
                     for (int j = 0; j < L.per_rank; ++j)
                         for (int i = 0; i < L.per_rank; ++i) {
                             const int q = chunk_of(L, r, j), k = chunk_of(L, src, i);
+                            cr_assert(q >= 0 && q < chunks && k >= 0 && k < chunks,
+                                      "TODO(1) chunk_of: P = %d causal %d: chunk %d or %d not in [0, %d)", p, causal, q, k,
+                                      chunks);
                             ++met[q * chunks + k];
                             const PairKind kind = pair_kind(causal, q, k);
                             const PairKind want = !causal || k < q ? PAIR_FULL : k == q ? PAIR_DIAGONAL : PAIR_SKIP;
-                            cr_assert_eq(kind, want, "P = %d causal %d: pair (q %d, k %d) is %d, not %d", p, causal, q,
+                            cr_assert_eq(kind, want, "TODO(2) pair_kind: P = %d causal %d: pair (q %d, k %d) is %d, not %d (0 full, 1 diagonal, 2 skip)", p, causal, q,
                                          k, (int)kind, (int)want);
                             work[r] += kind == PAIR_FULL ? 2 : kind == PAIR_DIAGONAL ? 1 : 0;
                         }
                 }
             for (int x = 0; x < chunks * chunks; ++x)
-                cr_assert_eq(met[x], 1, "P = %d causal %d: pair (q %d, k %d) met %d times", p, causal, x / chunks,
+                cr_assert_eq(met[x], 1, "TODO(1) chunk_of: P = %d causal %d: pair (q %d, k %d) met %d times over the ring", p, causal, x / chunks,
                              x % chunks, met[x]);
             if (causal && L.balanced)
                 for (int r = 1; r < p; ++r)
-                    cr_assert_eq(work[r], work[0], "balanced layout, P = %d: rank %d does %d units, rank 0 %d", p, r,
+                    cr_assert_eq(work[r], work[0], "TODO(1) chunk_of, balanced layout, P = %d: rank %d does %d units, rank 0 %d", p, r,
                                  work[r], work[0]);
         }
 }
 
 Test(ring_merge, weights_without_overflow) {
     const MergeWeights w = merge_weights(1000.f, -1000.f);
-    cr_assert_float_eq(w.a, 1.f, 1e-6);
-    cr_assert_float_eq(w.b, 0.f, 1e-6);
-    cr_assert_float_eq(w.L, 1000.f, 1e-3);
+    cr_assert(fabsf(w.a - 1.f) <= 1e-6f && fabsf(w.b) <= 1e-6f && fabsf(w.L - 1000.f) <= 1e-3f,
+              "TODO(3) merge_weights(L_a = 1000, L_b = -1000) = {a %g, b %g, L %g}, want {1, 0, 1000}", w.a, w.b, w.L);
     const MergeWeights e = merge_weights(3.f, 3.f);
-    cr_assert_float_eq(e.a, 0.5f, 1e-6);
-    cr_assert_float_eq(e.L, 3.f + logf(2.f), 1e-5);
+    cr_assert(fabsf(e.a - 0.5f) <= 1e-6f && fabsf(e.b - 0.5f) <= 1e-6f && fabsf(e.L - (3.f + logf(2.f))) <= 1e-5f,
+              "TODO(3) merge_weights(3, 3) = {a %g, b %g, L %g}, want {0.5, 0.5, %g}", e.a, e.b, e.L, 3.f + logf(2.f));
 }
 
 /* Attention of query rows [q0, q0 + c) against key rows [k0, k0 + c) of one head (d columns),
@@ -134,6 +136,8 @@ static void check_ring_on_cpu(int P, int causal, double logit_scale) {
             for (int j = 0; j < lay.per_rank; ++j)
                 for (int i = 0; i < lay.per_rank; ++i) {
                     const int q = chunk_of(lay, r, j), k = chunk_of(lay, (r - step + P) % P, i);
+                    cr_assert(q >= 0 && q < N / lay.c && k >= 0 && k < N / lay.c,
+                              "TODO(1) chunk_of: P = %d causal %d: chunk %d or %d not in [0, %d)", P, causal, q, k, N / lay.c);
                     const PairKind kind = pair_kind(causal, q, k);
                     if (kind == PAIR_SKIP) continue;
                     pair_attention(Q, K, V, d, q * lay.c, k * lay.c, lay.c, kind == PAIR_DIAGONAL, O, Lb);
@@ -158,13 +162,13 @@ static void check_ring_on_cpu(int P, int causal, double logit_scale) {
         double l = 0;
         for (int j = 0; j < keys; ++j) l += exp(s[j] - m);
         const double Lref = m + log(l);
-        cr_assert(fabs(l_acc[i] - Lref) <= 1e-4 * (1 + fabs(Lref)), "P = %d causal %d x%g: L[%d] = %g, want %g", P,
+        cr_assert(fabs(l_acc[i] - Lref) <= 1e-4 * (1 + fabs(Lref)), "TODO(3) merge_weights, ring on the CPU: P = %d causal %d x%g: L[%d] = %g, want %g", P,
                   causal, logit_scale, i, l_acc[i], Lref);
         for (int y = 0; y < d; ++y) {
             double o = 0;
             for (int j = 0; j < keys; ++j) o += exp(s[j] - m) * V[(size_t)j * d + y];
             o /= l;
-            cr_assert(fabs(o_acc[(size_t)i * d + y] - o) <= 1e-5, "P = %d causal %d x%g: O[%d][%d] = %g, want %g", P,
+            cr_assert(fabs(o_acc[(size_t)i * d + y] - o) <= 1e-5, "TODO(3) merge_weights, ring on the CPU: P = %d causal %d x%g: O[%d][%d] = %g, want %g", P,
                       causal, logit_scale, i, y, o_acc[(size_t)i * d + y], o);
         }
     }

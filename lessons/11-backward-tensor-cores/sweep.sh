@@ -156,38 +156,7 @@ if [ "$PEERS" = 1 ] && python3 -c "import torch; assert torch.cuda.is_available(
         B=$((16384 / N)); [ "$B" -lt 1 ] && B=1
         shapes="$shapes $B,$((2048 / d)),$N,$d,$c"
     done; done; done
-    pout=$(python3 - "$DTYPE" $shapes <<'PY' 2>"$OUTDIR/peers.err"
-import statistics, sys
-import torch
-import torch.nn.functional as F
-from torch.nn.attention import sdpa_kernel, SDPBackend
-dt = {"fp16": torch.float16, "bf16": torch.bfloat16}[sys.argv[1]]
-l2 = torch.cuda.get_device_properties(0).L2_cache_size
-flush = torch.empty(max(2 * l2, 64 << 20) // 4, dtype=torch.float32, device="cuda")
-for shape in sys.argv[2:]:
-    B, H, N, d, c = (int(x) for x in shape.split(","))
-    for name, backend in (("flash", SDPBackend.FLASH_ATTENTION), ("cudnn", SDPBackend.CUDNN_ATTENTION)):
-        try:
-            q, k, v = (torch.randn(B, H, N, d, device="cuda", dtype=dt, requires_grad=True) for _ in range(3))
-            with sdpa_kernel(backend):
-                o = F.scaled_dot_product_attention(q, k, v, is_causal=bool(c))
-            do = torch.randn_like(o)
-            bwd = lambda: torch.autograd.grad(o, (q, k, v), do, retain_graph=True)
-            for _ in range(3):
-                bwd()
-            ev = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(20)]
-            for s, e in ev:
-                flush.max()  # a read: a write would leave dirty lines for the timed kernel to write back
-                s.record(); bwd(); e.record()
-            torch.cuda.synchronize()
-            ms = statistics.median(s.elapsed_time(e) for s, e in ev)
-            print("%s,%d,%d,%d,%d,%d,%.5f" % (name, B, H, N, d, c, ms))
-            del q, k, v, o, do
-        except Exception as ex:  # no kernel for this backend/shape, out of memory...
-            print("%s,%d,%d,%d,%d,%d,%s" % (name, B, H, N, d, c, type(ex).__name__), flush=True)
-        torch.cuda.empty_cache()
-PY
-)
+    pout=$(python3 bench/sdpa_backward_time.py "$DTYPE" $shapes 2>"$OUTDIR/peers.err")
     [ -z "$pout" ] && echo "sweep.sh: the PyTorch timing failed (see $OUTDIR/peers.err)" >&2
     while IFS=, read -r m B H N d c ms; do
         [ -z "$m" ] && continue

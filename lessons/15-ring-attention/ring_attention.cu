@@ -112,7 +112,7 @@ struct Rank {
     float *o_acc, *l_acc, *l_blk;
 };
 
-/* Optional events per step and rank, for lessons/15-ring-attention/tools (the timeline). */
+/* Optional events, indexed [step][rank], for lessons/15-ring-attention/tools (the timeline). */
 struct RingTimeline {
     cudaEvent_t compute_begin[RING_MAX_RANKS][RING_MAX_RANKS], compute_end[RING_MAX_RANKS][RING_MAX_RANKS];
     cudaEvent_t comm_begin[RING_MAX_RANKS][RING_MAX_RANKS], comm_end[RING_MAX_RANKS][RING_MAX_RANKS];
@@ -185,8 +185,9 @@ __global__ void convert_out(T *__restrict__ out, const float *__restrict__ in, l
 // [region compute]
 /* Rank rid's compute at one step: every (query chunk, key chunk) pair of its queries and the K/V
  * block it holds, each merged into the accumulator; `pairs_done` counts each query chunk's
- * pairs so far (the first one starts the accumulator). Runs on r.compute, after the block has
- * arrived (the caller's wait on r.received); records r.consumed when it no longer reads it.
+ * pairs so far (the first one starts the accumulator). Runs on r.compute, on r's device (the
+ * caller's cudaSetDevice(r.dev)), after the block has arrived (the caller's wait on r.received);
+ * records r.consumed when it no longer reads it.
  * src: the rank whose chunks the block holds. */
 static int compute_step(const Ring &g, int rid, int src, int pairs_done[2]) {
     const Layout &L = g.lay;
@@ -200,7 +201,8 @@ static int compute_step(const Ring &g, int rid, int src, int pairs_done[2]) {
             /* TODO(5): this pair's partial O and L with block_attention (query chunk j of r.Q; key and
              * value chunk i of the block r holds now, k_chunk and v_chunk; the mask only on the
              * diagonal) into r.o_blk and r.l_blk, then merge_partial into query chunk j's
-             * accumulator (first when pairs_done[j] is 0), both on r.compute; count the pair.
+             * accumulator (first when pairs_done[j] is 0; one warp per row, e.g. 8 warps = 256
+             * threads per block), both on r.compute, launch errors checked; count the pair.
              * "One step of one rank" walks through it. */
             (void)r; (void)rows; (void)kind; (void)pairs_done;
             return ATTN_NOT_IMPLEMENTED;
@@ -221,8 +223,9 @@ static int compute_step(const Ring &g, int rid, int src, int pairs_done[2]) {
 static int send_recv(Ring &g, size_t bytes) {
     /* TODO(6): every rank r sends the block it holds (kv[cur], `bytes` bytes) to rank r + 1 and
      * receives rank r - 1's into its spare (kv[cur ^ 1]), on its comm stream. With RING_NCCL
-     * defined: one ncclSend and one ncclRecv per rank on g.comm[r], all in one group, errors
-     * reported; without: a device-to-device copy into the next rank's spare. "The transport" says
+     * defined: one ncclSend and one ncclRecv per rank on g.comm[r], all in one group; a failed
+     * NCCL call printed with ncclGetErrorString and answered with ATTN_UNSUPPORTED, the group
+     * closed by ncclGroupEnd even then; without: a device-to-device copy into the next rank's spare. "The transport" says
      * why the group is needed and on which stream each copy goes. */
     (void)g; (void)bytes;
     return ATTN_NOT_IMPLEMENTED;
@@ -462,8 +465,10 @@ static int run_steps(Ring &g, RingTimeline *tl) {
      * the step before (none at step 0); the exchange of the blocks held now starts (none at the
      * last step); every rank computes on the block it holds (compute_step: rank r holds rank
      * (r - step) mod P's block), between tl's two events when tl is set; then the received block
-     * becomes the held one. "Overlap: two streams, four events" gives the order of these calls on
-     * the host and why it matters. */
+     * becomes the held one. Each rank's pairs_done (compute_step's counters) starts at zero at
+     * every call: a local int pairs_done[RING_MAX_RANKS][2] = {}, since the harness calls
+     * attention_forward many times. "Overlap: two streams, four events" gives the order of these
+     * calls on the host and why it matters. */
     (void)g; (void)tl; (void)exchange; (void)compute_step;
     return ATTN_NOT_IMPLEMENTED;
 }

@@ -104,7 +104,7 @@ struct Rank {
     float *o_acc, *l_acc, *l_blk;
 };
 
-/* Optional events per step and rank, for lessons/15-ring-attention/tools (the timeline). */
+/* Optional events, indexed [step][rank], for lessons/15-ring-attention/tools (the timeline). */
 struct RingTimeline {
     cudaEvent_t compute_begin[RING_MAX_RANKS][RING_MAX_RANKS], compute_end[RING_MAX_RANKS][RING_MAX_RANKS];
     cudaEvent_t comm_begin[RING_MAX_RANKS][RING_MAX_RANKS], comm_end[RING_MAX_RANKS][RING_MAX_RANKS];
@@ -185,8 +185,9 @@ __global__ void convert_out(T *__restrict__ out, const float *__restrict__ in, l
 // [region compute]
 /* Rank rid's compute at one step: every (query chunk, key chunk) pair of its queries and the K/V
  * block it holds, each merged into the accumulator; `pairs_done` counts each query chunk's
- * pairs so far (the first one starts the accumulator). Runs on r.compute, after the block has
- * arrived (the caller's wait on r.received); records r.consumed when it no longer reads it.
+ * pairs so far (the first one starts the accumulator). Runs on r.compute, on r's device (the
+ * caller's cudaSetDevice(r.dev)), after the block has arrived (the caller's wait on r.received);
+ * records r.consumed when it no longer reads it.
  * src: the rank whose chunks the block holds. */
 static int compute_step(const Ring &g, int rid, int src, int pairs_done[2]) {
     const Layout &L = g.lay;

@@ -65,7 +65,7 @@ DRIVER_VAR = {"emu-06": "EMU06_SRC", "emu-07": "EMU07_SRC", "emu-08": "EMU08_SRC
 CANNOT = {
     "fp32": "speed, and races that only real hardware shows (blocks run one after another here)",
     "wmma": "speed, and races that only real hardware shows (blocks run one after another here); a wmma call "
-            "inside a branch that some lanes skip hangs here rather than fails",
+            "inside a branch that some lanes skip is reported as a hang (EMU HANG), not as a wrong result",
     "warp": "speed, your PTX wrappers where the lesson has you write them (the emulator brings its own), "
             "and races that only real hardware shows (blocks run one after another here)",
     "driver": "speed, the host code of your file (the driver launches the kernel itself), "
@@ -96,12 +96,15 @@ def build(n, src, out, defines=()):
     objs = os.environ.get("EMU_FWD_OBJ" if runner == "fwd" else "EMU_BWD_OBJ", "").split()
     if not objs:
         return "EMU_FWD_OBJ / EMU_BWD_OBJ are empty: run through make (make emu-lesson%d)" % n
+    # EMU_OPT (make emu-starters: -O0) replaces the optimisation level: a starter that stops at
+    # "not implemented" runs no kernel worth optimising, and -O0 compiles it several times faster
+    opt = os.environ.get("EMU_OPT")
     if emu == "fp32":
-        flags = ["-O2", "-Itests/fp32_emu", "-include", "emu_host.h"]
+        flags = [opt or "-O2", "-Itests/fp32_emu", "-include", "emu_host.h"]
     elif emu == "wmma":
-        flags = ["-O2", "-Itests/wmma_emu", "-I" + CUDA_INC, "-include", "emu_host.h"]
+        flags = [opt or "-O2", "-Itests/wmma_emu", "-I" + CUDA_INC, "-include", "emu_host.h"]
     else:
-        flags = ["-O1", "-DFA_EMULATOR", "-DFA_SM80=1", "-I" + CUDA_INC, "-Itests/warp_emu", "-include", "emu_host.h"]
+        flags = [opt or "-O1", "-DFA_EMULATOR", "-DFA_SM80=1", "-I" + CUDA_INC, "-Itests/warp_emu", "-include", "emu_host.h"]
     rc, log = sh([CXX, "-std=c++20", "-fopenmp", "-w"] + flags + list(defines) + ["-Ireference/include", "-Ireference",
                  "-x", "c++", kcpp, "-x", "none"] + objs + ["-o", out, "-lpthread", "-lm"])
     return log if rc else None

@@ -1,25 +1,25 @@
 /* tests/fp32_emu/cuda_runtime.h: a stand-in for the real header that lets g++ compile the
- * fp32 lessons 03-05 and run their kernels on the CPU, one std::thread per CUDA thread.
+ * fp32 lessons 03-05 and 10 and run their kernels on the CPU, on the emulator core
+ * (tests/emu/core.h: one fiber per CUDA thread, blocks one after another).
  *
  * Emulated: __syncthreads (a block barrier), __syncwarp and __shfl_xor_sync (a warp
  * barrier and a per-warp exchange buffer), threadIdx / blockIdx / gridDim, dynamic shared
  * memory (filled with NaN before every block, so reading what nobody wrote shows up in
  * the output), the kernel launch (blocks run one after another) and the few runtime calls
- * the lessons make. Real threads run concurrently, so a missing barrier usually shows up
- * as a wrong or NaN result. Nothing here models timing, bank conflicts or warps executing
- * in lockstep: every lane is an independent thread, which is what the CUDA programming
- * model promises anyway (independent thread scheduling). */
+ * the lessons make. The core runs a thread until it waits at a barrier, so a missing
+ * barrier shows up, every time, as a wrong or NaN result. Nothing here models timing, bank
+ * conflicts or warps executing in lockstep: every lane is an independent thread, which is what
+ * the CUDA programming model promises anyway (independent thread scheduling). */
 #pragma once
 #include <math.h>
 #include <stddef.h>
 #include <algorithm>
-#include <barrier>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
-#include <thread>
 #include <vector>
+#include "../emu/core.h"
 using std::max;
 using std::min;
 
@@ -51,20 +51,22 @@ enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize };
 template <class F> inline cudaError_t cudaFuncSetAttribute(F, cudaFuncAttribute, int) { return 0; }
 
 struct EmuBlock {
-    std::unique_ptr<std::barrier<>> block_bar;
-    std::vector<std::unique_ptr<std::barrier<>>> warp_bar;
+    emu::Barrier block_bar;
+    std::vector<emu::Barrier> warp_bar;
     std::vector<float> exchange;  // one slot per thread, for shuffles
     std::vector<float4> smem;     // dynamic shared memory, 16-byte aligned
 };
-inline thread_local dim3 threadIdx, blockIdx;
+inline dim3 emu_dim3(const emu::Idx &i) { return dim3(i.x, i.y, i.z); }
+#define threadIdx (emu_dim3(emu::tid()))
+#define blockIdx (emu_dim3(emu::bid()))
 inline dim3 gridDim, blockDim;
-inline thread_local EmuBlock *emu_block;
+inline EmuBlock *emu_block;  // the running block's (blocks run one after another)
 inline size_t emu_smem_max = 0;  // the largest dynamic shared memory request seen
 inline const size_t EMU_SMEM_LIMIT = 227 * 1024;  // an H100's per-block maximum
 
 inline void *emu_smem() { return emu_block->smem.data(); }
-inline void __syncthreads() { emu_block->block_bar->arrive_and_wait(); }
-inline void __syncwarp(unsigned = 0xffffffffu) { emu_block->warp_bar[threadIdx.x / 32]->arrive_and_wait(); }
+inline void __syncthreads() { emu_block->block_bar.arrive_and_wait(); }
+inline void __syncwarp(unsigned = 0xffffffffu) { emu_block->warp_bar[threadIdx.x / 32].arrive_and_wait(); }
 inline float __shfl_xor_sync(unsigned, float v, int lane_mask) {
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     emu_block->exchange[warp * 32 + lane] = v;
@@ -83,23 +85,17 @@ void emu_launch(dim3 grid, int threads, size_t smem, cudaStream_t, Kernel kernel
     emu_smem_max = std::max(emu_smem_max, smem);
     gridDim = grid;
     blockDim = dim3(threads);
-    for (unsigned z = 0; z < grid.z; ++z)
-        for (unsigned y = 0; y < grid.y; ++y)
-            for (unsigned x = 0; x < grid.x; ++x) {
-                EmuBlock b;
-                b.block_bar.reset(new std::barrier<>(threads));
-                for (int w = 0; w < threads / 32; ++w) b.warp_bar.emplace_back(new std::barrier<>(32));
-                b.exchange.assign(threads, 0.f);
-                const float nan = nanf("");
-                b.smem.assign((smem + 15) / 16, float4{nan, nan, nan, nan});
-                std::vector<std::thread> ts;
-                for (int t = 0; t < threads; ++t)
-                    ts.emplace_back([&, t] {
-                        threadIdx = dim3(t);
-                        blockIdx = dim3(x, y, z);
-                        emu_block = &b;
-                        kernel(args...);
-                    });
-                for (auto &th : ts) th.join();
-            }
+    EmuBlock b;
+    emu_block = &b;
+    emu::Hooks h;
+    h.block_begin = [&] {
+        b.block_bar = emu::Barrier(threads, "__syncthreads");
+        b.warp_bar.assign(threads / 32, emu::Barrier(32, "__syncwarp or a shuffle"));
+        b.exchange.assign(threads, 0.f);
+        const float nan = nanf("");
+        b.smem.assign((smem + 15) / 16, float4{nan, nan, nan, nan});
+    };
+    h.thread = [&](int) { kernel(args...); };
+    emu::run_grid(emu::Idx{grid.x, grid.y, grid.z}, threads, h);
+    emu_block = nullptr;
 }

@@ -17,7 +17,7 @@
  * float64| <= 2 x max |plain same-precision backward - float64| + atol x max(1, max |float64|),
  * atol 1e-4 (fp16) or 8e-4 (bf16); NaN never passes. The emulator's own errors (hazards, protocol)
  * must be zero. Usage: emu13 [quick]. Environment: EMU_WGMMA=late, EMU_TMA=late (hemu.h),
- * EMU_HANG_S (watchdog seconds, default 10). */
+ * EMU_SCHED=reverse (tests/emu/core.h). */
 #define FA_EMULATOR 1
 #define EMU_PTX_HOPPER_PLAIN 1
 #include "ptx_hopper.h"
@@ -204,7 +204,6 @@ int main(int argc, char **argv) {
     const bool quick = argc > 1 && !strcmp(argv[1], "quick");
     emu_wgmma_late = getenv("EMU_WGMMA") && !strcmp(getenv("EMU_WGMMA"), "late");
     emu_tma_late = getenv("EMU_TMA") && !strcmp(getenv("EMU_TMA"), "late");
-    if (getenv("EMU_HANG_S")) emu_hang_s = atoi(getenv("EMU_HANG_S"));
     printf("emu13: kernel %s; wgmma operands read %s, TMA and bulk copies land %s\n", EMU_NAME,
            emu_wgmma_late ? "at the wait_group that retires them" : "at issue",
            emu_tma_late ? "when a thread waits on their barrier" : "at issue");

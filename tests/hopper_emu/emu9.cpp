@@ -11,7 +11,7 @@
  * Then the kernel runs: O and L against float64, NaN never passes, the inputs surrounded by
  * NaN (a read outside shows), O and L poisoned, writes outside O and L detected.
  * Usage: emu9 [quick]   Environment: EMU_STEP=k (only that step), EMU_WGMMA=late,
- * EMU_TMA=late (see hemu.h), EMU_HANG_S (watchdog seconds, default 10). */
+ * EMU_TMA=late (see hemu.h), EMU_SCHED=reverse (tests/emu/core.h). */
 #define FA_EMULATOR 1
 #include "ptx_hopper.h"
 #include "emu_driver.h"  // the file is compiled whole, host code included (never called here)
@@ -193,7 +193,6 @@ int main(int argc, char **argv) {
     const bool quick = argc > 1 && !strcmp(argv[1], "quick");
     emu_wgmma_late = getenv("EMU_WGMMA") && !strcmp(getenv("EMU_WGMMA"), "late");
     emu_tma_late = getenv("EMU_TMA") && !strcmp(getenv("EMU_TMA"), "late");
-    if (getenv("EMU_HANG_S")) emu_hang_s = atoi(getenv("EMU_HANG_S"));
     const int only = getenv("EMU_STEP") ? atoi(getenv("EMU_STEP")) : 0;
     if (getenv("EMU_SMS")) g_sms = std::max(1, atoi(getenv("EMU_SMS")));
     printf("emu9: kernel %s; wgmma operands read %s, TMA copies land %s\n", EMU_NAME,

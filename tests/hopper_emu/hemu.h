@@ -1,4 +1,5 @@
-/* hemu.h: lesson 09's kernel on the CPU, one std::thread per CUDA thread, with the Hopper
+/* hemu.h: lesson 09's kernel on the CPU, on the emulator core (tests/emu/core.h: one fiber per
+ * CUDA thread, run until it waits or polls in vain), with the Hopper
  * instructions it uses emulated from their PTX ISA definitions, to check index math,
  * descriptors, barrier protocols and ordering without a GPU.
  *
@@ -36,8 +37,11 @@
  * of its bytes. The PTX rules checked besides: a wgmma.fence before the first wgmma after a
  * wait_group; every wgmma committed before a wait; none in flight at exit; likewise every TMA
  * store committed and waited for; no mbarrier phase with more arrivals than its count; no
- * named barrier left with arrivals nobody matched. A watchdog reports a hang (every thread
- * blocked) with what each thread waits for. */
+ * named barrier left with arrivals nobody matched. The core reports a hang (no thread can make
+ * progress: every one waits at a barrier that cannot complete or polls an mbarrier that nothing
+ * can complete any more) at once, with what each thread waits for. Async engines are no threads:
+ * a TMA copy lands at issue, or (EMU_TMA=late) when a thread polls its mbarrier; a wgmma's
+ * products at its wait_group. */
 #pragma once
 #include <cuda.h>
 #include <cuda_runtime.h>
@@ -47,9 +51,6 @@
 #include <math.h>
 #include <algorithm>
 #include <atomic>
-#include <barrier>
-#include <chrono>
-#include <condition_variable>
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
@@ -58,23 +59,20 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <random>
 #include <string>
-#include <thread>
 #include <unistd.h>
 #include <vector>
+#include "../emu/core.h"
 
 #define __launch_bounds__(...)
 #ifndef EMU_NAME
 #define EMU_NAME "kernel"
 #endif
 
-struct EmuIdx { unsigned x, y, z; };
-static thread_local EmuIdx emu_tid, emu_bid;
-static EmuIdx emu_gdim;
-#define threadIdx emu_tid
-#define blockIdx emu_bid
+static emu::Idx emu_gdim;
+#define threadIdx (emu::tid())
+#define blockIdx (emu::bid())
 #define gridDim emu_gdim
 static inline int min(int a, int b) { return a < b ? a : b; }
 static inline int max(int a, int b) { return a > b ? a : b; }
@@ -85,10 +83,8 @@ static size_t emu_smem_bytes = 0;
 
 /* ---------------------------------------------------------------- errors ---- */
 static std::atomic<long> emu_errors{0};
-static std::mutex emu_print_mx;
 static void emu_fail(const std::string &msg) {
     if (emu_errors.fetch_add(1) < 8) {
-        std::lock_guard<std::mutex> g(emu_print_mx);
         fprintf(stderr, "EMU ERROR: block %u thread %u: %s\n", blockIdx.x, threadIdx.x, msg.c_str());
     }
 }
@@ -106,15 +102,17 @@ static std::string emu_fmt(const char *f, ...) {
 static int emu_nt = 0;            // threads per block
 static int emu_nv = 0;            // vector-clock width: threads + TMA agents (one per mbarrier)
 constexpr int EMU_MAX_MBAR = 64;
-static std::mutex emu_mx;         // every emulated synchronisation object
-static std::condition_variable emu_cv;
-static std::atomic<unsigned long> emu_progress{0};
+/* Anything that changes the state another thread may wait on counts as progress for the core's
+ * hang detection (emu::progress; a poll that fails does not). */
+#define emu_progress (emu::core.progress)
 static bool emu_wgmma_late = false, emu_tma_late = false;
 static std::function<std::string(uint32_t)> emu_bar_name;  // names an mbarrier by its address (driver)
 
 struct EmuTh;
+/* the core's words for a lane that never reaches a warp's rendezvous (hang report) */
+static const char *const EMU_WARP_EXCHANGE = "a warp-level exchange (shuffle or wgmma operand) a lane never reached";
 struct EmuWarp {
-    std::barrier<> bar{32};
+    emu::Barrier bar{32, EMU_WARP_EXCHANGE};
     uint32_t u[32][4];
     uint64_t da[32], db[32];
     float f[32];
@@ -124,6 +122,7 @@ struct EmuNamedBar {
     int expected = 0, arrived = 0;
     unsigned long gen = 0;
     std::vector<uint32_t> acc, done;
+    std::vector<int> waiters;  // fibers in bar.sync / __syncwarp
 };
 struct EmuMbar {
     int index = -1, expected = 0, pending = 0;
@@ -150,9 +149,6 @@ struct EmuBlockState {
     std::vector<EmuWarp> warps;
     std::deque<EmuTmaCopy> tma_queue;     // EMU_TMA=late
     long long reg_pool = 0;
-    std::vector<std::atomic<const char *>> wait_what;
-    std::vector<std::atomic<uint32_t>> wait_arg;
-    std::vector<std::atomic<int>> state;  // 0 running, 1 done
 };
 static EmuBlockState *emu_blk = nullptr;
 
@@ -189,21 +185,17 @@ struct EmuTh {
     std::vector<EmuBulkStore> bulk_open;             // TMA stores since the last bulk commit
     std::deque<std::vector<EmuBulkStore>> bulk_groups;
     int regs = 0;
+    std::vector<uint32_t> unfenced;  // words this thread stored since its last fence.proxy.async
 };
-static thread_local EmuTh *me = nullptr;
+/* Each CUDA thread's state, indexed by the core's fiber. */
+static std::vector<EmuTh> emu_ths;
+static inline EmuTh *emu_me() { return &emu_ths[emu::self()]; }
 
-static inline void emu_tick() { me->vc[me->tid]++; }
+static inline void emu_tick() { emu_me()->vc[emu_me()->tid]++; }
 static inline void vc_join(uint32_t *a, const uint32_t *b) {
     for (int i = 0; i < emu_nv; ++i) a[i] = std::max(a[i], b[i]);
 }
 static inline void vc_join(std::vector<uint32_t> &a, const uint32_t *b) { vc_join(a.data(), b); }
-struct EmuWaitNote {
-    EmuWaitNote(const char *what, uint32_t arg) {
-        emu_blk->wait_what[me->tid].store(what);
-        emu_blk->wait_arg[me->tid].store(arg);
-    }
-    ~EmuWaitNote() { emu_blk->wait_what[me->tid].store(nullptr); }
-};
 
 /* ---------------------------------------------------------------- shadow memory ---- */
 /* Per 4-byte word, the last write: bit 63 valid, bit 62 ordinary store (generic proxy), bits
@@ -214,7 +206,7 @@ struct EmuWaitNote {
 static inline uint64_t emu_wr_pack(int who, bool generic, uint32_t clock) {
     return 1ull << 63 | (generic ? 1ull << 62 : 0) | (uint64_t)(who & 0xffff) << 40 | clock;
 }
-static thread_local std::vector<uint32_t> emu_unfenced;  // words this thread stored since its last fence
+#define emu_unfenced (emu_me()->unfenced)
 static std::string emu_who(int who) {
     if (who < emu_nt) return emu_fmt("thread %d", who);
     const size_t i = (size_t)(who - emu_nt);
@@ -233,7 +225,7 @@ static void emu_check_words(uint32_t wd0, uint32_t wd1, bool async, const char *
         }
         const int who = (int)((w >> 40) & 0xffff);
         const uint32_t k = (uint32_t)w;
-        if (me->vc[who] < k) {
+        if (emu_me()->vc[who] < k) {
             emu_fail(emu_fmt("hazard: %s reads shared bytes [%u, %u) written by %s with nothing ordering the write "
                              "before the read (a missing mbarrier wait, or a wrong phase parity?)",
                              what, 4 * wd, 4 * wd + 4, emu_who(who).c_str()));
@@ -241,7 +233,7 @@ static void emu_check_words(uint32_t wd0, uint32_t wd1, bool async, const char *
         }
         if (async && (w >> 62 & 1)) {
             const uint32_t f = emu_blk->wf[wd].load(std::memory_order_acquire);
-            if (!f || me->vc[who] <= f) {
+            if (!f || emu_me()->vc[who] <= f) {
                 emu_fail(emu_fmt("hazard: %s (async proxy) reads shared bytes [%u, %u) that thread %d stored with "
                                  "ordinary stores, with no fence.proxy.async between the store and the barrier",
                                  what, 4 * wd, 4 * wd + 4, who));
@@ -254,7 +246,7 @@ static inline void emu_check_read(uint32_t chunk, bool async, const char *what) 
     emu_check_words(4 * chunk, 4 * chunk + 4, async, what);
 }
 static inline void emu_record_read(uint32_t chunk) {
-    emu_blk->rd[(size_t)chunk * emu_nt + me->tid].store(me->vc[me->tid], std::memory_order_relaxed);
+    emu_blk->rd[(size_t)chunk * emu_nt + emu_me()->tid].store(emu_me()->vc[emu_me()->tid], std::memory_order_relaxed);
 }
 /* A write of [addr, addr + bytes) (4-byte aligned) by `who` whose vector clock is `vc` (a
  * thread's own, or a TMA agent's). */
@@ -326,7 +318,7 @@ static void st_shared_u32(uint32_t addr, uint32_t v) {
     if (addr % 4) emu_fail("st.shared.b32 misaligned");
     if (!emu_smem_ok(addr, 4, "st.shared.b32")) return;
     if (emu_hits_mbar(addr)) emu_fail("st.shared.b32 overwrites an mbarrier");
-    emu_write(addr, 4, me->tid, me->vc, true);
+    emu_write(addr, 4, emu_me()->tid, emu_me()->vc, true);
     memcpy(fa_smem + addr, &v, 4);
 }
 static void st_shared_v4(uint32_t addr, uint4 v) {
@@ -334,7 +326,7 @@ static void st_shared_v4(uint32_t addr, uint4 v) {
     if (addr % 16) emu_fail("st.shared.v4 misaligned");
     if (!emu_smem_ok(addr, 16, "st.shared.v4")) return;
     if (emu_hits_mbar(addr)) emu_fail("st.shared.v4 overwrites an mbarrier");
-    emu_write(addr, 16, me->tid, me->vc, true);
+    emu_write(addr, 16, emu_me()->tid, emu_me()->vc, true);
     memcpy(fa_smem + addr, &v, 16);
 }
 static uint32_t ld_shared_u32(uint32_t addr) {
@@ -360,7 +352,7 @@ static uint4 ld_shared_v4(uint32_t addr) {
 static void fence_proxy_async() {
     for (uint32_t wd : emu_unfenced) {
         const uint64_t w = emu_blk->wr[wd].load(std::memory_order_acquire);
-        if ((int)((w >> 40) & 0xffff) == me->tid && (w >> 62 & 1)) emu_blk->wf[wd].store(me->vc[me->tid]);
+        if ((int)((w >> 40) & 0xffff) == emu_me()->tid && (w >> 62 & 1)) emu_blk->wf[wd].store(emu_me()->vc[emu_me()->tid]);
     }
     emu_unfenced.clear();
     emu_tick();
@@ -374,13 +366,12 @@ static void emu_named(int id, int count, bool wait) {
                          wait ? "sync" : "arrive", id, count));
         return;
     }
-    std::unique_lock<std::mutex> lk(emu_mx);
     EmuNamedBar &b = emu_blk->named[id];
     if (b.arrived == 0) b.expected = count;
     else if (b.expected != count)
         emu_fail(emu_fmt("barrier %d: thread counts differ (%d and %d)", id, b.expected, count));
     b.arrived++;
-    vc_join(b.acc, me->vc);
+    vc_join(b.acc, emu_me()->vc);
     emu_tick();
     const unsigned long gen = b.gen;
     if (b.arrived >= b.expected) {
@@ -388,22 +379,22 @@ static void emu_named(int id, int count, bool wait) {
         std::fill(b.acc.begin(), b.acc.end(), 0);
         b.arrived = 0;
         b.gen++;
-        emu_cv.notify_all();
+        for (int w : b.waiters) emu::wake(w);
+        b.waiters.clear();
     } else if (wait) {
-        EmuWaitNote note(id == 0 ? "__syncthreads" : "bar.sync (named barrier)", (uint32_t)id);
-        while (b.gen == gen) emu_cv.wait_for(lk, std::chrono::milliseconds(50));
+        b.waiters.push_back(emu::self());
+        while (b.gen == gen) emu::block(id == 0 ? "__syncthreads" : "bar.sync (named barrier)", (uint32_t)id);
     }
-    if (wait) vc_join(me->vc, b.done.data());
+    if (wait) vc_join(emu_me()->vc, b.done.data());
 }
 static inline void named_sync(int id, int count) { emu_named(id, count, true); }
 static inline void named_arrive(int id, int count) { emu_named(id, count, false); }
 static inline void __syncthreads() { emu_named(0, emu_nt, true); }
 static void __syncwarp(unsigned = 0xffffffffu) {
     emu_progress++;
-    std::unique_lock<std::mutex> lk(emu_mx);
-    EmuNamedBar &b = emu_blk->warpbar[me->warp];
+    EmuNamedBar &b = emu_blk->warpbar[emu_me()->warp];
     b.arrived++;
-    vc_join(b.acc, me->vc);
+    vc_join(b.acc, emu_me()->vc);
     emu_tick();
     const unsigned long gen = b.gen;
     if (b.arrived == 32) {
@@ -411,18 +402,19 @@ static void __syncwarp(unsigned = 0xffffffffu) {
         std::fill(b.acc.begin(), b.acc.end(), 0);
         b.arrived = 0;
         b.gen++;
-        emu_cv.notify_all();
+        for (int w : b.waiters) emu::wake(w);
+        b.waiters.clear();
     } else {
-        EmuWaitNote note("__syncwarp", (uint32_t)me->warp);
-        while (b.gen == gen) emu_cv.wait_for(lk, std::chrono::milliseconds(50));
+        b.waiters.push_back(emu::self());
+        while (b.gen == gen) emu::block("__syncwarp", (uint32_t)emu_me()->warp);
     }
-    vc_join(me->vc, b.done.data());
+    vc_join(emu_me()->vc, b.done.data());
 }
 static inline float __shfl_xor_sync(unsigned, float x, int m) {
-    EmuWarp &w = emu_blk->warps[me->warp];
-    w.f[me->lane] = x;
+    EmuWarp &w = emu_blk->warps[emu_me()->warp];
+    w.f[emu_me()->lane] = x;
     w.bar.arrive_and_wait();
-    const float r = w.f[me->lane ^ m];
+    const float r = w.f[emu_me()->lane ^ m];
     w.bar.arrive_and_wait();
     return r;
 }
@@ -431,19 +423,16 @@ static inline float __shfl_xor_sync(unsigned, float x, int m) {
 static void emu_setmaxnreg(int r, bool inc) {
     emu_progress++;
     if (r < 24 || r > 256 || r % 8) emu_fail(emu_fmt("setmaxnreg %d: must be a multiple of 8 in [24, 256]", r));
-    std::unique_lock<std::mutex> lk(emu_mx);
     if (inc) {
-        if (r < me->regs) emu_fail(emu_fmt("setmaxnreg.inc %d below the current %d registers", r, me->regs));
-        const long long need = r - me->regs;
-        EmuWaitNote note("setmaxnreg.inc (the block's register pool is short)", (uint32_t)r);
-        while (emu_blk->reg_pool < need) emu_cv.wait_for(lk, std::chrono::milliseconds(50));
+        if (r < emu_me()->regs) emu_fail(emu_fmt("setmaxnreg.inc %d below the current %d registers", r, emu_me()->regs));
+        const long long need = r - emu_me()->regs;
+        while (emu_blk->reg_pool < need) emu::spin("setmaxnreg.inc (the block's register pool is short)", (uint32_t)r);
         emu_blk->reg_pool -= need;
     } else {
-        if (r > me->regs) emu_fail(emu_fmt("setmaxnreg.dec %d above the current %d registers", r, me->regs));
-        emu_blk->reg_pool += me->regs - r;
-        emu_cv.notify_all();
+        if (r > emu_me()->regs) emu_fail(emu_fmt("setmaxnreg.dec %d above the current %d registers", r, emu_me()->regs));
+        emu_blk->reg_pool += emu_me()->regs - r;
     }
-    me->regs = r;
+    emu_me()->regs = r;
 }
 template <int R> static inline void setmaxnreg_dec() { emu_setmaxnreg(R, false); }
 template <int R> static inline void setmaxnreg_inc() { emu_setmaxnreg(R, true); }
@@ -461,18 +450,17 @@ static EmuMbar *emu_mbar(uint32_t bar, const char *what) {
     }
     return &it->second;
 }
-static void emu_mbar_complete(EmuMbar &b) {  // emu_mx held
+static void emu_mbar_complete(EmuMbar &b) {
     if (b.pending == 0 && b.tx == 0) {
         b.done[b.phase & 1] = b.acc;
         std::fill(b.acc.begin(), b.acc.end(), 0);
         b.phase++;
         b.pending = b.expected;
-        emu_cv.notify_all();
+        emu_progress++;
     }
 }
 static void mbar_init(uint32_t bar, int count) {
     emu_progress++;
-    std::lock_guard<std::mutex> g(emu_mx);
     if (bar % 8 || !emu_smem_ok(bar, 8, "mbarrier.init")) return;
     if ((int)emu_blk->mbar.size() >= EMU_MAX_MBAR) { emu_fail("too many mbarriers"); return; }
     EmuMbar b;
@@ -489,7 +477,6 @@ static void mbar_init(uint32_t bar, int count) {
 static inline void mbar_fence_init() { emu_tick(); }
 static void emu_arrive(uint32_t bar, uint32_t tx, const char *what) {
     emu_progress++;
-    std::lock_guard<std::mutex> g(emu_mx);
     EmuMbar *b = emu_mbar(bar, what);
     if (!b) return;
     b->tx += tx;
@@ -498,7 +485,7 @@ static void emu_arrive(uint32_t bar, uint32_t tx, const char *what) {
                          emu_bar_name ? emu_bar_name(bar).c_str() : "?"));
         b->pending = 0;
     }
-    vc_join(b->acc, me->vc);
+    vc_join(b->acc, emu_me()->vc);
     emu_tick();
     emu_mbar_complete(*b);
 }
@@ -522,7 +509,7 @@ static void emu_encode_tensor_map(CUtensorMap *m, const void *base, const uint64
     o[10] = esize; o[11] = swizzle;
 }
 static void emu_bulk_deliver(EmuTmaCopy &cp);
-static void emu_tma_deliver(EmuTmaCopy &cp) {  // emu_mx held
+static void emu_tma_deliver(EmuTmaCopy &cp) {
     if (!cp.map) { emu_bulk_deliver(cp); return; }
     const uint64_t *o = cp.map->opaque;
     auto it = emu_blk->mbar.find(cp.bar);
@@ -563,30 +550,25 @@ static void tma_load_3d(uint32_t dst, const CUtensorMap *map, int c0, int c1, in
         emu_fail(emu_fmt("TMA destination %u is not 1024-byte aligned: the 128-byte swizzle pattern would not start "
                          "where wgmma expects it", dst));
     if (dst % 128) emu_fail(emu_fmt("TMA destination %u is not 128-byte aligned", dst));
-    std::lock_guard<std::mutex> g(emu_mx);
     if (!emu_mbar(bar, "cp.async.bulk.tensor completion")) return;
-    EmuTmaCopy cp{dst, map, {c0, c1, c2}, bar, std::vector<uint32_t>(me->vc, me->vc + emu_nv)};
+    EmuTmaCopy cp{dst, map, {c0, c1, c2}, bar, std::vector<uint32_t>(emu_me()->vc, emu_me()->vc + emu_nv)};
     emu_tick();
     if (emu_tma_late) emu_blk->tma_queue.push_back(cp);
     else emu_tma_deliver(cp);
 }
 static bool mbar_try_wait(uint32_t bar, uint32_t parity) {
-    std::unique_lock<std::mutex> lk(emu_mx);
     EmuMbar *b = emu_mbar(bar, "mbarrier.try_wait");
     if (!b) return true;
     if (parity > 1) emu_fail("mbarrier.try_wait.parity with a parity other than 0 or 1");
     for (auto it = emu_blk->tma_queue.begin(); it != emu_blk->tma_queue.end();) {  // late copies land now
-        if (it->bar == bar) { emu_tma_deliver(*it); it = emu_blk->tma_queue.erase(it); }
+        if (it->bar == bar) { emu_tma_deliver(*it); it = emu_blk->tma_queue.erase(it); emu_progress++; }
         else ++it;
     }
     auto done = [&] { return (b->phase & 1) != (parity & 1); };
-    if (!done()) {
-        EmuWaitNote note("mbarrier.try_wait", bar);
-        emu_cv.wait_for(lk, std::chrono::milliseconds(20));
-    }
-    if (!done()) return false;  // no progress: a thread spinning here forever is a hang
+    if (!done()) emu::spin("mbarrier.try_wait", bar);  // the others run; back after some progress
+    if (!done()) return false;  // a thread polling here while nothing progresses is a hang (the core)
     emu_progress++;
-    vc_join(me->vc, b->done[parity & 1].data());
+    vc_join(emu_me()->vc, b->done[parity & 1].data());
     return true;
 }
 
@@ -648,25 +630,25 @@ static void tma_store_3d(const CUtensorMap *map, int c0, int c1, int c2, uint32_
     EmuBulkStore st{map, {c0, c1, c2}, src, false};
     emu_bulk_pending(st, +1);
     if (!emu_tma_late) emu_bulk_store_do(st);
-    me->bulk_open.push_back(st);
+    emu_me()->bulk_open.push_back(st);
     emu_tick();
 }
 static void bulk_commit() {
     emu_progress++;
-    me->bulk_groups.push_back(std::move(me->bulk_open));
-    me->bulk_open.clear();
+    emu_me()->bulk_groups.push_back(std::move(emu_me()->bulk_open));
+    emu_me()->bulk_open.clear();
 }
 template <int N> static void bulk_wait_read() {
     emu_progress++;
-    if (!me->bulk_open.empty())
+    if (!emu_me()->bulk_open.empty())
         emu_fail("cp.async.bulk.wait_group.read while TMA stores are not committed (a missing "
                  "cp.async.bulk.commit_group): the wait does not cover them");
-    while ((int)me->bulk_groups.size() > N) {
-        for (EmuBulkStore &st : me->bulk_groups.front()) {
+    while ((int)emu_me()->bulk_groups.size() > N) {
+        for (EmuBulkStore &st : emu_me()->bulk_groups.front()) {
             if (!st.done) emu_bulk_store_do(st);
             emu_bulk_pending(st, -1);
         }
-        me->bulk_groups.pop_front();
+        emu_me()->bulk_groups.pop_front();
     }
     emu_tick();
 }
@@ -675,7 +657,7 @@ template <int N> static void bulk_wait_read() {
 /* cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes: `bytes` contiguous bytes
  * from global `src` to shared `dst`, no tensor map, no swizzle; delivered like a TMA copy (at
  * issue, or with EMU_TMA=late when a thread waits on its barrier). */
-static void emu_bulk_deliver(EmuTmaCopy &cp) {  // emu_mx held
+static void emu_bulk_deliver(EmuTmaCopy &cp) {
     auto it = emu_blk->mbar.find(cp.bar);
     if (it == emu_blk->mbar.end()) { emu_fail("a bulk copy completes on an address that is not an mbarrier"); return; }
     EmuMbar &b = it->second;
@@ -698,9 +680,8 @@ static void bulk_load_1d(uint32_t dst, const void *src, uint32_t bytes, uint32_t
         emu_fail(emu_fmt("bulk copy: shared %u, global %p, %u bytes: addresses 16-byte aligned, size a positive "
                          "multiple of 16", dst, src, bytes));
     if (!emu_smem_ok(dst, bytes, "bulk copy destination")) return;
-    std::lock_guard<std::mutex> g(emu_mx);
     if (!emu_mbar(bar, "cp.async.bulk completion")) return;
-    EmuTmaCopy cp{dst, nullptr, {0, 0, 0}, bar, std::vector<uint32_t>(me->vc, me->vc + emu_nv)};
+    EmuTmaCopy cp{dst, nullptr, {0, 0, 0}, bar, std::vector<uint32_t>(emu_me()->vc, emu_me()->vc + emu_nv)};
     cp.src = src;
     cp.bytes = bytes;
     emu_tick();
@@ -733,7 +714,7 @@ static void bulk_reduce_add_f32(float *dst, uint32_t src, uint32_t bytes) {
     st.bytes = bytes;
     emu_bulk_pending(st, +1);
     if (!emu_tma_late) emu_bulk_reduce_do(st);
-    me->bulk_open.push_back(st);
+    emu_me()->bulk_open.push_back(st);
     emu_tick();
 }
 /* cp.async.bulk.wait_group N (no .read): the groups' writes are done too; here as the .read form. */
@@ -751,11 +732,8 @@ static float2 ld_shared_f32x2(uint32_t addr) {
 
 /* __trap(): where the starter stops for a TODO not written yet. The run ends here. */
 static void __trap() {
-    {
-        std::lock_guard<std::mutex> g(emu_print_mx);
-        fprintf(stderr, "EMU ERROR: block %u thread %u reached __trap() (a TODO not written yet?)\n", blockIdx.x,
-                threadIdx.x);
-    }
+    fprintf(stderr, "EMU ERROR: block %u thread %u reached __trap() (a TODO not written yet?)\n", blockIdx.x,
+            threadIdx.x);
     printf("EMU FAILED (trap)\n");
     fflush(stdout);
     _exit(3);
@@ -814,7 +792,7 @@ template <typename T> static float emu_ld_op(uint32_t a) {
 static void emu_op_chunks(const EmuWgOp &op, std::vector<uint32_t> &out) {
     if (op.chunks) return op.chunks(op, out);  // wgmma_e4m3.h
     out.clear();
-    const int g = me->lane >> 2, wq = me->warp % 4;
+    const int g = emu_me()->lane >> 2, wq = emu_me()->warp % 4;
     if (!op.rs && !op.ta)
         for (int r = 0; r < 2; ++r)
             for (int k = 0; k < 16; k += 8) out.push_back(emu_desc_addr(op.da, 16 * wq + g + 8 * r, k, false) / 16);
@@ -838,23 +816,23 @@ static void emu_op_chunks(const EmuWgOp &op, std::vector<uint32_t> &out) {
 }
 /* The warp decodes B [16][N] cooperatively; each lane then forms its N/2 products. */
 template <typename T> static void emu_compute(EmuWgOp &op) {
-    EmuWarp &w = emu_blk->warps[me->warp];
-    w.da[me->lane] = op.da;
-    w.db[me->lane] = op.db;
+    EmuWarp &w = emu_blk->warps[emu_me()->warp];
+    w.da[emu_me()->lane] = op.da;
+    w.db[emu_me()->lane] = op.db;
     w.bar.arrive_and_wait();
-    if (me->lane == 0) {
+    if (emu_me()->lane == 0) {
         for (int l = 1; l < 32; ++l)
             if (w.db[l] != op.db || (!op.rs && w.da[l] != op.da))
                 emu_fail("wgmma: the lanes of a warp pass different descriptors");
         w.Bf.assign((size_t)16 * op.N, 0.f);
     }
     w.bar.arrive_and_wait();
-    for (int i = me->lane; i < 16 * op.N; i += 32) {
+    for (int i = emu_me()->lane; i < 16 * op.N; i += 32) {
         const int k = i / op.N, n = i % op.N;
         w.Bf[i] = emu_ld_op<T>(emu_desc_addr(op.db, n, k, op.tb));
     }
     w.bar.arrive_and_wait();
-    const int g = me->lane >> 2, t = me->lane & 3, wq = me->warp % 4;
+    const int g = emu_me()->lane >> 2, t = emu_me()->lane & 3, wq = emu_me()->warp % 4;
     float A[2][16];
     for (int r = 0; r < 2; ++r)
         for (int k = 0; k < 16; ++k)
@@ -874,7 +852,7 @@ template <typename T>
 static void emu_wgmma_issue(float *d, int N, bool rs, uint64_t da, const uint32_t *a, uint64_t db, int scale_d,
                             bool mn = false) {
     emu_progress++;
-    if (!me->wg_fenced)
+    if (!emu_me()->wg_fenced)
         emu_fail("wgmma.mma_async without a wgmma.fence since this thread's last wgmma.wait_group (or since the "
                  "start): registers written by other instructions may not be seen");
     if ((da >> 49 & 7) || (db >> 49 & 7)) emu_fail("wgmma descriptor with a non-zero base offset (not emulated)");
@@ -882,10 +860,10 @@ static void emu_wgmma_issue(float *d, int N, bool rs, uint64_t da, const uint32_
     op.ta = mn;        // wgmma_ss_mn: A and B MN-major
     op.tb = rs || mn;  // rs: B MN-major (imm-trans-b = 1)
     if (rs) {  // gather rows g and g + 8 of A from the 4 lanes of this quad
-        EmuWarp &w = emu_blk->warps[me->warp];
-        for (int i = 0; i < 4; ++i) w.u[me->lane][i] = a[i];
+        EmuWarp &w = emu_blk->warps[emu_me()->warp];
+        for (int i = 0; i < 4; ++i) w.u[emu_me()->lane][i] = a[i];
         w.bar.arrive_and_wait();
-        const int g = me->lane >> 2;
+        const int g = emu_me()->lane >> 2;
         for (int tq = 0; tq < 4; ++tq) {
             const uint32_t *q = w.u[4 * g + tq];
             for (int h = 0; h < 2; ++h) {
@@ -901,7 +879,7 @@ static void emu_wgmma_issue(float *d, int N, bool rs, uint64_t da, const uint32_
     emu_op_chunks(op, chunks);
     for (uint32_t c : chunks) emu_check_read(c, true, "wgmma");
     if (!emu_wgmma_late) emu_compute<T>(op);
-    me->uncommitted.push_back(std::move(op));
+    emu_me()->uncommitted.push_back(std::move(op));
 }
 template <typename T, int N>
 static inline void wgmma_ss(float (&d)[N / 2], uint64_t desc_a, uint64_t desc_b, int scale_d) {
@@ -916,20 +894,20 @@ template <typename T, int N>
 static inline void wgmma_ss_mn(float (&d)[N / 2], uint64_t desc_a, uint64_t desc_b, int scale_d) {
     emu_wgmma_issue<T>(d, N, false, desc_a, nullptr, desc_b, scale_d, true);
 }
-static inline void wgmma_fence() { me->wg_fenced = true; }
+static inline void wgmma_fence() { emu_me()->wg_fenced = true; }
 static inline void wgmma_commit() {
     emu_progress++;
-    me->groups.push_back(std::move(me->uncommitted));
-    me->uncommitted.clear();
+    emu_me()->groups.push_back(std::move(emu_me()->uncommitted));
+    emu_me()->uncommitted.clear();
 }
 template <int N> static void wgmma_wait() {
     emu_progress++;
-    if (!me->uncommitted.empty())
+    if (!emu_me()->uncommitted.empty())
         emu_fail("wgmma.wait_group while wgmma.mma_async instructions are not committed (a missing "
                  "wgmma.commit_group): the wait does not cover them");
     std::vector<uint32_t> chunks;
-    while ((int)me->groups.size() > N) {
-        for (EmuWgOp &op : me->groups.front()) {
+    while ((int)emu_me()->groups.size() > N) {
+        for (EmuWgOp &op : emu_me()->groups.front()) {
             if (!op.computed) op.compute(op);
             emu_op_chunks(op, chunks);
             for (uint32_t c : chunks) {
@@ -938,106 +916,76 @@ template <int N> static void wgmma_wait() {
             }
             for (int i = 0; i < op.N / 2; ++i) op.d[i] = op.prod[i] + (op.scale_d ? op.d[i] : 0.f);
         }
-        me->groups.pop_front();
+        emu_me()->groups.pop_front();
     }
-    me->wg_fenced = false;
+    emu_me()->wg_fenced = false;
 }
 template <int K> static inline void fence_acc(float (&)[K]) {}
 
 /* ---------------------------------------------------------------- launch ---- */
-static int emu_hang_s = 10;
-/* Runs fn() as grid x nt CUDA threads, one block after another; `regs`: registers per thread
- * at launch (what setmaxnreg moves). Returns false on a hang (after reporting it). */
+/* The core's hang report, in this emulator's words: an mbarrier by its role (the driver names it). */
+static std::string emu_wait_name(const char *what, uint64_t arg) {
+    if (what == EMU_WARP_EXCHANGE) return what;
+    if (!strncmp(what, "mbarrier", 8) && emu_bar_name) return std::string(what) + " on " + emu_bar_name((uint32_t)arg);
+    return emu_fmt("%s %u", what, (unsigned)arg);
+}
+/* Runs fn() as grid x nt CUDA threads, one block after another, on the emulator core; `regs`:
+ * registers per thread at launch (what setmaxnreg moves). A hang ends the run (EMU FAILED, exit 3). */
 static bool emu_launch(unsigned grid, int nt, size_t smem, int regs, const std::function<void()> &fn) {
     if (smem > EMU_SMEM) { emu_fail("dynamic shared memory above 227 KiB"); return false; }
     emu_gdim = {grid, 1, 1};
     emu_smem_bytes = smem;
     emu_nt = nt;
     emu_nv = nt + EMU_MAX_MBAR;
-    for (unsigned x = 0; x < grid; ++x) {
-        EmuBlockState blk;
-        blk.vc.assign((size_t)nt * emu_nv, 0);
-        blk.wr.reset(new std::atomic<uint64_t>[EMU_WORDS]);
-        blk.wf.reset(new std::atomic<uint32_t>[EMU_WORDS]);
-        blk.rd.reset(new std::atomic<uint32_t>[EMU_CHUNKS * (size_t)nt]);
-        blk.store_rd.reset(new std::atomic<int>[EMU_CHUNKS]);
-        for (size_t i = 0; i < EMU_CHUNKS; ++i) blk.store_rd[i].store(0);
-        for (size_t i = 0; i < EMU_WORDS; ++i) { blk.wr[i].store(0, std::memory_order_relaxed); blk.wf[i].store(0); }
-        for (size_t i = 0; i < EMU_CHUNKS * (size_t)nt; ++i) blk.rd[i].store(0, std::memory_order_relaxed);
-        for (auto &b : blk.named) { b.acc.assign(emu_nv, 0); b.done.assign(emu_nv, 0); }
-        blk.warpbar.resize(nt / 32);
-        for (auto &b : blk.warpbar) { b.acc.assign(emu_nv, 0); b.done.assign(emu_nv, 0); }
-        blk.warps = std::vector<EmuWarp>(nt / 32);
-        blk.wait_what = std::vector<std::atomic<const char *>>(nt);
-        blk.wait_arg = std::vector<std::atomic<uint32_t>>(nt);
-        blk.state = std::vector<std::atomic<int>>(nt);
-        for (int i = 0; i < nt; ++i) { blk.wait_what[i] = nullptr; blk.state[i] = 0; }
-        emu_blk = &blk;
-        memset(fa_smem, 0xff, EMU_SMEM);  // NaN in fp16 and bf16
-        std::vector<std::thread> th;
-        for (int i = 0; i < nt; ++i)
-            th.emplace_back([&, i] {
-                EmuTh t;
-                t.tid = i; t.warp = i / 32; t.lane = i % 32; t.regs = regs;
-                t.vc = &blk.vc[(size_t)i * emu_nv];
-                t.vc[i] = 1;
-                me = &t;
-                emu_unfenced.clear();
-                emu_tid = {(unsigned)i, 0, 0};
-                emu_bid = {x, 0, 0};
-                fn();
-                if (!t.uncommitted.empty() || !t.groups.empty())
-                    emu_fail("the thread exits with wgmma instructions in flight (a missing wgmma.wait_group)");
-                if (!t.bulk_open.empty() || !t.bulk_groups.empty())
-                    emu_fail("the thread exits with TMA stores that may still read shared memory (a missing "
-                             "cp.async.bulk.wait_group.read)");
-                for (auto &grp : t.bulk_groups)  // late stores still land (the kernel's results)
-                    for (auto &st : grp) if (!st.done) emu_bulk_store_do(st);
-                blk.state[i] = 1;
-                emu_cv.notify_all();
-            });
-        /* watchdog: no progress at all for emu_hang_s seconds while threads still run is a hang */
-        unsigned long last = emu_progress.load();
-        auto t0 = std::chrono::steady_clock::now();
-        for (;;) {
-            std::this_thread::sleep_for(std::chrono::milliseconds(100));
-            int running = 0;
-            for (int i = 0; i < nt; ++i) running += blk.state[i] == 0;
-            if (!running) break;
-            const unsigned long p = emu_progress.load();
-            if (p != last) { last = p; t0 = std::chrono::steady_clock::now(); continue; }
-            if (std::chrono::steady_clock::now() - t0 < std::chrono::seconds(emu_hang_s)) continue;
-            std::map<std::string, int> waits;
-            for (int i = 0; i < nt; ++i) {
-                if (blk.state[i]) continue;
-                const char *w = blk.wait_what[i].load();
-                std::string k = w ? w : "a warp-level exchange (shuffle or wgmma operand) a lane never reached";
-                if (w && !strncmp(w, "mbarrier", 8) && emu_bar_name) k += " on " + emu_bar_name(blk.wait_arg[i].load());
-                else if (w) k += emu_fmt(" %u", blk.wait_arg[i].load());
-                waits[k]++;
-            }
-            {
-                std::lock_guard<std::mutex> g(emu_print_mx);
-                fprintf(stderr, "EMU HANG: block %u made no progress for %d s; %d threads still run:\n", x, emu_hang_s,
-                        running);
-                for (auto &kv : waits) fprintf(stderr, "  %4d threads wait in %s\n", kv.second, kv.first.c_str());
-                fflush(stderr);
-            }
-            printf("EMU FAILED (hang)\n");
-            fflush(stdout);
-            _exit(3);
+    std::unique_ptr<EmuBlockState> blk;
+    emu::core.name_wait = emu_wait_name;
+    emu::Hooks h;
+    h.block_begin = [&] {
+        blk = std::make_unique<EmuBlockState>();
+        blk->vc.assign((size_t)nt * emu_nv, 0);
+        blk->wr.reset(new std::atomic<uint64_t>[EMU_WORDS]);
+        blk->wf.reset(new std::atomic<uint32_t>[EMU_WORDS]);
+        blk->rd.reset(new std::atomic<uint32_t>[EMU_CHUNKS * (size_t)nt]);
+        blk->store_rd.reset(new std::atomic<int>[EMU_CHUNKS]);
+        for (size_t i = 0; i < EMU_CHUNKS; ++i) blk->store_rd[i].store(0);
+        for (size_t i = 0; i < EMU_WORDS; ++i) { blk->wr[i].store(0, std::memory_order_relaxed); blk->wf[i].store(0); }
+        for (size_t i = 0; i < EMU_CHUNKS * (size_t)nt; ++i) blk->rd[i].store(0, std::memory_order_relaxed);
+        for (auto &b : blk->named) { b.acc.assign(emu_nv, 0); b.done.assign(emu_nv, 0); }
+        blk->warpbar.resize(nt / 32);
+        for (auto &b : blk->warpbar) { b.acc.assign(emu_nv, 0); b.done.assign(emu_nv, 0); }
+        blk->warps = std::vector<EmuWarp>(nt / 32);
+        emu_blk = blk.get();
+        emu_ths.assign(nt, EmuTh{});
+        for (int i = 0; i < nt; ++i) {
+            EmuTh &t = emu_ths[i];
+            t.tid = i; t.warp = i / 32; t.lane = i % 32; t.regs = regs;
+            t.vc = &blk->vc[(size_t)i * emu_nv];
+            t.vc[i] = 1;
         }
-        for (auto &t : th) t.join();
-        if (!blk.tma_queue.empty()) emu_fail("TMA copies still undelivered when the block ends");
+        memset(fa_smem, 0xff, EMU_SMEM);  // NaN in fp16 and bf16
+    };
+    h.thread = [&](int) {
+        fn();
+        EmuTh &t = *emu_me();
+        if (!t.uncommitted.empty() || !t.groups.empty())
+            emu_fail("the thread exits with wgmma instructions in flight (a missing wgmma.wait_group)");
+        if (!t.bulk_open.empty() || !t.bulk_groups.empty())
+            emu_fail("the thread exits with TMA stores that may still read shared memory (a missing "
+                     "cp.async.bulk.wait_group.read)");
+        for (auto &grp : t.bulk_groups)  // late stores still land (the kernel's results)
+            for (auto &st : grp) if (!st.done) emu_bulk_store_do(st);
+    };
+    h.block_end = [&] {
+        if (!blk->tma_queue.empty()) emu_fail("TMA copies still undelivered when the block ends");
         for (int id = 1; id < 16; ++id)
-            if (blk.named[id].arrived)
+            if (blk->named[id].arrived)
                 emu_fail(emu_fmt("named barrier %d ends the block with %d of its %d arrivals: a bar.arrive (or bar.sync) "
-                                 "that no other thread matched", id, blk.named[id].arrived, blk.named[id].expected));
-        for (auto &kv : blk.mbar)
+                                 "that no other thread matched", id, blk->named[id].arrived, blk->named[id].expected));
+        for (auto &kv : blk->mbar)
             if (kv.second.tx != 0)
                 emu_fail(emu_fmt("%s ends the block with %lld transaction bytes outstanding",
                                  emu_bar_name ? emu_bar_name(kv.first).c_str() : "an mbarrier", kv.second.tx));
         emu_blk = nullptr;
-    }
-    return true;
+    };
+    return emu::run_grid(emu::Idx{grid, 1, 1}, nt, h);
 }

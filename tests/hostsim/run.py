@@ -9,7 +9,7 @@
 The binary is the backward runner itself (reference/runner_main.cu with runner_backward.cu, the
 backward kind), compiled with g++ against tests/hostsim/fake_device.cpp (a CUDA runtime on host
 memory, the float64 forward on the CPU) and the lesson's kernels run through the fp32 emulator
-(tests/fp32_emu: one std::thread per CUDA thread, blocks one after another). So the runner's
+(tests/fp32_emu: one fiber per CUDA thread, blocks one after another: tests/emu/core.h). So the runner's
 grading, diagnoses, re-run and causal tests are exercised for real, on shapes small enough for the
 emulator; what needs concurrent blocks (a lost atomic update) or the hardware (timing) is not, and
 mutants marked "# hostsim: no" are skipped. The objects come from

@@ -22,6 +22,9 @@ Usage (normally through make, which passes the compiler flags in the environment
          hang mutant as a timeout and goes on with the next lesson
   all    both
   apply  check that every mutant still applies to its solution (nothing is built)
+  emu    the mutants marked `emu: N` on the CPU emulator alone (`make emu-NN EMUNN_SRC=...`,
+         no GPU needed): each must make the emulator fail (exit status != 0); its first
+         EMU ERROR / EMU HANG / EMU FAILED line is the diagnosis shown (MUTANTS="a b": those)
   build  apply and compile the GPU mutants only (no GPU needed); with --equiv
          also compare each mutant's SASS with the solution's (same SASS = the
          planted bug changes nothing = a useless mutant)
@@ -394,6 +397,53 @@ def apply_all():
     return 1 if bad else 0
 
 
+def emu_diagnosis(out):
+    """The emulator's verdict in one line: its hang report or first error, else the first failed case."""
+    for pattern in (r"^EMU HANG.*$", r"^EMU ERROR.*$", r"^.*\bFAIL\b.*$", r"^EMU FAILED.*$"):
+        line = re.search(pattern, out, re.M)
+        if line:
+            return trim(line.group(0))
+    return None
+
+
+def emu_one(m):
+    """`run.py emu`, one mutant: (verdict, ok, diagnosis) from its lesson's emulator target."""
+    err = m.apply()
+    if err:
+        return "does not apply", False, err
+    n = int(m.meta["emu"].strip())
+    ecmd = ["make", "-s", "--no-print-directory", "emu-%02d" % n, "EMU%02d_SRC=%s" % (n, os.path.relpath(m.src, ROOT))]
+    try:
+        erc, eout = sh(ecmd, timeout=RUN_LIMIT_S)
+    except subprocess.TimeoutExpired:
+        erc, eout = 124, "TIMEOUT after %d s" % RUN_LIMIT_S
+    with open(os.path.join(m.dir, "emu.log"), "w") as f:
+        f.write("$ %s\n%s\nexit status %d\n" % (" ".join(ecmd), eout, erc))
+    diag = emu_diagnosis(eout) or "exit status %d" % erc
+    if erc != 0:
+        return "rejected (emulator)", True, diag
+    return "ACCEPTED by the emulator", False, diag
+
+
+def emu_all():
+    """`run.py emu`: every `emu:` mutant (LESSONS picks lessons) through its emulator."""
+    want = set(int(x) for x in env("LESSONS").replace(",", " ").split())
+    mutants = [Mutant(p) for p in sorted(glob.glob(os.path.join(HERE, "[0-9][0-9]", "*.mut")))]
+    mutants = [m for m in mutants if "emu" in m.meta and (not want or m.lesson in want)]
+    names = env("MUTANTS").split()  # MUTANTS="ring-overrun wrong-phase": those only
+    mutants = [m for m in mutants if not names or m.name in names]
+    rows = []
+    for m in mutants:
+        t0 = time.time()
+        verdict, ok, diag = emu_one(m)
+        rows.append((m, verdict, ok, diag))
+        print("  %-34s %-24s %5.0f s  %s" % (m.id, verdict if ok else "!! " + verdict, time.time() - t0, diag[:110]),
+              flush=True)
+    bad = [r for r in rows if not r[2]]
+    print("mutants-emu: %d of %d emulator mutants rejected by the emulator" % (len(rows) - len(bad), len(rows)))
+    return 1 if bad else 0
+
+
 def md_escape(s):
     return s.replace("|", "\\|")
 
@@ -405,6 +455,8 @@ def main():
     md = args[args.index("--md") + 1] if "--md" in args else None
     if mode == "apply":
         return apply_all()
+    if mode == "emu":
+        return emu_all()
     if mode not in ("cpu", "gpu", "all", "build"):
         print(__doc__)
         return 2

@@ -1,12 +1,12 @@
-/* emu.h: run a lesson's CUDA kernel on the CPU, one std::thread per CUDA
- * thread, to check fragment index math without a GPU.
+/* emu.h: run a lesson's CUDA kernel on the CPU, on the emulator core (tests/emu/core.h:
+ * one fiber per CUDA thread, run until it waits), to check fragment index math without a GPU.
  *
  * The kernel source is compiled by g++ with its PTX wrappers (the region
  * "ptx" of the lesson file) replaced by the functions below, which implement
  * the PTX ISA semantics of ldmatrix (.x4, .trans), mma.sync.m16n8k16
  * (.row.col, f16/bf16 -> f32), cp.async (with zero fill), commit/wait_group
  * and ex2. Warp-collective operations exchange operands through a per-warp
- * barrier; __syncthreads is a per-block barrier. ldmatrix also counts bank
+ * rendezvous; __syncthreads is a per-block barrier (the core's barriers). ldmatrix also counts bank
  * conflicts (8 row addresses of one 8x8 matrix must hit 8 different 16-byte
  * bank groups) and checks alignment and bounds.
  *
@@ -25,8 +25,6 @@
 #include <cuda_bf16.h>
 #include <stdint.h>
 #include <math.h>
-#include <barrier>
-#include <thread>
 #include <vector>
 #include <deque>
 #include <atomic>
@@ -35,17 +33,17 @@
 #include <cstdlib>
 #include <random>
 #include <functional>
+#include <memory>
+#include "../emu/core.h"
 
 #define __launch_bounds__(...)
 #ifndef EMU_NAME  // the kernel's source file, printed in the banner (make passes it)
 #define EMU_NAME EMU_SRC
 #endif
 
-struct EmuIdx { unsigned x, y, z; };
-static thread_local EmuIdx emu_tid, emu_bid;
-static EmuIdx emu_gdim;
-#define threadIdx emu_tid
-#define blockIdx emu_bid
+static emu::Idx emu_gdim;
+#define threadIdx (emu::tid())
+#define blockIdx (emu::bid())
 #define gridDim emu_gdim
 
 static inline int min(int a, int b) { return a < b ? a : b; }
@@ -56,20 +54,35 @@ alignas(128) unsigned char fa_smem[EMU_SMEM];
 static size_t emu_smem_bytes = 0;  // dynamic smem of the current launch
 
 struct EmuWarp {
-    std::barrier<> bar{32};
+    emu::Barrier bar{32, "__syncwarp or a warp-collective operation (shuffle, ldmatrix, mma, st.shared)"};
     uint32_t u[32][4];
     uint32_t v[32][2];
     float f[32][4];
 };
 struct EmuBlock {
-    std::barrier<> bar;
+    emu::Barrier bar;
     std::vector<EmuWarp> warps;
-    EmuBlock(int nt) : bar(nt), warps(nt / 32) {}
+    EmuBlock(int nt) : bar(nt, "__syncthreads"), warps(nt / 32) {
+        for (int w = 0; w < nt / 32; ++w) warps[w].bar.arg = w;
+    }
 };
-static thread_local EmuBlock *emu_block;
-static thread_local EmuWarp *emu_warp;
-static thread_local int emu_lane;
-static thread_local unsigned emu_epoch, emu_wsync;  // __syncthreads / __syncwarp passed
+static EmuBlock *emu_block;  // the running block's (blocks run one after another)
+/* Each CUDA thread's own state, indexed by the core's fiber (emu::self()). */
+struct EmuCopy { uint32_t dst; const void *src; bool valid; };
+struct EmuThreadState {
+    EmuWarp *warp;
+    int lane;
+    unsigned epoch, wsync;                           // __syncthreads / __syncwarp passed
+    std::vector<EmuCopy> cur;                        // cp.async since the last commit
+    std::deque<std::vector<EmuCopy>> groups;         // committed, not yet retired
+};
+static std::vector<EmuThreadState> emu_ts;
+#define emu_warp (emu_ts[emu::self()].warp)
+#define emu_lane (emu_ts[emu::self()].lane)
+#define emu_epoch (emu_ts[emu::self()].epoch)
+#define emu_wsync (emu_ts[emu::self()].wsync)
+#define emu_cur (emu_ts[emu::self()].cur)
+#define emu_groups (emu_ts[emu::self()].groups)
 static std::atomic<long> emu_ldsm_conflicts{0}, emu_ldsm_count{0}, emu_errors{0};
 static int emu_cpasync_late = 0;
 
@@ -253,9 +266,6 @@ static inline void __threadfence() { std::atomic_thread_fence(std::memory_order_
 static inline int atomicAdd(int *p, int v) { return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST); }
 template <typename T> static inline T __ldcg(const T *p) { return *p; }
 
-struct EmuCopy { uint32_t dst; const void *src; bool valid; };
-static thread_local std::vector<EmuCopy> emu_cur;
-static thread_local std::deque<std::vector<EmuCopy>> emu_groups;  // committed, not yet retired
 static inline void emu_do_copy(const EmuCopy &c) {
     if (c.dst % 16 || c.dst + 16 > emu_smem_bytes) { emu_fail("cp.async destination out of bounds/misaligned"); return; }
     if (c.valid) memcpy(fa_smem + c.dst, c.src, 16); else memset(fa_smem + c.dst, 0, 16);
@@ -278,33 +288,35 @@ template <int N> static inline void cp_async_wait() {
     }
 }
 
-/* Run fn() as grid x nt CUDA threads, one block after another. */
+/* Run fn() as grid x nt CUDA threads, one block after another, on the emulator core. */
 static void emu_launch(dim3 grid, int nt, size_t smem, const std::function<void()> &fn) {
     if (smem > EMU_SMEM) { emu_fail("smem too large"); return; }
+    if (nt % 32) { emu_fail("a block that is not whole warps"); return; }
     emu_gdim = {grid.x, grid.y, grid.z};
     emu_smem_bytes = smem;
-    for (unsigned z = 0; z < grid.z; ++z)
-        for (unsigned y = 0; y < grid.y; ++y)
-            for (unsigned x = 0; x < grid.x; ++x) {
-                memset(fa_smem, 0xff, EMU_SMEM);  // NaN in fp16 and bf16
-                for (auto &w : emu_wr) w.store(0, std::memory_order_relaxed);
-                for (auto &r : emu_rd) r.store(0, std::memory_order_relaxed);
-                EmuBlock blk(nt);
-                std::vector<std::thread> th;
-                for (int i = 0; i < nt; ++i)
-                    th.emplace_back([&, i] {
-                        emu_tid = {(unsigned)i, 0, 0};
-                        emu_bid = {x, y, z};
-                        emu_block = &blk;
-                        emu_warp = &blk.warps[i / 32];
-                        emu_lane = i % 32;
-                        emu_epoch = emu_wsync = 0;
-                        emu_cur.clear(); emu_groups.clear();
-                        fn();
-                        if (!emu_cur.empty()) emu_fail("uncommitted cp.async at exit");
-                    });
-                for (auto &t : th) t.join();
-            }
+    std::unique_ptr<EmuBlock> blk;
+    emu::Hooks h;
+    h.block_begin = [&] {
+        memset(fa_smem, 0xff, EMU_SMEM);  // NaN in fp16 and bf16
+        for (auto &w : emu_wr) w.store(0, std::memory_order_relaxed);
+        for (auto &r : emu_rd) r.store(0, std::memory_order_relaxed);
+        blk = std::make_unique<EmuBlock>(nt);
+        emu_block = blk.get();
+        emu_ts.assign(nt, EmuThreadState{});
+        for (int i = 0; i < nt; ++i) { emu_ts[i].warp = &blk->warps[i / 32]; emu_ts[i].lane = i % 32; }
+    };
+    h.thread = [&](int) {
+        fn();
+        if (!emu_cur.empty()) emu_fail("uncommitted cp.async at exit");
+    };
+    h.on_hang = [] {
+        emu_fail("the block hangs (see EMU HANG above)");
+        printf("EMU FAILED (hang)\n");
+        fflush(stdout);
+        _exit(3);
+    };
+    emu::run_grid(emu::Idx{grid.x, grid.y, grid.z}, nt, h);
+    emu_block = nullptr;
 }
 
 /* ---- test data and float64 reference ---- */

@@ -1,6 +1,7 @@
 /* wmma_emu.h: run lesson 06's kernel on the CPU to check its index math, masks and
- * barriers without a GPU. One std::thread per CUDA thread; __syncthreads and __syncwarp
- * are barriers; nvcuda::wmma is reimplemented with a deliberately scrambled element order
+ * barriers without a GPU, on the emulator core (tests/emu/core.h: one fiber per CUDA thread,
+ * run until it waits, so a missing barrier shows every time); __syncthreads and __syncwarp
+ * are the core's barriers; nvcuda::wmma is reimplemented with a deliberately scrambled element order
  * (a different bijection for A, B and accumulator fragments), so a kernel that assumed the
  * real register layout of a fragment would fail here. Every wmma call also checks the
  * documented contract: 32-byte aligned pointer, ldm a multiple of 16 bytes, and the same
@@ -11,8 +12,6 @@
 #include <cuda_runtime.h>
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
-#include <barrier>
-#include <thread>
 #include <vector>
 #include <memory>
 #include <type_traits>
@@ -22,19 +21,21 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include "../emu/core.h"
 
 #define __launch_bounds__(...)
-struct EmuIdx { unsigned x = 0, y = 0, z = 0; };
-inline thread_local EmuIdx emu_tid, emu_bid;
-inline EmuIdx emu_grid;
-#define threadIdx emu_tid
-#define blockIdx emu_bid
+inline emu::Idx emu_grid;
+#define threadIdx (emu::tid())
+#define blockIdx (emu::bid())
 #define gridDim emu_grid
 using std::min;
 
 struct EmuBlock {
-    std::barrier<> block{128};
-    std::barrier<> warp[4]{std::barrier<>(32), std::barrier<>(32), std::barrier<>(32), std::barrier<>(32)};
+    emu::Barrier block{128, "__syncthreads"};
+    emu::Barrier warp[4]{emu::Barrier(32, "__syncwarp or a warp-collective wmma call", 0),
+                         emu::Barrier(32, "__syncwarp or a warp-collective wmma call", 1),
+                         emu::Barrier(32, "__syncwarp or a warp-collective wmma call", 2),
+                         emu::Barrier(32, "__syncwarp or a warp-collective wmma call", 3)};
     float shfl[4][32];
     float mat[4][3][256];           // per-warp operands of one mma
     const void *arg_ptr[4][32];     // per-lane arguments of one wmma call
@@ -46,8 +47,8 @@ inline EmuBlock *emu_block;
  * another, so one array serves them all). */
 constexpr size_t EMU_SMEM_BYTES = 227 * 1024;
 alignas(128) unsigned char smem[EMU_SMEM_BYTES];
-inline int emu_warp() { return emu_tid.x / 32; }
-inline int emu_lane() { return emu_tid.x % 32; }
+inline int emu_warp() { return emu::tid().x / 32; }
+inline int emu_lane() { return emu::tid().x % 32; }
 
 inline void __syncthreads() { emu_block->block.arrive_and_wait(); }
 inline void __syncwarp(unsigned = 0xffffffffu) { emu_block->warp[emu_warp()].arrive_and_wait(); }
@@ -156,26 +157,21 @@ inline void mma_sync(fragment<accumulator, 16, 16, 16, float> &d, const fragment
 }}  // namespace nvcuda::wmma
 
 /* kernel<<<grid, threads, bytes, stream>>>(args) as tests/emu/prep.py rewrites it: the blocks one
- * after another, one std::thread per CUDA thread, shared memory filled with 0xff first (NaN in
- * every fp32/fp16/bf16 reading, so reading what nobody wrote shows). */
+ * after another on the emulator core, shared memory filled with 0xff first (NaN in every
+ * fp32/fp16/bf16 reading, so reading what nobody wrote shows). */
 template <class F>
 inline void emu_launch(dim3 grid, int threads, size_t bytes, const F &fn) {
     if (threads != 128) { fprintf(stderr, "wmma_emu: %d threads per block; the emulator models 4 warps\n", threads); abort(); }
     if (bytes > EMU_SMEM_BYTES) { fprintf(stderr, "wmma_emu: %zu bytes of shared memory\n", bytes); abort(); }
     emu_grid = {grid.x, grid.y, grid.z};
-    for (unsigned z = 0; z < grid.z; ++z)
-        for (unsigned y = 0; y < grid.y; ++y)
-            for (unsigned x = 0; x < grid.x; ++x) {
-                memset(smem, 0xff, bytes);
-                auto blk = std::make_unique<EmuBlock>();
-                emu_block = blk.get();
-                std::vector<std::thread> th;
-                for (unsigned t = 0; t < (unsigned)threads; ++t)
-                    th.emplace_back([&, t] {
-                        emu_tid = {t, 0, 0};
-                        emu_bid = {x, y, z};
-                        fn();
-                    });
-                for (auto &w : th) w.join();
-            }
+    std::unique_ptr<EmuBlock> blk;
+    emu::Hooks h;
+    h.block_begin = [&] {
+        memset(smem, 0xff, bytes);
+        blk = std::make_unique<EmuBlock>();
+        emu_block = blk.get();
+    };
+    h.thread = [&](int) { fn(); };
+    emu::run_grid(emu::Idx{grid.x, grid.y, grid.z}, threads, h);
+    emu_block = nullptr;
 }

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# The results fingerprint (reference/source_hash.py) must follow the code and only the code: a
+# reworded comment or re-indented line keeps it (no GPU rerun asked for), a changed token, string,
+# preprocessor line or included reference/include header changes it. make test runs this.
+set -eu
+here=$(cd "$(dirname "$0")/.." && pwd)
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+mkdir -p "$tmp/reference/include" "$tmp/solutions/99-x"
+cp "$here/reference/source_hash.py" "$tmp/reference/"
+printf '#pragma once\n#define TILE 64  // the tile\n' > "$tmp/reference/include/hdr.h"
+src="$tmp/solutions/99-x/k.cu"
+write() { printf '%s\n' '#include "hdr.h"' "$@" > "$src"; }
+fp() { python3 "$tmp/reference/source_hash.py" "$src"; }
+write '/* kernel */' 'int f(int a) { return a / 2; }  // half' 'const char *s = "a // b";'
+base=$(fp)
+fail=0
+same() { [ "$(fp)" = "$base" ] || { echo "source_hash selftest: $1 changed the fingerprint"; fail=1; }; }
+differ() { [ "$(fp)" != "$base" ] || { echo "source_hash selftest: $1 kept the fingerprint"; fail=1; }; }
+write '/* the kernel, reworded */' 'int f(int a) {' '    return a / 2;   // a half' '}' 'const char *s = "a // b";'
+same "a comment and indentation change"
+write '/* kernel */' 'int f(int a) { return a / 3; }  // half' 'const char *s = "a // b";'
+differ "a changed constant"
+write '/* kernel */' 'int f(int a) { return a / 2; }  // half' 'const char *s = "a /* b";'
+differ "a changed string"
+write '/* kernel */' 'int f(int a) { return a / 2; }  // half' 'const char *s = "a // b";'
+printf '#pragma once\n#define TILE 128  // the tile\n' > "$tmp/reference/include/hdr.h"
+differ "a changed included header"
+[ $fail = 0 ] && echo "source_hash selftest: comments and spacing ignored; code, strings and headers counted"
+exit $fail
