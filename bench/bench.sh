@@ -138,7 +138,7 @@ for b in standard standard_backward; do
     [ -x ./$b ] || { echo "bench.sh: ./$b was not built (make $b)" >&2; exit 5; }
 done
 
-# Each method as "label|binary|dtype"; a solution gets fp16 when it accepts it. METHODS: the
+# Each method as "label|binary|dtype"; a solution gets fp16 when it accepts it (e4m3 for FP8 lessons). METHODS: the
 # forward solutions, BMETHODS: the backward ones; FIRST/LAST_SOL and BFIRST/BLAST_SOL for the
 # memory sweeps and the quick run.
 METHODS=() BMETHODS=()
@@ -147,9 +147,14 @@ for k in "${!SOL_NUMS[@]}"; do
     n=${SOL_NUMS[$k]} name=${SOL_NAMES[$k]}
     if [ "${SOL_BWD[$k]}" = 1 ]; then has_pass backward || continue; else has_pass forward || continue; fi
     [ -x "./solution$n" ] && ! is_broken "solution$n" || continue
-    "./solution$n" --bench-only --csv -b 1 -H 1 -n 64 -d 64 --dtype fp16 --reps 1 --warmup 0 \
-        >/dev/null 2>"$ERR/probe" </dev/null
-    if [ $? = 2 ] && grep -q -- "--dtype" "$ERR/probe"; then dt=fp32; else dt=fp16; fi
+    # fp16 if it takes it, else e4m3 (lesson 14: FP8 inputs, d = 128), else fp32
+    dt=fp32
+    for try in "fp16 64" "e4m3 128"; do
+        "./solution$n" --bench-only --csv -b 1 -H 1 -n 64 -d "${try#* }" --dtype "${try% *}" --reps 1 --warmup 0 \
+            >/dev/null 2>"$ERR/probe" </dev/null
+        if [ $? = 2 ] && grep -q -- "--dtype" "$ERR/probe"; then continue; fi
+        dt=${try% *}; break
+    done
     if [ "${SOL_BWD[$k]}" = 1 ]; then
         BMETHODS+=("$name|./solution$n|$dt")
         [ -n "$BFIRST_SOL" ] || BFIRST_SOL="$name|./solution$n|$dt"

@@ -69,11 +69,11 @@ EMU14_MODE = $(if $(filter 0,$(EMU_QUICK)),full,quick)
 VARIANT14_SH := lessons/14-fp8-attention/variant.sh
 VARIANT14_NAMES := $(patsubst lessons/14-fp8-attention/variants/%.var,%,$(wildcard lessons/14-fp8-attention/variants/*.var))
 define EMU14_RUN
-	@if [ ! -f $(dir $(NVCC))../include/cuda_runtime_api.h ]; then echo "$(2): SKIP (no CUDA headers: install the CUDA toolkit)"; exit 0; fi; \
+	@if [ ! -f $(CUDA_INC)/cuda_runtime_api.h ]; then echo "$(2): SKIP (no CUDA headers: install the CUDA toolkit)"; exit 0; fi; \
 	[ -n "$(1)" ] || { echo "$(2): no source (expected $(3)/14-*/*.cu)"; exit 2; }; \
 	src=$(1); if [ -n "$(4)" ]; then mkdir -p build/emu-grade && src=build/emu-grade/$(2)-variants.cu && \
 	  bash $(VARIANT14_SH) $(1) $$src $(4) || exit 2; fi; \
-	EMU_FWD_OBJ='$(HOSTSIM_FWD_OBJ)' EMU_CXX='$(EMU_CXX)' CUDA_INC='$(dir $(NVCC))../include' \
+	EMU_FWD_OBJ='$(HOSTSIM_FWD_OBJ)' EMU_CXX='$(EMU_CXX)' CUDA_INC='$(CUDA_INC)' \
 	  python3 tests/hopper_emu/grade14.py $$src $(2) $(EMU14_MODE)
 endef
 emu-14: $$(if $$(HOSTSIM_HAVE_CUDA),$$(HOSTSIM_FWD_OBJ))
@@ -89,7 +89,7 @@ build/fp8scalar: $(FP8_SCALAR_SRC) $(HARNESS_H)
 	@mkdir -p build
 	$(NVCC) -O2 -std=c++17 $(SM90A_FLAGS) -Xcompiler -fopenmp -Ireference/include -Ireference $(FP8_SCALAR_SRC) -o $@ -lgomp
 
-TEST_STEPS += check-14
+TEST_STEPS += check-14 emu-14
 
 # make quant-error-14: where FP8 attention's error comes from on the outlier inputs (CPU, no GPU):
 # lessons/14-fp8-attention/quant_error.c with the harness's quantization (reference/fp8.c)

@@ -34,7 +34,7 @@ emu-full-%:
 # path (exit 3, not a crash; built at -O0, EMU_OPT: a starter runs no kernel to speak of), then
 # solution 02 passes it (the other solutions' CPU path runs in
 # make test-full: emu-solutions; their emulators run in make test).
-EMU_STARTER_NUMS := $(EMU_GRADE_NUMS)
+EMU_STARTER_NUMS := $(EMU_GRADE_NUMS) 14
 .PHONY: emu-starters emu-solutions
 emu-starters: $$(if $$(HOSTSIM_HAVE_CUDA),$$(EMU_FWD_OBJ) $$(EMU_BWD_OBJ) build/host/cpu_reference.o)
 	@for n in $(EMU_STARTER_NUMS); do \

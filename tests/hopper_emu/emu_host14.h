@@ -80,7 +80,6 @@ static struct EmuHost14 {
     EmuHost14() {
         emu_wgmma_late = getenv("EMU_WGMMA") && !strcmp(getenv("EMU_WGMMA"), "late");
         emu_tma_late = getenv("EMU_TMA") && !strcmp(getenv("EMU_TMA"), "late");
-        if (getenv("EMU_HANG_S")) emu_hang_s = atoi(getenv("EMU_HANG_S"));
     }
     ~EmuHost14() {
         fprintf(stderr, "emulator (Hopper, e4m3 wgmma%s%s): %ld emulator errors\n",

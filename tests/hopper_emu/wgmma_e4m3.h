@@ -52,7 +52,7 @@ static float emu_ld_e4m3(uint32_t a) {
 /* The chunks this thread's part of an e4m3 wgmma reads: its 2 rows of A (ss), all of B. */
 static void emu_e4m3_chunks(const EmuWgOp &op, std::vector<uint32_t> &out) {
     out.clear();
-    const int g = me->lane >> 2, wq = me->warp % 4;
+    const int g = emu_me()->lane >> 2, wq = emu_me()->warp % 4;
     if (!op.rs)
         for (int r = 0; r < 2; ++r)
             for (int kb = 0; kb < 32; kb += 16) out.push_back(emu_desc_addr8(op.da, 16 * wq + g + 8 * r, kb) / 16);
@@ -68,23 +68,23 @@ static void emu_e4m3_chunks(const EmuWgOp &op, std::vector<uint32_t> &out) {
 }
 /* The warp decodes B [32][N] together; each lane then forms its N / 2 products (hemu.h's layout). */
 static void emu_e4m3_compute(EmuWgOp &op) {
-    EmuWarp &w = emu_blk->warps[me->warp];
-    w.da[me->lane] = op.da;
-    w.db[me->lane] = op.db;
+    EmuWarp &w = emu_blk->warps[emu_me()->warp];
+    w.da[emu_me()->lane] = op.da;
+    w.db[emu_me()->lane] = op.db;
     w.bar.arrive_and_wait();
-    if (me->lane == 0) {
+    if (emu_me()->lane == 0) {
         for (int l = 1; l < 32; ++l)
             if (w.db[l] != op.db || (!op.rs && w.da[l] != op.da))
                 emu_fail("e4m3 wgmma: the lanes of a warp pass different descriptors");
         w.Bf.assign((size_t)32 * op.N, 0.f);
     }
     w.bar.arrive_and_wait();
-    for (int i = me->lane; i < 32 * op.N; i += 32) {
+    for (int i = emu_me()->lane; i < 32 * op.N; i += 32) {
         const int k = i / op.N, n = i % op.N;
         w.Bf[i] = emu_ld_e4m3(emu_desc_addr8(op.db, n, k));
     }
     w.bar.arrive_and_wait();
-    const int g = me->lane >> 2, t = me->lane & 3, wq = me->warp % 4;
+    const int g = emu_me()->lane >> 2, t = emu_me()->lane & 3, wq = emu_me()->warp % 4;
     float A[2][32];
     for (int r = 0; r < 2; ++r)
         for (int k = 0; k < 32; ++k)
@@ -102,17 +102,17 @@ static void emu_e4m3_compute(EmuWgOp &op) {
 }
 static void emu_e4m3_issue(float *d, int N, bool rs, uint64_t da, const uint32_t *a, uint64_t db, int scale_d) {
     emu_progress++;
-    if (!me->wg_fenced)
+    if (!emu_me()->wg_fenced)
         emu_fail("wgmma.mma_async (e4m3) without a wgmma.fence since this thread's last wgmma.wait_group (or since "
                  "the start): registers written by other instructions may not be seen");
     if ((da >> 49 & 7) || (db >> 49 & 7)) emu_fail("wgmma descriptor with a non-zero base offset (not emulated)");
     EmuWgOp op{d, N, rs, da, db, {}, scale_d, {}, false, emu_e4m3_compute};
     op.chunks = emu_e4m3_chunks;
     if (rs) {  // rows g and g + 8, 32 codes each, from the 4 lanes of this quad (ALayout_64x32)
-        EmuWarp &w = emu_blk->warps[me->warp];
-        for (int i = 0; i < 4; ++i) w.u[me->lane][i] = a[i];
+        EmuWarp &w = emu_blk->warps[emu_me()->warp];
+        for (int i = 0; i < 4; ++i) w.u[emu_me()->lane][i] = a[i];
         w.bar.arrive_and_wait();
-        const int g = me->lane >> 2;
+        const int g = emu_me()->lane >> 2;
         for (int tq = 0; tq < 4; ++tq)
             for (int i = 0; i < 4; ++i)
                 for (int v0 = 0; v0 < 4; ++v0)
@@ -123,7 +123,7 @@ static void emu_e4m3_issue(float *d, int N, bool rs, uint64_t da, const uint32_t
     emu_e4m3_chunks(op, chunks);
     for (uint32_t c : chunks) emu_check_read(c, true, "wgmma (e4m3)");
     if (!emu_wgmma_late) emu_e4m3_compute(op);
-    me->uncommitted.push_back(std::move(op));
+    emu_me()->uncommitted.push_back(std::move(op));
 }
 template <int N>
 static inline void wgmma_ss_e4m3(float (&d)[N / 2], uint64_t desc_a, uint64_t desc_b, int scale_d) {
