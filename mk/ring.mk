@@ -64,19 +64,22 @@ lesson15: $(RING_STARTER) $(RING_GIVEN) $(RING_STAMP) $(call deps_of,$(RING_STAR
 # bench.sh's binaries: NAME:RING:P:NAIVE; each a solution (build/ring15/solution-NAME) and a
 # timeline tool (build/ring15/timeline-NAME). The NCCL ones only where NCCL is found.
 RING_TOOL := lessons/15-ring-attention/tools/ring_timeline.cu
-RING_BUILDS := virtual2:virtual:2:0 $(if $(NCCL_ROOT),nccl:nccl:2:0 nccl-naive:nccl:2:1)
+# NAME:RING:P:NAIVE[:SMS_LEFT] (RING_SMS_LEFT, ring_block.h: SMs lesson 09's grid leaves to NCCL).
+RING_BUILDS := virtual2:virtual:2:0 $(if $(NCCL_ROOT),nccl:nccl:2:0 nccl-naive:nccl:2:1 nccl-left4:nccl:2:0:4 \
+  nccl-left16:nccl:2:0:16 nccl-naive-left4:nccl:2:1:4)
 ring15-tools: $(HARNESS_C_OBJ) $(HARNESS_CU_OBJ)
 	@mkdir -p build/ring15
-	@set -e; for b in $(RING_BUILDS); do IFS=: read -r name ring p naive <<<"$$b"; \
+	@for b in $(RING_BUILDS); do IFS=: read -r name ring p naive left <<<"$$b"; \
 	  flags=$$( [ $$ring = nccl ] && echo "-DRING_NCCL -I$(NCCL_ROOT)/include" || echo "-DRING_VIRTUAL_RANKS=$$p"); \
 	  [ $$naive = 1 ] && flags="$$flags -DRING_NAIVE_CAUSAL=1"; \
+	  [ -n "$$left" ] && flags="$$flags -DRING_SMS_LEFT=$$left"; \
 	  libs=$$( [ $$ring = nccl ] && echo "-L$(NCCL_LIB) -l:libnccl.so.2 -Xlinker -rpath -Xlinker $(NCCL_LIB)" || true); \
 	  echo "  build/ring15/{solution,timeline}-$$name ($$flags)"; \
 	  $(NVCC) $(NVCC_FLAGS) $(SM90A_FLAGS) $$flags -Ireference/include -Ireference $(RING_SOL) $(HARNESS_CU_OBJ) \
-	    $(HARNESS_C_OBJ) -o build/ring15/solution-$$name -lgomp $$libs; \
+	    $(HARNESS_C_OBJ) -o build/ring15/solution-$$name -lgomp $$libs & \
 	  $(NVCC) $(NVCC_FLAGS) $(SM90A_FLAGS) $$flags -Ireference/include -Ireference $(RING_TOOL) \
-	    -o build/ring15/timeline-$$name $$libs; \
-	done
+	    -o build/ring15/timeline-$$name $$libs & \
+	done; fail=0; for j in $$(jobs -p); do wait $$j || fail=1; done; exit $$fail
 
 # No GPU needed (PTX only: lesson 09's kernels are ptxas-checked by check-09): the starter
 # compiles and still says "not implemented"; tests/ring_hostrun (with tests/ring_logic.cu's

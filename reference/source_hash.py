@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """The fingerprint of a solution that `make results` records and `make test` checks
 (reference/results.sh, tests/check_results_fresh.sh): the first 16 hex digits of the sha256
-of the source file followed by every header of reference/include it includes, directly or
-through another such header, in the order first included. The PTX wrappers live in those
+of the source file followed by every file it includes with #include "...", directly or through
+another such file, in the order first included: headers of reference/include, and files of the
+course found by their path from the including file (lesson 15 includes lesson 09's solution). The PTX wrappers live in those
 headers, so a change to one of them makes the GPU results of every solution that uses it
 stale, like a change to the solution itself. What is hashed is the code: comments are dropped
 and each run of white space counts as one space, so a reworded comment or a re-indented line
@@ -21,9 +22,13 @@ INCLUDE_RE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 
 
 def headers_of(path, seen):
-    """reference/include headers that `path` includes, depth first, each once."""
+    """Files that `path` includes, depth first, each once: a name found next to the including
+    file (lesson 15's "../../lessons/15-ring-attention/ring_block.h", which includes lesson 09's
+    solution), else the reference/include header of that name."""
     for name in INCLUDE_RE.findall(open(path, encoding="utf-8", errors="replace").read()):
-        header = os.path.join(INCLUDE, os.path.basename(name))
+        header = os.path.normpath(os.path.join(os.path.dirname(path), name))
+        if not os.path.isfile(header):
+            header = os.path.join(INCLUDE, os.path.basename(name))
         if header not in seen and os.path.isfile(header):
             seen.append(header)
             headers_of(header, seen)

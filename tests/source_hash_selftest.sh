@@ -25,5 +25,11 @@ differ "a changed string"
 write '/* kernel */' 'int f(int a) { return a / 2; }  // half' 'const char *s = "a // b";'
 printf '#pragma once\n#define TILE 128  // the tile\n' > "$tmp/reference/include/hdr.h"
 differ "a changed included header"
-[ $fail = 0 ] && echo "source_hash selftest: comments and spacing ignored; code, strings and headers counted"
+printf '#pragma once\n#define TILE 64  // the tile\n' > "$tmp/reference/include/hdr.h"
+mkdir -p "$tmp/solutions/98-y"; printf 'int g(int b) { return b; }\n' > "$tmp/solutions/98-y/other.cu"
+write '#include "../98-y/other.cu"' '/* kernel */' 'int f(int a) { return a / 2; }  // half' 'const char *s = "a // b";'
+base=$(fp)
+printf 'int g(int b) { return b + 1; }\n' > "$tmp/solutions/98-y/other.cu"
+differ "a changed file included by its path (another lesson's solution)"
+[ $fail = 0 ] && echo "source_hash selftest: comments and spacing ignored; code, strings, headers and included files counted"
 exit $fail

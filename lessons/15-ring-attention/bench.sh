@@ -52,7 +52,8 @@ run() {  # run LABEL BINARY ARGS...: one CSV row
   local label=$1 bin=$2; shift 2
   echo "+ $bin $* --label $label"
   timeout 120 "build/ring15/$bin" -b "$B" -H "$H" -d "$D" --reps "$REPS" --label "$label" --steps "$out/steps.md" "$@" \
-    | tail -n 1 | tee -a "$csv"
+    2>>"$out/runs.log" | tail -n 1 | tee -a "$csv"
+  echo "exit ${PIPESTATUS[0]}: $bin $* --label $label" >> "$out/runs.log"
 }
 run one-gpu timeline-virtual2 -n "$NPER" --one-gpu
 run one-gpu-causal timeline-virtual2 -n "$NPER" --one-gpu --causal
@@ -60,6 +61,13 @@ if [ $nccl = 1 ]; then
 run nccl timeline-nccl -n "$N"
 run nccl-causal-balanced timeline-nccl -n "$N" --causal
 run nccl-causal-naive timeline-nccl-naive -n "$N" --causal
+# The same with lesson 09's grid leaving SMs free for NCCL's kernels (RING_SMS_LEFT, ring_block.h)
+for left in 4 16; do
+  [ -x build/ring15/timeline-nccl-left$left ] || continue
+  run nccl-left$left timeline-nccl-left$left -n "$N"
+  run nccl-causal-balanced-left$left timeline-nccl-left$left -n "$N" --causal
+done
+[ -x build/ring15/timeline-nccl-naive-left4 ] && run nccl-causal-naive-left4 timeline-nccl-naive-left4 -n "$N" --causal
 # NCCL moves the blocks with kernels that need SMs, which lesson 09's persistent kernel (one block
 # per SM, every register) leaves free only between kernels; this row asks NCCL for the copy
 # engines instead (a variable newer NCCL versions read, ignored by others): compare the waits.
@@ -83,7 +91,9 @@ lines = ["", "| run | P | N | ring ms | ring TFLOP/s | / (P x one GPU) | whole c
          "|---|---|---|---|---|---|---|---|"]
 for label, base in [("one-gpu", "one-gpu"), ("one-gpu-causal", "one-gpu-causal"), ("nccl", "one-gpu"),
                     ("nccl-causal-balanced", "one-gpu-causal"), ("nccl-causal-naive", "one-gpu-causal"),
-                    ("nccl-copy-engine", "one-gpu"),
+                    ("nccl-left4", "one-gpu"), ("nccl-left16", "one-gpu"),
+                    ("nccl-causal-balanced-left4", "one-gpu-causal"), ("nccl-causal-balanced-left16", "one-gpu-causal"),
+                    ("nccl-causal-naive-left4", "one-gpu-causal"), ("nccl-copy-engine", "one-gpu"),
                     ("virtual2", "one-gpu"), ("virtual2-causal", "one-gpu-causal")]:
     if label not in rows:
         lines.append("| %s | | | | (no result) | | | |" % label)

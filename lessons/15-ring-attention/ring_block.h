@@ -24,9 +24,24 @@
 #ifndef FA9_STEP
 #define FA9_STEP 6  // see above: step 7's counter is one per process, not one per GPU
 #endif
+/* RING_SMS_LEFT: SMs lesson 09's persistent grid leaves free. NCCL moves data with kernels, and
+ * a kernel that holds every SM (one block each, every register) lets them start only when it
+ * ends, so the transfer would wait for the compute instead of running beside it. Lesson 09 sizes
+ * its grid by the SM count it reads; the ring answers that question with RING_SMS_LEFT fewer. */
+#ifndef RING_SMS_LEFT
+#define RING_SMS_LEFT 0
+#endif
+#include <cuda_runtime.h>
+static cudaError_t ring_device_get_attribute(int *v, cudaDeviceAttr attr, int dev) {
+    cudaError_t e = cudaDeviceGetAttribute(v, attr, dev);
+    if (e == cudaSuccess && attr == cudaDevAttrMultiProcessorCount && *v > RING_SMS_LEFT) *v -= RING_SMS_LEFT;
+    return e;
+}
 #define LESSON fa09_lesson
 #define attention_forward fa09_forward
+#define cudaDeviceGetAttribute ring_device_get_attribute
 #include "../../solutions/09-hopper-wgmma/hopper.cu"
+#undef cudaDeviceGetAttribute
 #undef attention_forward
 #undef LESSON
 static_assert(!Step<FA9_STEP>::DYNAMIC, "the ring needs a step without step 7's global tile counter (FA9_STEP <= 6)");

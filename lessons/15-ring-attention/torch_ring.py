@@ -1,7 +1,7 @@
 """PyTorch's ring attention on the shapes of lesson 15's bench.sh, for comparison.
 
 Run under torchrun, one process per GPU (bench.sh does):
-    python3 -m torch.distributed.run --standalone --nproc-per-node 2 torch_ring.py --n 65536 --csv out.csv
+    python3 -m torch.distributed.run --standalone --nproc-per-node 2 torch_ring.py --seqlen 65536 --csv out.csv
 It uses torch.distributed.tensor.experimental.context_parallel: inside the context, Q, K and V
 are sharded along the sequence (the load-balanced layout for causal attention, as lesson 15's)
 and scaled_dot_product_attention runs as ring attention over the GPUs. Timed: the SDPA call

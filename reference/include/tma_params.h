@@ -182,8 +182,8 @@ typedef struct {
     dtype_t dtype;
     CUtensorMap mq, mk, mv, mo;
 } tma_qkvo_maps;
-static const tma_qkvo_maps *tma_qkvo_maps_get(tma_qkvo_maps *c, const attn_args *a, int rows_q, int rows_kv,
-                                              int rows_o) {
+static inline const tma_qkvo_maps *tma_qkvo_maps_get(tma_qkvo_maps *c, const attn_args *a, int rows_q, int rows_kv,
+                                                     int rows_o) {
     if (c->q == a->Q && c->k == a->K && c->v == a->V && c->o == a->O && c->B == a->B && c->H == a->H &&
         c->N == a->N && c->d == a->d && c->dtype == a->dtype)
         return c;
