@@ -71,6 +71,22 @@ float round_to_dtype(float x, dtype_t dtype) {
     return x;
 }
 
+/* Hopper's FP8 tensor cores keep about 14 bits of their accumulator, not fp32's 24 (DeepSeek-V3
+ * technical report, 2024, section 3.3.2, measured on the H800): a kernel's S = Q K^T and O += P V
+ * on e4m3 wgmma lose low bits that no kernel code can keep. The plain FP8 reference loses them too:
+ * each instruction's 32 products (k = 32 for 8-bit operands) are summed, added to the accumulator,
+ * and the accumulator keeps FP8_ACC_FRACTION_BITS bits after the leading one, cut toward zero. */
+#define FP8_ACC_FRACTION_BITS 13
+#define FP8_K 32
+static float fp8_accumulate(float acc, float products) {
+    float x = acc + products;
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    u &= ~((1u << (23 - FP8_ACC_FRACTION_BITS)) - 1u);
+    memcpy(&x, &u, 4);
+    return x;
+}
+
 void attention_prefix_lowp(const float *q, const float *K, const float *V, int nk, int d, float scale,
                            dtype_t dtype, double *o, double *L) {
     if (nk < 1) {
@@ -84,7 +100,14 @@ void attention_prefix_lowp(const float *q, const float *K, const float *V, int n
     for (int j = 0; j < nk; ++j) {
         const float *k = K + (size_t)j * d;
         float a = 0.0f;
-        for (int c = 0; c < d; ++c) a += q[c] * k[c];
+        if (dtype == DTYPE_E4M3)
+            for (int c0 = 0; c0 < d; c0 += FP8_K) {
+                float part = 0.0f;
+                for (int c = c0; c < d && c < c0 + FP8_K; ++c) part += q[c] * k[c];
+                a = fp8_accumulate(a, part);
+            }
+        else
+            for (int c = 0; c < d; ++c) a += q[c] * k[c];
         s[j] = a * scale;
         if (s[j] > m) m = s[j];
     }
@@ -93,12 +116,23 @@ void attention_prefix_lowp(const float *q, const float *K, const float *V, int n
         s[j] = expf(s[j] - m);
         l += s[j];
     }
+    float *part = dtype == DTYPE_E4M3 ? calloc((size_t)d, sizeof(float)) : NULL;  /* FP8: 32 keys' products */
     for (int j = 0; j < nk; ++j) {
         /* FP8: exp(S - m) <= 1 rounded with its scale, then / l (l from the unrounded values) */
         float p = dtype == DTYPE_E4M3 ? round_e4m3(s[j] * FP8_P_SCALE) / FP8_P_SCALE / l : round_to_dtype(s[j] / l, dtype);
         const float *v = V + (size_t)j * d;
-        for (int c = 0; c < d; ++c) acc[c] += p * v[c];
+        if (!part) {
+            for (int c = 0; c < d; ++c) acc[c] += p * v[c];
+            continue;
+        }
+        for (int c = 0; c < d; ++c) part[c] += p * v[c];
+        if (j % FP8_K == FP8_K - 1 || j == nk - 1)
+            for (int c = 0; c < d; ++c) {
+                acc[c] = fp8_accumulate(acc[c], part[c]);
+                part[c] = 0.0f;
+            }
     }
+    free(part);
     for (int c = 0; c < d; ++c) o[c] = round_to_dtype(acc[c], dtype == DTYPE_E4M3 ? DTYPE_BF16 : dtype);
     *L = (double)(m + logf(l));
     free(s);
