@@ -71,20 +71,25 @@ float round_to_dtype(float x, dtype_t dtype) {
     return x;
 }
 
-/* Hopper's FP8 tensor cores keep about 14 bits of their accumulator, not fp32's 24 (DeepSeek-V3
- * technical report, 2024, section 3.3.2, measured on the H800): a kernel's S = Q K^T and O += P V
- * on e4m3 wgmma lose low bits that no kernel code can keep. The plain FP8 reference loses them too:
- * each instruction's 32 products (k = 32 for 8-bit operands) are summed, added to the accumulator,
- * and the accumulator keeps FP8_ACC_FRACTION_BITS bits after the leading one, cut toward zero. */
+/* Hopper's FP8 tensor cores keep about 14 bits of their sums, not fp32's 24 (DeepSeek-V3 technical
+ * report, 2024, section 3.3.2, measured on the H800): a kernel's S = Q K^T and O += P V on e4m3
+ * wgmma lose low bits that no kernel code can keep. The plain FP8 reference loses them the way a
+ * fixed-point adder does: each instruction adds its 32 products (k = 32 for 8-bit operands) to the
+ * accumulator after aligning every term to the largest of them and cutting it, toward zero, to
+ * FP8_ACC_FRACTION_BITS bits below that term's leading bit. (Aligned to the largest term, not to
+ * the result: when the terms cancel, the error stays that of the largest.) */
 #define FP8_ACC_FRACTION_BITS 13
 #define FP8_K 32
-static float fp8_accumulate(float acc, float products) {
-    float x = acc + products;
-    uint32_t u;
-    memcpy(&u, &x, 4);
-    u &= ~((1u << (23 - FP8_ACC_FRACTION_BITS)) - 1u);
-    memcpy(&x, &u, 4);
-    return x;
+static float fp8_accumulate(float acc, const float *products, int n) {
+    float big = fabsf(acc);
+    for (int i = 0; i < n; ++i) big = fmaxf(big, fabsf(products[i]));
+    if (big == 0.0f) return acc;
+    int e;
+    frexpf(big, &e);  /* big = f 2^e, f in [0.5, 1): its leading bit is 2^(e - 1) */
+    const double ulp = ldexp(1.0, e - 1 - FP8_ACC_FRACTION_BITS);
+    double sum = trunc(acc / ulp) * ulp;
+    for (int i = 0; i < n; ++i) sum += trunc(products[i] / ulp) * ulp;
+    return (float)sum;
 }
 
 void attention_prefix_lowp(const float *q, const float *K, const float *V, int nk, int d, float scale,
@@ -102,9 +107,10 @@ void attention_prefix_lowp(const float *q, const float *K, const float *V, int n
         float a = 0.0f;
         if (dtype == DTYPE_E4M3)
             for (int c0 = 0; c0 < d; c0 += FP8_K) {
-                float part = 0.0f;
-                for (int c = c0; c < d && c < c0 + FP8_K; ++c) part += q[c] * k[c];
-                a = fp8_accumulate(a, part);
+                float prod[FP8_K];
+                int n = 0;
+                for (int c = c0; c < d && c < c0 + FP8_K; ++c) prod[n++] = q[c] * k[c];
+                a = fp8_accumulate(a, prod, n);
             }
         else
             for (int c = 0; c < d; ++c) a += q[c] * k[c];
@@ -116,23 +122,21 @@ void attention_prefix_lowp(const float *q, const float *K, const float *V, int n
         s[j] = expf(s[j] - m);
         l += s[j];
     }
-    float *part = dtype == DTYPE_E4M3 ? calloc((size_t)d, sizeof(float)) : NULL;  /* FP8: 32 keys' products */
+    /* FP8: the products of 32 keys for each column, added to acc[c] by one instruction */
+    float *prod = dtype == DTYPE_E4M3 ? malloc(sizeof(float) * (size_t)d * FP8_K) : NULL;
     for (int j = 0; j < nk; ++j) {
         /* FP8: exp(S - m) <= 1 rounded with its scale, then / l (l from the unrounded values) */
         float p = dtype == DTYPE_E4M3 ? round_e4m3(s[j] * FP8_P_SCALE) / FP8_P_SCALE / l : round_to_dtype(s[j] / l, dtype);
         const float *v = V + (size_t)j * d;
-        if (!part) {
+        if (!prod) {
             for (int c = 0; c < d; ++c) acc[c] += p * v[c];
             continue;
         }
-        for (int c = 0; c < d; ++c) part[c] += p * v[c];
+        for (int c = 0; c < d; ++c) prod[(size_t)c * FP8_K + j % FP8_K] = p * v[c];
         if (j % FP8_K == FP8_K - 1 || j == nk - 1)
-            for (int c = 0; c < d; ++c) {
-                acc[c] = fp8_accumulate(acc[c], part[c]);
-                part[c] = 0.0f;
-            }
+            for (int c = 0; c < d; ++c) acc[c] = fp8_accumulate(acc[c], &prod[(size_t)c * FP8_K], j % FP8_K + 1);
     }
-    free(part);
+    free(prod);
     for (int c = 0; c < d; ++c) o[c] = round_to_dtype(acc[c], dtype == DTYPE_E4M3 ? DTYPE_BF16 : dtype);
     *L = (double)(m + logf(l));
     free(s);

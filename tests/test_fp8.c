@@ -152,4 +152,13 @@ Test(fp8, plain_reference_keeps_the_tensor_cores_accumulator_bits) {
     cr_assert_eq(L64, 1024.0625);
     attention_prefix_lowp(q, k, v, 1, d, 1.0f, DTYPE_FP16, o, &L);
     cr_assert_eq(L, 1024.0625, "fp16 inputs accumulate in fp32");
+    /* cancelling terms: 14 x (+64), 15 x (-64) and three of +-0.0625 in one instruction: the largest
+     * term's 13 bits end at 2^-7, so 0.0625 survives */
+    for (int c = 0; c < 32; ++c) { q[c] = 8; k[c] = c < 16 ? 8 : -8; }
+    q[32] = 0; k[32] = 0;
+    q[1] = 0.25f; k[1] = 0.25f; q[17] = 0.25f; k[17] = -0.25f; q[2] = 0.25f; k[2] = 0.25f;
+    attention_prefix_lowp(q, k, v, 1, d, 1.0f, DTYPE_E4M3, o, &L);
+    attention_prefix_f64(q, k, v, 1, d, 1.0, o64, &L64);
+    cr_assert_eq(L64, 14 * 64.0 - 15 * 64.0 + 0.0625);
+    cr_assert_eq(L, L64, "terms of 64: 13 bits reach 2^-7, and 0.0625 is kept");
 }
