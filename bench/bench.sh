@@ -9,7 +9,9 @@
 #   d 64 non-causal), --pass forward|backward|forward,backward (default both),
 #   --append (add rows to the CSV instead of starting it afresh). To split the full bench into
 #   commands: `--d 64 --no-plots`, then `--d 128 --append`.
-# Environment: BENCH_LESSONS (e.g. "6 7 8": only those solutions), BENCH_NMAX (largest N, default 65536), BENCH_CAP_MS (a series stops once
+# Environment: BENCH_LESSONS (e.g. "6 7 8": only those solutions), BENCH_NO_STANDARD=1 (no standard
+# attention runs: rows for new solutions next to an earlier run's, with --append; the grid then
+# goes to BENCH_NMAX and their speedup column stays empty), BENCH_NMAX (largest N, default 65536), BENCH_CAP_MS (a series stops once
 # one launch is predicted to take longer than this, default 2000; 600 with --quick).
 #
 # Every run is one process of the course harness: `./standard` or `./solutionN` with
@@ -297,8 +299,10 @@ bench_pass() {
             while [ "$N" -le "$NMAX" ]; do
                 B=$((16384 / N)); [ "$B" -ge 1 ] || B=1
                 STD_FIT=0
-                run standard "$std" fp32 "$B" "$H" "$N" "$d" "$causal" grid
-                run standard "$std" fp16 "$B" "$H" "$N" "$d" "$causal" grid
+                if [ "${BENCH_NO_STANDARD:-0}" = 1 ]; then STD_FIT=1; else
+                    run standard "$std" fp32 "$B" "$H" "$N" "$d" "$causal" grid
+                    run standard "$std" fp16 "$B" "$H" "$N" "$d" "$causal" grid
+                fi
                 for m in "${methods[@]}"; do
                     IFS='|' read -r label bin dt <<<"$m"
                     run "$label" "$bin" "$dt" "$B" "$H" "$N" "$d" "$causal" grid
@@ -314,6 +318,7 @@ bench_pass() {
     [[ " $DLIST " == *" 64 "* && " $CLIST " == *" 0 "* ]] || MEMN=""
     [ -n "$MEMN" ] && echo "== $PASS memory sweep: B=1 H=32 d=64 non-causal, N < 16384"
     local MM=("standard|$std|fp32" "standard|$std|fp16")
+    [ "${BENCH_NO_STANDARD:-0}" = 1 ] && MM=()
     [ -n "$first" ] && MM+=("$first")
     [ -n "$last" ] && [ "$last" != "$first" ] && MM+=("$last")
     for N in $MEMN; do

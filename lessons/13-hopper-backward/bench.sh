@@ -279,7 +279,8 @@ def num(n):
 def fmt(x, f="%.1f"):
     return "" if x is None else f % x
 dur, unit = num("gpu__time_duration.sum"), m.get("gpu__time_duration.sum", ("", ""))[1]
-scale = {"nsecond": 1e-3, "usecond": 1.0, "msecond": 1e3, "second": 1e6}.get(unit, None)
+scale = {"nsecond": 1e-3, "usecond": 1.0, "msecond": 1e3, "second": 1e6, "ns": 1e-3, "us": 1.0, "ms": 1e3,
+         "s": 1e6}.get(unit, None)
 dur_us = dur * scale if dur is not None and scale else None
 stalls = {}
 for n, (v, u) in m.items():
