@@ -69,7 +69,19 @@ def main():
     dist.destroy_process_group()
 
 
+def load_balance(on):
+    """context_parallel shards causal inputs in the load-balanced layout (as lesson 15's) and
+    refuses a non-causal SDPA call in it, so non-causal runs turn it off (a private option of
+    torch.distributed.tensor.experimental; a torch without it keeps its default)."""
+    try:
+        from torch.distributed.tensor.experimental._attention import _cp_options
+        _cp_options.enable_load_balance = on
+    except (ImportError, AttributeError):
+        pass
+
+
 def time_ring(args, mesh, context_parallel, sdpa_kernel, backend, causal):
+    load_balance(bool(causal))
     g = torch.Generator(device="cuda").manual_seed(1)  # the same full tensors on every rank
     shape = (args.b, args.h, args.n, args.d)
     q, k, v = (torch.randn(shape, device="cuda", dtype=torch.float16, generator=g) for _ in range(3))
