@@ -68,10 +68,6 @@ for left in 4 16; do
   run nccl-causal-balanced-left$left timeline-nccl-left$left -n "$N" --causal
 done
 [ -x build/ring15/timeline-nccl-naive-left4 ] && run nccl-causal-naive-left4 timeline-nccl-naive-left4 -n "$N" --causal
-# NCCL moves the blocks with kernels that need SMs, which lesson 09's persistent kernel (one block
-# per SM, every register) leaves free only between kernels; this row asks NCCL for the copy
-# engines instead (a variable newer NCCL versions read, ignored by others): compare the waits.
-NCCL_P2P_USE_CUDA_MEMCPY=1 run nccl-copy-engine timeline-nccl -n "$N"
 fi
 run virtual2 timeline-virtual2 -n $((2 * NPER))
 run virtual2-causal timeline-virtual2 -n $((2 * NPER)) --causal
@@ -93,7 +89,7 @@ for label, base in [("one-gpu", "one-gpu"), ("one-gpu-causal", "one-gpu-causal")
                     ("nccl-causal-balanced", "one-gpu-causal"), ("nccl-causal-naive", "one-gpu-causal"),
                     ("nccl-left4", "one-gpu"), ("nccl-left16", "one-gpu"),
                     ("nccl-causal-balanced-left4", "one-gpu-causal"), ("nccl-causal-balanced-left16", "one-gpu-causal"),
-                    ("nccl-causal-naive-left4", "one-gpu-causal"), ("nccl-copy-engine", "one-gpu"),
+                    ("nccl-causal-naive-left4", "one-gpu-causal"),
                     ("virtual2", "one-gpu"), ("virtual2-causal", "one-gpu-causal")]:
     if label not in rows:
         lines.append("| %s | | | | (no result) | | | |" % label)
