@@ -11,7 +11,7 @@
 #   bench-X-backward-memory.svg             the backward's memory vs N at B = 1: the standard
 #                                           backward's S and P, O(N^2), vs flash's O(N)
 # (Rows without the 20th column, pass, are forward rows: CSVs written before the backward bench.)
-# Time and ladder charts show fp32 and fp16 rows (the PyTorch peers' bf16 rows stay in the CSV).
+# Time and ladder charts show fp32, fp16 and e4m3 (lesson 14's FP8) rows (the PyTorch peers' bf16 rows stay in the CSV).
 # Only rows with status "ok" are drawn, except standard's "oom" rows on the memory chart
 # (the bytes it would have needed).
 set -uo pipefail
