@@ -2,13 +2,17 @@
 # lessons/15-ring-attention/bench.sh OUTDIR: lesson 15's measurements on a machine with 2 (or more)
 # Hopper GPUs, in one go (about 5 minutes): writes OUTDIR/summary.md (the tables the lesson page
 # quotes), OUTDIR/ring.csv (one row per run), OUTDIR/steps.md (the per-step timelines),
-# OUTDIR/checks.log (the graders' output) and OUTDIR/torch.csv (PyTorch's ring).
+# OUTDIR/checks.log (the graders' output), OUTDIR/runs.log (each timed run's messages and exit
+# status) and OUTDIR/torch.csv (PyTorch's ring).
 #   1. builds build/ring15/ (make ring15-tools: the solution and the timeline tool with NCCL,
-#      NCCL with the naive causal layout, and the virtual ring of 2 ranks on one GPU)
+#      NCCL with the naive causal layout, the same three with RING_SMS_LEFT = 4 or 16 (SMs
+#      lesson 09's grid leaves to NCCL's kernels: ring_block.h), and the virtual ring of 2 ranks
+#      on one GPU)
 #   2. grades the solution builds (--check-only: the case matrix, and shapes of 4096 rows)
 #   3. times, fp16, B = 1, H = 16, d = 128: lesson 09's kernel (step 6, as the ring runs it) on
 #      one GPU at N = 32768; the NCCL ring over P GPUs at N = P x 32768, non-causal, causal
-#      balanced, causal naive; the virtual ring (2 ranks on GPU 0) at N = 2 x 32768; with the
+#      balanced, causal naive (and the RING_SMS_LEFT builds); the virtual ring (2 ranks on GPU 0)
+#      at N = 2 x 32768; with the
 #      per-step timeline of each ring
 #   4. PyTorch's context_parallel ring attention (torch.distributed.tensor.experimental) on the
 #      same GPUs and shapes (lessons/15-ring-attention/torch_ring.py, torchrun over P GPUs)
