@@ -109,7 +109,7 @@ for n in "$@"; do
     d0=${dims_ok%%,*}
     # dtypes, the same way
     dt_ok=""; dt_list=""
-    for t in fp32 fp16 bf16; do
+    for t in fp32 fp16 bf16 e4m3; do
         r=$(probe $bin --dtype $t -b 1 -H 1 -n 3 -d "$d0")
         case $r in
             accepted) dt_ok="$dt_ok${dt_ok:+, }$t" ;;
