@@ -475,7 +475,15 @@ static verdict grade(problem_core &pc, const run_result &r, uint64_t seed) {
         if (p.dt == DTYPE_E4M3) v.detail += fp8_cost(p, g, r);
         return v;
     }
-    print_fail_block(p, false, forward_report(outside, rep, only, tol_desc), rep);
+    std::string why = forward_report(outside, rep, only, tol_desc);
+    /* FP8: a wrong descale looks like a wrong loop to the checks above; name the FP8 suspects */
+    if (p.dt == DTYPE_E4M3 && rep[OUT_O].bad) {
+        if (!why.empty() && why.back() != '\n') why += "\n";
+        why += "      FP8: also check the descales: each key tile's score scale (the softmax scale times "
+               "Q's descale times that tile's K descale), and O's units when V's descale changes from one key "
+               "tile to the next (block scales; blocks that differ, as with --outliers, show it)\n";
+    }
+    print_fail_block(p, false, why, rep);
     return v;
 }
 

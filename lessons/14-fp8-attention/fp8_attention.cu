@@ -264,7 +264,7 @@ struct Consumer {
      * multiplication (1 with one V scale per tensor); the epilogue multiplies by the last dv. */
     __device__ __forceinline__ void rescale(const float alpha[2], const float rowsum[2], float dv_new) {
         // TODO(5): the factor that moves O from units of dv to units of dv_new, then dv = dv_new
-        //   (README, "V's descale: units of O"). As shipped: none, right only with one V scale.
+        //   (README, "TODO(5): V's descale, units of O"). As shipped: none, right only with one V scale.
         const float units = 1.f;
         (void)dv_new;
 #pragma unroll

@@ -46,8 +46,9 @@ enum {
 
 /* How FP8 inputs were quantized (dtype DTYPE_E4M3; lesson 14). The harness draws Q, K, V in
  * float, optionally rotates Q and K along d (hadamard), and stores code = e4m3(x / descale)
- * with descale = amax / 448 over a block: one scale for the whole tensor (rows = 0), or one per
- * `rows` consecutive rows of each (b, h) slice (block quantization; FP8_BLOCK_ROWS). The
+ * with descale = amax / 448 over a block (always > 0: a block of zeros gets 1): one scale for
+ * the whole tensor (rows = 0), or one per `rows` consecutive rows of each (b, h) slice (block
+ * quantization; FP8_BLOCK_ROWS). The
  * descale arrays are device floats: [1] for a whole tensor, else [B*H][ceil(N / rows)] for Q and
  * [B*H_kv][ceil(N_kv / rows)] for K and V, block k of slice bh at bh * ceil(N / rows) + k.
  * Every other dtype gets all zeros and NULL pointers. */
