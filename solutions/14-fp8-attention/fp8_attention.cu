@@ -105,6 +105,10 @@ __device__ __host__ __forceinline__ uint64_t desc_kmajor_e4m3(uint32_t tile, int
     return make_desc(tile + (uint32_t)row0 * 128 + (uint32_t)kk * 32, 16, 1024);
 }
 // [end descriptor]
+/* A descriptor's address field holds addr / 16 (bits 0-13; shared memory < 256 KiB, so adding
+ * never carries out): the descriptor of addr + off is the descriptor of addr plus off / 16. The
+ * next k-slice of 32 codes is 32 bytes on. */
+constexpr uint64_t DESC_K32 = 32 / 16;
 
 // [region permute]
 /* The key that column k (0..31) of a k-slice of P holds. A thread's S accumulators hold, per
@@ -169,6 +173,37 @@ struct Descales {
         return rows == 0 ? ds[0] : ds[(size_t)bh * ((N + rows - 1) / rows) + row / rows];
     }
 };
+/* K's and V's descales of the key tiles of one work item, visited from tile last_tile down: the
+ * block of the current tile and how many tiles below it stay in that block, so that the next tile
+ * costs a compare, not Descales::of's two integer divisions (which took 17% of the consumer warps'
+ * time when done per tile: WORKLOG.md, section 9). Block scales over a multiple of B_c rows. */
+struct KvScales {
+    const float *k, *v;  // this head's descales (per tensor: the one of each)
+    int blk, rem, tpb;   // block of the tile, tiles below it in the block, tiles per block (0: per tensor)
+    __device__ __forceinline__ KvScales(const Descales &ds, int bh, int last_tile)
+        : k(ds.k), v(ds.v), blk(0), rem(0), tpb(0) {
+        if (ds.kv_rows) {
+            const size_t head = (size_t)bh * ((ds.N + ds.kv_rows - 1) / ds.kv_rows);
+            k += head;
+            v += head;
+            tpb = ds.kv_rows / BC;
+            blk = last_tile / tpb;
+            rem = last_tile % tpb;
+        }
+    }
+    __device__ __forceinline__ float dk() const { return k[blk]; }
+    __device__ __forceinline__ float dv() const { return v[blk]; }
+    /* to the tile below (the next one the loop visits) */
+    __device__ __forceinline__ void down() {
+        if (tpb == 0) return;
+        if (rem == 0) {
+            --blk;
+            rem = tpb - 1;
+        } else {
+            --rem;
+        }
+    }
+};
 // [end scales]
 
 /* Work item t = 0 .. T_r B H - 1 (one per block): which query tile of which head. Causal, the
@@ -197,20 +232,21 @@ struct Consumer {
     float l[2] = {};                      // this thread's share of the running sums (x 2^8)
     float dv = 1.f;                       // the V descale O is counted in
     // [region issue-s]
-    /* S = Q_i K_j^T (codes) for this warpgroup's 64 rows: d / 32 wgmmas, the first with scale_d = 0. */
-    __device__ __forceinline__ void issue_s(uint32_t sQ, int wg_row0, uint32_t sK) {
+    /* S = Q_i K_j^T (codes) for this warpgroup's 64 rows: d / 32 wgmmas, the first with scale_d = 0.
+     * dQ, dK: the descriptors of k-slice 0 (desc_kmajor_e4m3); slice kk is 32 kk bytes further. */
+    __device__ __forceinline__ void issue_s(uint64_t dQ, uint64_t dK) {
 #pragma unroll
-        for (int kk = 0; kk < D / 32; ++kk)
-            wgmma_ss_e4m3<BC>(s, desc_kmajor_e4m3<BR>(sQ, wg_row0, kk), desc_kmajor_e4m3<BC>(sK, 0, kk), kk > 0);
+        for (int kk = 0; kk < D / 32; ++kk) wgmma_ss_e4m3<BC>(s, dQ + DESC_K32 * kk, dK + DESC_K32 * kk, kk > 0);
         wgmma_commit();
     }
     // [end issue-s]
     // [region issue-pv]
     /* O += P V_j: B_c / 32 wgmmas, A = 32 keys of P from registers, B = the same 32 columns of
-     * V_j^T (K-major: a row per column of V, keys contiguous, in key_of_column's order). */
-    __device__ __forceinline__ void issue_pv(uint32_t sVt) {
+     * V_j^T (K-major: a row per column of V, keys contiguous, in key_of_column's order); dVt: the
+     * descriptor of k-slice 0. */
+    __device__ __forceinline__ void issue_pv(uint64_t dVt) {
 #pragma unroll
-        for (int ks = 0; ks < BC / 32; ++ks) wgmma_rs_e4m3<D>(o, p[ks], desc_kmajor_e4m3<D>(sVt, 0, ks), 1);
+        for (int ks = 0; ks < BC / 32; ++ks) wgmma_rs_e4m3<D>(o, p[ks], dVt + DESC_K32 * ks, 1);
         wgmma_commit();
     }
     // [end issue-pv]
@@ -363,14 +399,24 @@ struct Kernel {
     /* A consumer warpgroup's MMA loop (lesson 09's, FlashAttention-3 Algorithm 2): in one turn it
      * issues S_it = Q K_it^T and O += P_{it-1} V_{it-1}, waits for the first, computes the softmax
      * of S_it with its tile's scales while the second runs, then rescales O (maximum and V units)
-     * and packs P. Turns: S_0, n_tiles - 1 pairs, the last P V. */
+     * and packs P. Turns: S_0, n_tiles - 1 pairs, the last P V. Nothing is done per tile that can
+     * be done once per item: the descriptors are a base plus constants, the descales come from a
+     * walker (KvScales), the tiles that need a mask are counted before the loop. (In the SASS,
+     * ptxas moves the wait for P V to the top of the softmax's basic block; a branch that holds it
+     * after the softmax ran 12% slower: the two warpgroups' softmaxes then overlap and share the
+     * issue slots, instead of taking turns with the tensor cores. WORKLOG.md, section 9.) */
     __device__ __forceinline__ void mma_loop(const Warpgroup &wg, Consumer &w, const Work &wk, int row) const {
         const int n_tiles = wk.n_tiles;
-        const uint32_t sQ = base + SL::Q;
         const float sq = scale_log2 * ds.of(ds.q, ds.q_rows, wk.bh, wk.q0 + wg.wg_row0);
+        const uint64_t dQ = desc_kmajor_e4m3<BR>(base + SL::Q, wg.wg_row0, 0);
+        const uint64_t dK0 = desc_kmajor_e4m3<BC>(base + SL::K, 0, 0), dV0 = desc_kmajor_e4m3<D>(base + SL::V, 0, 0);
+        constexpr uint64_t DK_SLOT = SL::KTILE / 16, DV_SLOT = SL::VTILE / 16;  // the next ring slot
+        /* The first n_mask tiles visited (from the last key tile down) hold keys >= N or, causal,
+         * keys after some row of the warpgroup; the rest need no mask. */
         auto needs_mask = [&](int k0) { return k0 + BC > N || (causal && k0 + BC - 1 > wk.q0 + wg.wg_row0); };
-        auto tile_sc = [&](int k0) { return sq * ds.of(ds.k, ds.kv_rows, wk.bh, k0); };
-        auto tile_dv = [&](int k0) { return ds.of(ds.v, ds.kv_rows, wk.bh, k0); };
+        int n_mask = 0;
+        while (n_mask < n_tiles && needs_mask((n_tiles - 1 - n_mask) * BC)) ++n_mask;
+        KvScales kv(ds, wk.bh, n_tiles - 1);
         int turn = 0;  // the last warpgroup's last turn passes nothing on
         auto end_turn = [&]() {
             if (!(wg.c == NC - 1 && turn == n_tiles)) wg.pass_turn();
@@ -379,57 +425,62 @@ struct Kernel {
         if (wg.c == NC - 1) wg.pass_turn();  // warpgroup 0 goes first
         float alpha[2], rowsum[2];
         {  // S_0
-            const int k0 = (n_tiles - 1) * BC;
+            const float sc = sq * kv.dk();
+            w.dv = kv.dv();
             mbar_wait(wg.bar(FULL_K, 0), 0);
             wg.begin_turn();
             wgmma_fence();
             fence_acc(w.s);
-            w.issue_s(sQ, wg.wg_row0, base + SL::K);
+            w.issue_s(dQ, dK0);
             end_turn();
             wgmma_wait<0>();
             fence_acc(w.s);
             wg.release(EMPTY_K, 0);
-            if (needs_mask(k0)) w.mask(k0, row, wg.t, N, causal);
-            w.dv = tile_dv(k0);
-            w.softmax(tile_sc(k0), alpha, rowsum);
+            if (n_mask > 0) w.mask((n_tiles - 1) * BC, row, wg.t, N, causal);
+            w.softmax(sc, alpha, rowsum);
             w.rescale(alpha, rowsum, w.dv);  // O is 0: only sets l
             w.pack_p();
         }
+        int slot = 0, ph = 0;  // the ring slot of tile it - 1, and its fill's parity
         for (int it = 1; it < n_tiles; ++it) {
-            const int slot = it % STAGES, ph = (it / STAGES) & 1;
-            const int pslot = (it - 1) % STAGES, pph = ((it - 1) / STAGES) & 1;
-            const int k0 = (n_tiles - 1 - it) * BC;
+            const int pslot = slot, pph = ph;
+            if (++slot == STAGES) {
+                slot = 0;
+                ph ^= 1;
+            }
+            kv.down();
+            const float sc = sq * kv.dk(), dv = kv.dv();  // loaded before the waits below
             mbar_wait(wg.bar(FULL_K, slot), ph);
             mbar_wait(wg.bar(FULL_V, pslot), pph);
             wg.begin_turn();
             wgmma_fence();
             fence_acc(w.s);
             fence_acc(w.o);
-            w.issue_s(sQ, wg.wg_row0, base + SL::K + slot * SL::KTILE);
-            w.issue_pv(base + SL::V + pslot * SL::VTILE);
+            w.issue_s(dQ, dK0 + slot * DK_SLOT);
+            w.issue_pv(dV0 + pslot * DV_SLOT);
             end_turn();
             wgmma_wait<1>();  // S_it is done; P_{it-1} V_{it-1} may still run
             fence_acc(w.s);
             wg.release(EMPTY_K, slot);
-            if (needs_mask(k0)) w.mask(k0, row, wg.t, N, causal);
-            w.softmax(tile_sc(k0), alpha, rowsum);
+            if (it < n_mask) w.mask((n_tiles - 1 - it) * BC, row, wg.t, N, causal);
+            w.softmax(sc, alpha, rowsum);
+            fence_acc(w.s);   // P's values tied ahead of the wait in PTX order: 7-10% faster (worklog)
             wgmma_wait<0>();  // P_{it-1} V_{it-1} is done: O and P may change
             fence_acc(w.o);
             wg.release(EMPTY_V, pslot);
-            w.rescale(alpha, rowsum, tile_dv(k0));
+            w.rescale(alpha, rowsum, dv);
             w.pack_p();
         }
         {  // P V of the last tile
-            const int pslot = (n_tiles - 1) % STAGES, pph = ((n_tiles - 1) / STAGES) & 1;
-            mbar_wait(wg.bar(FULL_V, pslot), pph);
+            mbar_wait(wg.bar(FULL_V, slot), ph);
             wg.begin_turn();
             wgmma_fence();
             fence_acc(w.o);
-            w.issue_pv(base + SL::V + pslot * SL::VTILE);
+            w.issue_pv(dV0 + slot * DV_SLOT);
             end_turn();
             wgmma_wait<0>();
             fence_acc(w.o);
-            wg.release(EMPTY_V, pslot);
+            wg.release(EMPTY_V, slot);
         }
     }
     // [end loop]
