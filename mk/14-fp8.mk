@@ -31,11 +31,11 @@ SOL14_SRC := $(call src_of,solutions,14)
 LES14_SRC := $(call src_of,lessons,14)
 check-14:
 	@if ! command -v $(NVCC) >/dev/null 2>&1; then echo "check-14: SKIP (no nvcc)"; exit 0; fi; \
-	mkdir -p build && $(NVCC) $(SM90A_FLAGS) -Ireference/include -Ireference -Xptxas -v -c tests/gpu_fp8/header_check.cu \
-	  -o build/fp8_header_check.o 2>build/fp8_header_check.log || { cat build/fp8_header_check.log; exit 1; }; \
+	mkdir -p build && $(NVCC) $(SM90A_FLAGS) -Ireference/include -Ireference -Xptxas -v -cubin tests/gpu_fp8/header_check.cu \
+	  -o build/fp8_header_check.cubin 2>build/fp8_header_check.log || { cat build/fp8_header_check.log; exit 1; }; \
 	if grep -q "warning" build/fp8_header_check.log; then cat build/fp8_header_check.log; exit 1; fi; \
 	echo "check-14: reference/include/ptx_hopper_fp8.h compiles for sm_90a (e4m3 wgmma ss and rs, N = 64 and 128; cvt e4m3x2)"; \
-	compile() { $(NVCC) -O3 -std=c++17 $(SM90A_FLAGS) -Ireference/include -Ireference -Xptxas -v -c "$$@" -o /dev/null 2>&1; }; \
+	compile() { $(PTXAS_REPORT) "$$1" 90a; }; \
 	for f in $(LES14_SRC); do \
 	  out=$$(compile $$f) || { echo "$$out"; echo "check-14: the starter $$f does not compile"; exit 1; }; \
 	  if echo "$$out" | grep -qiE 'warning|C7519'; then echo "check-14: the starter $$f: ptxas warns:"; echo "$$out" | grep -iE -A2 'warning|C7519'; exit 1; fi; \
