@@ -17,7 +17,8 @@
 #                   the solution does. Prints each build's registers. SKIPs without nvcc
 #   make test-tma   tests/test_tma.c (Criterion): the tensor-map parameters of
 #                   reference/include/tma_params.h for each d and dtype, ragged N, refusals, the swizzle
-#   make emu-09     the kernel of every step on the CPU Hopper emulator (tests/hopper_emu):
+#   make emu-09     the kernel on the CPU Hopper emulator (tests/hopper_emu): the shipped design
+#                   (step 7) on its full quick set, every other step of the ladder on two shapes:
 #                   wgmma, TMA, mbarriers, named barriers and setmaxnreg from their PTX
 #                   definitions, a happens-before check of every shared-memory access, hang
 #                   detection (tests/emu/core.h); run twice (operands and copies landing at once,
