@@ -73,7 +73,7 @@ define EMU14_RUN
 	[ -n "$(1)" ] || { echo "$(2): no source (expected $(3)/14-*/*.cu)"; exit 2; }; \
 	src=$(1); if [ -n "$(4)" ]; then mkdir -p build/emu-grade && src=build/emu-grade/$(2)-variants.cu && \
 	  bash $(VARIANT14_SH) $(1) $$src $(4) || exit 2; fi; \
-	EMU_FWD_OBJ='$(HOSTSIM_FWD_OBJ)' EMU_CXX='$(EMU_CXX)' CUDA_INC='$(CUDA_INC)' \
+	EMU_FWD_OBJ='$(HOSTSIM_FWD_OBJ)' EMU_CXX='$(EMU_CXX)' EMU_OPT='$(EMU_OPT)' CUDA_INC='$(CUDA_INC)' \
 	  python3 tests/hopper_emu/grade14.py $$src $(2) $(EMU14_MODE)
 endef
 emu-14: $$(if $$(HOSTSIM_HAVE_CUDA),$$(HOSTSIM_FWD_OBJ))

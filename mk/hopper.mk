@@ -111,6 +111,7 @@ emu-09:
 	bash $(HOPPER_VARIANT_SH) $(EMU09_SRC) "$$emu/full.cu" steps-1-4 $(EMU09_VARIANTS) && \
 	python3 tests/emu/prep.py "$$emu/full.cu" > "$$emu/kernel.cu" && \
 	$(EMU_CXX) -std=c++20 $(or $(EMU_OPT),-O1) -w -Wno-psabi -I$(EMU_CUDA_INC) -Itests/hopper_emu -Ireference/include -Ireference $(EMU09_DEFS) \
+	  $(if $(filter 1,$(EMU_QUICK)),-DEMU_QUICK_ONLY) \
 	  -DEMU_SRC="\"$$emu/kernel.cu\"" -DEMU_NAME='"$(EMU09_SRC)"' -x c++ tests/hopper_emu/emu9.cpp \
 	  -o "$$emu/emu9" -lpthread && \
 	"$$emu/emu9" $(EMU_ARG) && EMU_WGMMA=late EMU_TMA=late EMU_SCHED=reverse "$$emu/emu9" $(EMU_ARG)
