@@ -21,7 +21,8 @@ endif
 export CUDA_INC
 CC ?= cc
 CFLAGS ?= -O2 -std=c11 -Wall -Wextra -fopenmp
-NVCC_FLAGS ?= -O3 -std=c++17 -lineinfo -Xcompiler -fopenmp -Xcompiler -Wall
+NVCC_FLAGS_DEFAULT := -O3 -std=c++17 -lineinfo -Xcompiler -fopenmp -Xcompiler -Wall
+NVCC_FLAGS ?= $(NVCC_FLAGS_DEFAULT)
 # Experiments: make ptxas-solution4 EXTRA_NVCC_FLAGS=-DRUNTIME_INDEX (keeps the defaults)
 NVCC_FLAGS += $(EXTRA_NVCC_FLAGS)
 
@@ -85,8 +86,20 @@ define link_lesson
 	@if [ -z "$(2)" ]; then echo "no source for $(1) (expected lessons/NN-*/*.cu)"; exit 2; fi
 	$(if $(filter %.c,$(2)),\
 	  $(CC) $(CFLAGS) -Ireference/include -Ireference $(2) reference/runner_softmax.c $(HARNESS_C_OBJ) -o $(1) -lm,\
-	  $(NVCC) $(NVCC_FLAGS) $(call arch_of,$(2)) -Ireference/include -Ireference $(2) $(call runner_obj_of,$(2)) $(HARNESS_C_OBJ) -o $(1) -lgomp)
+	  $(call nvcc_with_ptxas_log,$(1),$(2),$(NVCC) $(NVCC_FLAGS) $(call arch_of,$(2)) -Ireference/include -Ireference $(2) $(call runner_obj_of,$(2)) $(HARNESS_C_OBJ) -o $(1) -lgomp))
 endef
+# $(call nvcc_with_ptxas_log,BINARY,SOURCE,COMMAND): run the nvcc COMMAND with -Xptxas -v and keep
+# ptxas's report (registers, spills, stack per kernel and architecture) in build/ptxas/BINARY.log;
+# print everything else (warnings, errors) as usual. The check-NN steps of `make test` read
+# the report through tests/ptxas_report.sh instead of compiling the same file again; its first
+# line says whether the build used the default flags (only then is it reused); it appears
+# only once complete (written beside, then renamed), so a check never reads half a report.
+PTXAS_REPORT = NVCC=$(NVCC) bash tests/ptxas_report.sh
+nvcc_flags_kind = $(if $(filter-out $(NVCC_FLAGS_DEFAULT),$(NVCC_FLAGS))$(filter-out $(NVCC_FLAGS),$(NVCC_FLAGS_DEFAULT)),custom,default)
+nvcc_with_ptxas_log = @echo '$(3)'; mkdir -p build/ptxas; rm -f build/ptxas/$(1).log; \
+	{ echo "$(HASH) ptxas -v of $(2), $(nvcc_flags_kind) flags, $(call arch_of,$(2))"; $(3) -Xptxas -v 2>&1; } > build/ptxas/$(1).log.part; rc=$$?; \
+	grep -vE '^ptxas info|^ +[0-9]+ bytes stack frame|^$(HASH) ptxas -v of' build/ptxas/$(1).log.part >&2; \
+	if [ $$rc -ne 0 ]; then rm -f build/ptxas/$(1).log build/ptxas/$(1).log.part; exit $$rc; fi; mv build/ptxas/$(1).log.part build/ptxas/$(1).log
 
 # Binaries depend on the target architecture: changing GPU_ARCH relinks them.
 ARCH_STAMP := build/arch-stamp

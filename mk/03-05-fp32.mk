@@ -21,8 +21,7 @@ EMU_SRC ?=
 check-03-05:
 	@if ! command -v $(NVCC) >/dev/null 2>&1; then echo "check-03-05: SKIP (no nvcc)"; exit 0; fi; \
 	for f in $(addprefix lessons/,$(FP32_LESSONS)) $(addprefix solutions/,$(FP32_LESSONS)); do \
-	  out=$$($(NVCC) -O3 -std=c++17 -Xcompiler -Wall -gencode arch=compute_75,code=sm_75 -gencode arch=compute_90,code=sm_90 \
-	         -Ireference/include -Ireference -Xptxas -v -c $$f -o /dev/null 2>&1) || { echo "$$out"; exit 1; }; \
+	  out=$$($(PTXAS_REPORT) $$f 75 90) || { echo "$$out"; exit 1; }; \
 	  if echo "$$out" | grep -qiE 'warning'; then echo "check-03-05: $$f (sm_75, sm_90) warns:"; echo "$$out"; exit 1; fi; \
 	  if echo "$$out" | grep -qE '[1-9][0-9]* bytes spill'; then \
 	    echo "check-03-05: $$f spills:"; echo "$$out" | grep -E 'entry function|spill|registers'; exit 1; fi; \

@@ -18,8 +18,7 @@ CXX_06 ?= g++
 check-06:
 	@if ! command -v $(NVCC) >/dev/null 2>&1; then echo "check-06: SKIP (no nvcc)"; exit 0; fi; \
 	for f in lessons/06-tensor-cores-wmma/wmma.cu solutions/06-tensor-cores-wmma/wmma.cu; do \
-	  out=$$($(NVCC) -O3 -std=c++17 -gencode arch=compute_75,code=sm_75 -gencode arch=compute_90,code=sm_90 -Ireference/include -Ireference \
-	         -Xptxas -v -c $$f -o /dev/null 2>&1) || { echo "$$out"; exit 1; }; \
+	  out=$$($(PTXAS_REPORT) $$f 75 90) || { echo "$$out"; exit 1; }; \
 	  if echo "$$out" | grep -qE '[1-9][0-9]* bytes spill'; then \
 	    echo "check-06: $$f spills:"; echo "$$out" | grep -E 'entry function|spill|registers'; exit 1; fi; \
 	done; echo "check-06: starter and solution build for sm_75 and sm_90, no spills"

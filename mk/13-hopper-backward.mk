@@ -56,7 +56,7 @@ check-13:
 	@if ! command -v $(NVCC) >/dev/null 2>&1; then echo "check-13: SKIP (no nvcc)"; exit 0; fi; \
 	if [ -z "$(SOL13_SRC)" ]; then echo "check-13: no solutions/13-*/*.cu"; exit 1; fi; \
 	mkdir -p build/check13 && tmp=$$(mktemp -d "$(CURDIR)/build/check13/XXXXXX") && trap 'rm -rf "$$tmp"' EXIT; \
-	compile() { $(NVCC) -O3 -std=c++17 $(SM90A_FLAGS) -Ireference/include -Ireference -Xptxas -v -c "$$@" -o /dev/null 2>&1; }; \
+	compile() { $(PTXAS_REPORT) "$$1" 90a; }; \
 	for f in $(LES13_SRC); do \
 	  out=$$(compile $$f) || { echo "$$out"; echo "check-13: the starter $$f does not compile"; exit 1; }; \
 	  if echo "$$out" | grep -qi 'warning'; then echo "check-13: the starter $$f: ptxas warns:"; echo "$$out" | grep -i -A2 warning; exit 1; fi; \
@@ -86,7 +86,7 @@ check-13:
 	for v in $(foreach v,$(CHECK13_VARIANTS),$(subst $(LADDER13_SP),+,$(strip $(call ladder13_chain,$(v))))); do check $$v || exit 1; done; \
 	bash tests/hopper_emu/ptx_hopper_bwd_same.sh $(SOL13_SRC) || exit 1; \
 	printf '#include "ptx_mma.h"\n#include "ptx_hopper_bwd.h"\n__global__ void k(float *o, float *g) {\n  float d[32] = {};\n  wgmma_fence(); wgmma_ss_mn<__half, 64>(d, 0, 0, 0); wgmma_ss_mn<__nv_bfloat16, 64>(d, 0, 0, 1); wgmma_commit(); wgmma_wait<0>(); fence_acc(d);\n  bulk_load_1d(0, o, 16, 8); bulk_reduce_add_f32(g, 0, 16); bulk_commit(); bulk_wait_read<0>();\n  o[threadIdx.x] = d[0] + ld_shared_f32x2(0).x;\n}\n' > "$$tmp/h.cu"; \
-	out=$$($(NVCC) -O3 -std=c++17 $(SM90A_FLAGS) -Ireference/include -Ireference -c "$$tmp/h.cu" -o /dev/null 2>&1) || \
+	out=$$($(NVCC) -O3 -std=c++17 $(SM90A_FLAGS) -Ireference/include -Ireference -cubin "$$tmp/h.cu" -o /dev/null 2>&1) || \
 	  { echo "$$out"; echo "check-13: reference/include/ptx_hopper_bwd.h does not compile for sm_90a"; exit 1; }; \
 	echo "check-13: the starter, the solution, its variants and ptx_hopper_bwd.h build for sm_90a"
 

@@ -31,11 +31,11 @@ SOL14_SRC := $(call src_of,solutions,14)
 LES14_SRC := $(call src_of,lessons,14)
 check-14:
 	@if ! command -v $(NVCC) >/dev/null 2>&1; then echo "check-14: SKIP (no nvcc)"; exit 0; fi; \
-	mkdir -p build && $(NVCC) $(SM90A_FLAGS) -Ireference/include -Ireference -Xptxas -v -c tests/gpu_fp8/header_check.cu \
-	  -o build/fp8_header_check.o 2>build/fp8_header_check.log || { cat build/fp8_header_check.log; exit 1; }; \
+	mkdir -p build && $(NVCC) $(SM90A_FLAGS) -Ireference/include -Ireference -Xptxas -v -cubin tests/gpu_fp8/header_check.cu \
+	  -o build/fp8_header_check.cubin 2>build/fp8_header_check.log || { cat build/fp8_header_check.log; exit 1; }; \
 	if grep -q "warning" build/fp8_header_check.log; then cat build/fp8_header_check.log; exit 1; fi; \
 	echo "check-14: reference/include/ptx_hopper_fp8.h compiles for sm_90a (e4m3 wgmma ss and rs, N = 64 and 128; cvt e4m3x2)"; \
-	compile() { $(NVCC) -O3 -std=c++17 $(SM90A_FLAGS) -Ireference/include -Ireference -Xptxas -v -c "$$@" -o /dev/null 2>&1; }; \
+	compile() { $(PTXAS_REPORT) "$$1" 90a; }; \
 	for f in $(LES14_SRC); do \
 	  out=$$(compile $$f) || { echo "$$out"; echo "check-14: the starter $$f does not compile"; exit 1; }; \
 	  if echo "$$out" | grep -qiE 'warning|C7519'; then echo "check-14: the starter $$f: ptxas warns:"; echo "$$out" | grep -iE -A2 'warning|C7519'; exit 1; fi; \
@@ -73,7 +73,7 @@ define EMU14_RUN
 	[ -n "$(1)" ] || { echo "$(2): no source (expected $(3)/14-*/*.cu)"; exit 2; }; \
 	src=$(1); if [ -n "$(4)" ]; then mkdir -p build/emu-grade && src=build/emu-grade/$(2)-variants.cu && \
 	  bash $(VARIANT14_SH) $(1) $$src $(4) || exit 2; fi; \
-	EMU_FWD_OBJ='$(HOSTSIM_FWD_OBJ)' EMU_CXX='$(EMU_CXX)' CUDA_INC='$(CUDA_INC)' \
+	EMU_FWD_OBJ='$(HOSTSIM_FWD_OBJ)' EMU_CXX='$(EMU_CXX)' EMU_OPT='$(EMU_OPT)' CUDA_INC='$(CUDA_INC)' \
 	  python3 tests/hopper_emu/grade14.py $$src $(2) $(EMU14_MODE)
 endef
 emu-14: $$(if $$(HOSTSIM_HAVE_CUDA),$$(HOSTSIM_FWD_OBJ))

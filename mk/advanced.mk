@@ -54,8 +54,7 @@ SPILL_BUDGET := 16
 check-07-08:
 	@if ! command -v $(NVCC) >/dev/null 2>&1; then echo "check-07-08: SKIP (no nvcc)"; exit 0; fi; \
 	for f in $(call src_of,lessons,7) $(call src_of,solutions,7) $(call src_of,lessons,8) $(call src_of,solutions,8); do \
-	  out=$$($(NVCC) -O3 -std=c++17 -gencode arch=compute_75,code=sm_75 -gencode arch=compute_90,code=sm_90 -Ireference/include -Ireference \
-	         -Xptxas -v -c $$f -o /dev/null 2>&1) || { echo "$$out"; exit 1; }; \
+	  out=$$($(PTXAS_REPORT) $$f 75 90) || { echo "$$out"; exit 1; }; \
 	  worst=$$(echo "$$out" | sed -nE 's/.* ([0-9]+) bytes spill stores.*/\1/p' | sort -n | tail -n1); \
 	  if [ "$${f#solutions/}" != "$$f" ] && [ "$${worst:-0}" -gt $(SPILL_BUDGET) ]; then \
 	    echo "check-07-08: $$f spills $$worst bytes (budget $(SPILL_BUDGET)):"; echo "$$out" | grep -E 'entry function|spill|registers'; exit 1; fi; \

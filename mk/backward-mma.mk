@@ -60,9 +60,7 @@ check-11: $(if $(shell command -v $(NVCC) 2>/dev/null),$(VARIANT11))
 	@if ! command -v $(NVCC) >/dev/null 2>&1; then echo "check-11: SKIP (no nvcc)"; exit 0; fi; \
 	if [ -z "$(call src_of,solutions,11)" ]; then echo "check-11: SKIP (no solutions/11-*/)"; exit 0; fi; \
 	for f in $(call src_of,lessons,11) $(call src_of,solutions,11); do \
-	  all=$$($(NVCC) -O3 -std=c++17 -Xcompiler -Wall -gencode arch=compute_75,code=sm_75 -gencode arch=compute_80,code=sm_80 \
-	         -gencode arch=compute_90,code=sm_90 -Ireference/include -Ireference \
-	         -Xptxas -v -c $$f -o /dev/null 2>&1) || { echo "$$all"; echo "check-11: $$f does not build for sm_75, sm_80, sm_90"; exit 1; }; \
+	  all=$$($(PTXAS_REPORT) $$f 75 80 90) || { echo "$$all"; echo "check-11: $$f does not build for sm_75, sm_80, sm_90"; exit 1; }; \
 	  for a in 75 80 90; do \
 	    out=$$(echo "$$all" | awk -v a="sm_$$a" '/Compiling entry function/ {on = index($$0, "for '"'"'" a "'"'"'") > 0} on || /warning/'); \
 	    if echo "$$out" | grep -qiE 'warning'; then echo "check-11: $$f sm_$$a warns:"; echo "$$out" | grep -iA3 warning; exit 1; fi; \

@@ -33,10 +33,10 @@ check-10:
 	@if ! command -v $(NVCC) >/dev/null 2>&1; then echo "check-10: SKIP (no nvcc)"; exit 0; fi; \
 	if [ -z "$(call src_of,solutions,10)" ]; then echo "check-10: SKIP (no solutions/10-*/)"; exit 0; fi; \
 	for f in $(call src_of,lessons,10) $(call src_of,solutions,10); do \
-	  archs="$$([ "$${f#solutions/}" != "$$f" ] && echo -gencode arch=compute_80,code=sm_80) -gencode arch=compute_90,code=sm_90"; \
+	  archs="$$([ "$${f#solutions/}" != "$$f" ] && echo 80) 90"; \
 	  for q in 1 0; do \
-	    out=$$($(NVCC) -O3 -std=c++17 -Xcompiler -Wall -DDQ_ATOMIC=$$q $$archs \
-	           -Ireference/include -Ireference -Xptxas -v -c $$f -o /dev/null 2>&1) || { echo "$$out"; echo "check-10: $$f does not build"; exit 1; }; \
+	    flags=$$(grep -q "^$(HASH)define DQ_ATOMIC $$q\b" $$f || echo "-- -DDQ_ATOMIC=$$q"); \
+	    out=$$($(PTXAS_REPORT) $$f $$archs $$flags) || { echo "$$out"; echo "check-10: $$f does not build"; exit 1; }; \
 	    if echo "$$out" | grep -qiE 'warning'; then echo "check-10: $$f DQ_ATOMIC=$$q warns:"; echo "$$out"; exit 1; fi; \
 	    if [ "$${f#solutions/}" != "$$f" ] && echo "$$out" | grep -qE '[1-9][0-9]* bytes spill'; then \
 	      echo "check-10: $$f DQ_ATOMIC=$$q spills:"; echo "$$out" | grep -E 'entry function|spill|registers'; exit 1; fi; \

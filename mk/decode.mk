@@ -42,8 +42,7 @@
 check-12:
 	@if ! command -v $(NVCC) >/dev/null 2>&1; then echo "check-12: SKIP (no nvcc)"; exit 0; fi; \
 	for f in $(call src_of,lessons,12) $(call src_of,solutions,12); do \
-	  out=$$($(NVCC) -O3 -std=c++17 -gencode arch=compute_75,code=sm_75 -gencode arch=compute_90,code=sm_90 -Ireference/include -Ireference \
-	         -Xcompiler -Wall -Xptxas -v -c $$f -o /dev/null 2>&1) || { echo "$$out"; exit 1; }; \
+	  out=$$($(PTXAS_REPORT) $$f 75 90) || { echo "$$out"; exit 1; }; \
 	  if echo "$$out" | grep -q 'warning'; then echo "check-12: $$f (sm_75, sm_90): warnings"; echo "$$out" | grep warning; exit 1; fi; \
 	  worst=$$(echo "$$out" | sed -nE 's/.* ([0-9]+) bytes spill stores.*/\1/p' | sort -n | tail -n1); \
 	  if [ "$${f#solutions/}" != "$$f" ] && [ "$${worst:-0}" -gt 0 ]; then \

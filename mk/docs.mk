@@ -29,8 +29,8 @@ docs-fence-bodies:
 docs-browser-check:
 	@bash tests/docs/browser_check.sh
 
-# one step of make test: both build docs/site, so one after the other
+# one step of make test: docs-check builds docs/site, then the browser loads that same build
 .PHONY: test-docs
 test-docs:
-	@$(MAKE) --no-print-directory docs-check && $(MAKE) --no-print-directory docs-browser-check
+	@$(MAKE) --no-print-directory docs-check && DOCS_SITE_BUILT=1 $(MAKE) --no-print-directory docs-browser-check
 TEST_STEPS += test-docs

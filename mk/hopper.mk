@@ -17,7 +17,8 @@
 #                   the solution does. Prints each build's registers. SKIPs without nvcc
 #   make test-tma   tests/test_tma.c (Criterion): the tensor-map parameters of
 #                   reference/include/tma_params.h for each d and dtype, ragged N, refusals, the swizzle
-#   make emu-09     the kernel of every step on the CPU Hopper emulator (tests/hopper_emu):
+#   make emu-09     the kernel on the CPU Hopper emulator (tests/hopper_emu): the shipped design
+#                   (step 7) on its full quick set, every other step of the ladder on two shapes:
 #                   wgmma, TMA, mbarriers, named barriers and setmaxnreg from their PTX
 #                   definitions, a happens-before check of every shared-memory access, hang
 #                   detection (tests/emu/core.h); run twice (operands and copies landing at once,
@@ -49,16 +50,16 @@ hopper_variants = $(strip $(if $(filter -DFA9_STEP=1 -DFA9_STEP=2 -DFA9_STEP=3 -
 # extra builds of check-09: "variant files|defines|registers expected (sorted, distinct)"
 # (the steps themselves are checked with two consumer warpgroups, -DFA64_WG=2; the first
 # build is the source's default)
-CHECK09_BUILDS := "|-DFA9_STEP=7|128 168" "|-DFA9_STEP=7 -DFA64_WG=3|128 168" "|-DFA9_STEP=5 -DFA64_WG=3|128 168" \
+CHECK09_BUILDS := "||128 168" "|-DFA9_STEP=7 -DFA64_WG=3|128 168" "|-DFA9_STEP=5 -DFA64_WG=3|128 168" \
   "stride-items o-from-registers no-causal-lpt no-l2-sections|-DFA9_STEP=7 -DFA64_WG=2|168" \
   "exp2-fma|-DFA9_STEP=7 -DFA64_WG=2|168" "|-DFA9_STEP=7 -DFA64_WG=2 -DFA128_BC=176 -DFA128_STAGES=2|168"
 check-09:
 	@if ! command -v $(NVCC) >/dev/null 2>&1; then echo "check-09: SKIP (no nvcc)"; exit 0; fi; \
 	if [ -z "$(HOPPER_SRC)" ]; then echo "check-09: no solutions/09-*/*.cu"; exit 1; fi; \
 	mkdir -p build/check09 && tmp=$$(mktemp -d "$(CURDIR)/build/check09/XXXXXX") && trap 'rm -rf "$$tmp"' EXIT; \
-	compile() { $(NVCC) -O3 -std=c++17 $(SM90A_FLAGS) -Ireference/include -Ireference -Xptxas -v -c "$$@" -o /dev/null 2>&1; }; \
+	report() { s=$$1; shift; if [ $$# -gt 0 ]; then $(PTXAS_REPORT) $$s 90a -- "$$@"; else $(PTXAS_REPORT) $$s 90a; fi; }; \
 	for f in $(HOPPER_STARTER); do \
-	  out=$$(compile $$f) || { echo "$$out"; echo "check-09: the starter $$f does not compile"; exit 1; }; \
+	  out=$$(report $$f) || { echo "$$out"; echo "check-09: the starter $$f does not compile"; exit 1; }; \
 	  bash $(HOPPER_VARIANT_SH) $$f "$$tmp/starter.cu" steps-1-4 || { echo "check-09: variants/steps-1-4.var does not apply to the starter $$f"; exit 1; }; \
 	done; \
 	for v in $(HOPPER_VARIANT_NAMES); do \
@@ -67,8 +68,8 @@ check-09:
 	check() { \
 	  src=$(HOPPER_SRC); \
 	  if [ -n "$$1" ]; then bash $(HOPPER_VARIANT_SH) $(HOPPER_SRC) "$$tmp/build.cu" $$1 || exit 1; src="$$tmp/build.cu"; fi; \
-	  what="$$2$${1:+ + $$1}"; \
-	  out=$$(compile $$2 $$src) || { echo "$$out"; echo "check-09: $$what does not compile"; exit 1; }; \
+	  what="$${2:-solution}$${1:+ + $$1}"; \
+	  out=$$(report $$src $$2) || { echo "$$out"; echo "check-09: $$what does not compile"; exit 1; }; \
 	  if echo "$$out" | grep -qi 'warning'; then \
 	    echo "check-09: $$what: ptxas warns:"; echo "$$out" | grep -i -A2 'warning'; exit 1; fi; \
 	  if echo "$$out" | grep -qE '[1-9][0-9]* bytes (spill|stack)'; then \
@@ -85,11 +86,11 @@ check-09:
 	  done; \
 	  for b in $(CHECK09_BUILDS); do v=$${b%%|*}; r=$${b#*|}; check "$$v" "$${r%|*}" "$${r#*|}" || exit 1; done; \
 	else \
-	  check "" "-DFA9_STEP=7" "128 168" || exit 1; \
+	  check "" "" "128 168" || exit 1; \
 	fi; \
 	bash tests/hopper_emu/ptx_hopper_same.sh $(HOPPER_SRC) reference/include/ptx_hopper.h || exit 1; \
 	printf '#include "ptx_mma.h"\n#include "ptx_hopper.h"\n__global__ void k(float *o) {\n  float d[64] = {}; uint32_t a[4] = {};\n  wgmma_fence(); wgmma_ss<__half, 128>(d, 0, 0, 0); wgmma_rs<__nv_bfloat16, 128>(d, a, 0, 1); wgmma_commit(); wgmma_wait<0>(); fence_acc(d);\n  mbar_wait(0, 0); named_sync(1, 256); o[threadIdx.x] = d[0] + desc_kmajor<128>(0, 0, 1) + desc_mnmajor<64>(0, 1);\n}\n' > "$$tmp/h.cu"; \
-	out=$$($(NVCC) -O3 -std=c++17 $(SM90A_FLAGS) -Ireference/include -Ireference -c "$$tmp/h.cu" -o /dev/null 2>&1) || \
+	out=$$($(NVCC) -O3 -std=c++17 $(SM90A_FLAGS) -Ireference/include -Ireference -cubin "$$tmp/h.cu" -o /dev/null 2>&1) || \
 	  { echo "$$out"; echo "check-09: reference/include/ptx_hopper.h does not compile for sm_90a"; exit 1; }; \
 	echo "check-09: the starter, $(if $(filter 1,$(CHECK09_FULL)),steps 1-7 of the solution and its builds,the solution as shipped), its variants (applied) and ptx_hopper.h build for sm_90a"
 # make test-full: every step of the ladder and every build of CHECK09_BUILDS
@@ -110,6 +111,7 @@ emu-09:
 	bash $(HOPPER_VARIANT_SH) $(EMU09_SRC) "$$emu/full.cu" steps-1-4 $(EMU09_VARIANTS) && \
 	python3 tests/emu/prep.py "$$emu/full.cu" > "$$emu/kernel.cu" && \
 	$(EMU_CXX) -std=c++20 $(or $(EMU_OPT),-O1) -w -Wno-psabi -I$(EMU_CUDA_INC) -Itests/hopper_emu -Ireference/include -Ireference $(EMU09_DEFS) \
+	  $(if $(filter 1,$(EMU_QUICK)),-DEMU_QUICK_ONLY) \
 	  -DEMU_SRC="\"$$emu/kernel.cu\"" -DEMU_NAME='"$(EMU09_SRC)"' -x c++ tests/hopper_emu/emu9.cpp \
 	  -o "$$emu/emu9" -lpthread && \
 	"$$emu/emu9" $(EMU_ARG) && EMU_WGMMA=late EMU_TMA=late EMU_SCHED=reverse "$$emu/emu9" $(EMU_ARG)

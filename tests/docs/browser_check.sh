@@ -5,7 +5,8 @@
 # page of a lesson (lessons/NN-*/X.md, e.g. lesson 08's WORKLOG.md) must be among them.
 # Every solution excerpt hidden as the page loads and shown once opened. Writes a screenshot
 # of a lesson page to docs/site/screenshot-lesson.png. First it shows on a deliberately broken
-# page that the check catches each of these. Offline and bounded in time.
+# page that the check catches each of these. Offline and bounded in time. DOCS_SITE_BUILT=1
+# loads the docs/site already there instead of building it (make test-docs, after docs-check).
 # Without pandoc or Chromium it prints SKIP and succeeds, unless DOCS_REQUIRE=1 (CI).
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -40,6 +41,11 @@ for want in 'console.error: selftest error' 'uncaught exception' 'images that di
 done
 echo "ok   a console error, an exception, a missing image, solution code in view and a block without summary are reported"
 
-echo "== docs-browser-check: build the site and load every page"
-bash "$ROOT/docs/build.sh" "$ROOT/docs/site" > "$TMP/build.out" 2>&1 || { cat "$TMP/build.out"; exit 1; }
+if [[ ${DOCS_SITE_BUILT:-0} == 1 ]]; then
+  # make test-docs: docs-check has just built docs/site from this checkout
+  echo "== docs-browser-check: load every page of the site docs-check built"
+else
+  echo "== docs-browser-check: build the site and load every page"
+  bash "$ROOT/docs/build.sh" "$ROOT/docs/site" > "$TMP/build.out" 2>&1 || { cat "$TMP/build.out"; exit 1; }
+fi
 timeout 300 python3 "$ROOT/tests/docs/browser_check.py" "$ROOT/docs/site" "$ROOT/docs/site/screenshot-lesson.png" "$ROOT"
