@@ -33,14 +33,18 @@ check-03-05:
 	  echo "$$out"; exit 1; fi; \
 	echo "check-03-05: lessons 03-05 (starters, solutions) build for sm_75 and sm_90 without warnings or spills"
 
-emu-03-05: build/host/cpu_reference.o
+# The emulator's driver (emu_fp32.cpp) is one object, compiled once for the three kernels.
+EMU0305_CXXFLAGS = -O2 -std=c++20 -Wall -Wno-unknown-pragmas -Itests/fp32_emu -Ireference/include -Ireference
+build/emu0305/emu_fp32.o: tests/fp32_emu/emu_fp32.cpp $(wildcard tests/fp32_emu/*.h) $(HARNESS_H)
+	@mkdir -p build/emu0305
+	$(CXX_0305) $(EMU0305_CXXFLAGS) -c $< -o $@
+emu-03-05: build/host/cpu_reference.o build/emu0305/emu_fp32.o
 	@mkdir -p build/emu0305; \
 	for f in $(if $(EMU_SRC),$(EMU_SRC),$(addprefix solutions/,$(FP32_LESSONS))); do \
 	  n=$$(basename $$(dirname $$f) | cut -c1-2); \
 	  python3 tests/fp32_emu/prep.py $$f build/emu0305/kernel$$n.cpp && \
-	  $(CXX_0305) -O2 -std=c++20 -Wall -Wno-unknown-pragmas -Itests/fp32_emu -Ireference/include -Ireference \
-	    -x c++ build/emu0305/kernel$$n.cpp tests/fp32_emu/emu_fp32.cpp -x none build/host/cpu_reference.o \
-	    -o build/emu0305/emu$$n -lpthread -lm && \
+	  $(CXX_0305) $(EMU0305_CXXFLAGS) -x c++ build/emu0305/kernel$$n.cpp \
+	    -x none build/emu0305/emu_fp32.o build/host/cpu_reference.o -o build/emu0305/emu$$n -lpthread -lm && \
 	  timeout 600 ./build/emu0305/emu$$n || exit 1; \
 	done
 
