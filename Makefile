@@ -81,11 +81,11 @@ build/host $(BUILD):
 	@mkdir -p $@
 
 # A lesson is one source file: .c (CPU, lesson 01) links the C harness with
-# reference/main_cpu.c; .cu links the GPU runner.
+# reference/runner_softmax.c (build/host/runner_softmax.o); .cu links the GPU runner.
 define link_lesson
 	@if [ -z "$(2)" ]; then echo "no source for $(1) (expected lessons/NN-*/*.cu)"; exit 2; fi
 	$(if $(filter %.c,$(2)),\
-	  $(CC) $(CFLAGS) -Ireference/include -Ireference $(2) reference/runner_softmax.c $(HARNESS_C_OBJ) -o $(1) -lm,\
+	  $(CC) $(CFLAGS) -Ireference/include -Ireference $(2) build/host/runner_softmax.o $(HARNESS_C_OBJ) -o $(1) -lm,\
 	  $(call nvcc_with_ptxas_log,$(1),$(2),$(NVCC) $(NVCC_FLAGS) $(call arch_of,$(2)) -Ireference/include -Ireference $(2) $(call runner_obj_of,$(2)) $(HARNESS_C_OBJ) -o $(1) -lgomp))
 endef
 # $(call nvcc_with_ptxas_log,BINARY,SOURCE,COMMAND): run the nvcc COMMAND with -Xptxas -v and keep
@@ -104,7 +104,7 @@ nvcc_with_ptxas_log = @echo '$(3)'; mkdir -p build/ptxas; rm -f build/ptxas/$(1)
 # Binaries depend on the target architecture: changing GPU_ARCH relinks them.
 ARCH_STAMP := build/arch-stamp
 $(shell mkdir -p build; [ "$$(cat $(ARCH_STAMP) 2>/dev/null)" = "$(ARCH_TAG)" ] || echo "$(ARCH_TAG)" > $(ARCH_STAMP))
-deps_of = $(ARCH_STAMP) $(HARNESS_C_OBJ) $(if $(filter %.cu,$(1)),$(call runner_obj_of,$(1)),reference/runner_softmax.c)
+deps_of = $(ARCH_STAMP) $(HARNESS_C_OBJ) $(if $(filter %.cu,$(1)),$(call runner_obj_of,$(1)),build/host/runner_softmax.o)
 .SECONDEXPANSION:
 lesson%: $$(call src_of,lessons,$$*) $$(call deps_of,$$(call src_of,lessons,$$*))
 	$(call link_lesson,$@,$(call src_of,lessons,$*))

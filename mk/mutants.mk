@@ -30,7 +30,7 @@ mutants:
 
 mutants-cpu: mutants-cpu-only mutants-cli
 
-mutants-cpu-only: $(HARNESS_C_OBJ)
+mutants-cpu-only: $(HARNESS_C_OBJ) build/host/runner_softmax.o
 	@$(MUTANTS_ENV) bash tests/mutants/run.sh cpu
 
 mutants-cli: $(addprefix solution,$(SOLUTION_NUMS))
@@ -38,7 +38,7 @@ mutants-cli: $(addprefix solution,$(SOLUTION_NUMS))
 
 mutants-gpu:
 	@nvidia-smi -L >/dev/null 2>&1 || { echo "$(MUTANTS_NO_GPU_MSG)"; exit 4; }
-	@$(MAKE) --no-print-directory -s $(HARNESS_C_OBJ) $(HARNESS_ALL_CU_OBJ)
+	@$(MAKE) --no-print-directory -s $(HARNESS_C_OBJ) build/host/runner_softmax.o $(HARNESS_ALL_CU_OBJ)
 	@$(MUTANTS_ENV) bash tests/mutants/run.sh gpu
 
 mutants-apply:
@@ -47,7 +47,7 @@ mutants-apply:
 mutants-emu:
 	@LESSONS='$(LESSONS)' python3 tests/mutants/run.py emu
 
-mutants-build: $(HARNESS_C_OBJ) $(HARNESS_ALL_CU_OBJ)
+mutants-build: $(HARNESS_C_OBJ) build/host/runner_softmax.o $(HARNESS_ALL_CU_OBJ)
 	@$(MUTANTS_ENV) bash tests/mutants/run.sh build $(if $(MUTANTS_EQUIV),--equiv)
 
 FUZZ_K ?= 500

@@ -159,7 +159,7 @@ def link_cmd(src, out):
     """The Makefile's link_lesson, with the flags make passed in the environment."""
     c_obj = shlex.split(env("HARNESS_C_OBJ"))
     if src.endswith(".c"):
-        return [env("CC", "cc")] + shlex.split(env("CFLAGS")) + ["-Ireference/include", "-Ireference", src, "reference/runner_softmax.c"] + \
+        return [env("CC", "cc")] + shlex.split(env("CFLAGS")) + ["-Ireference/include", "-Ireference", src, "build/host/runner_softmax.o"] + \
             c_obj + ["-o", out, "-lm"]
     text = open(src, errors="replace").read()
     runner = env("HARNESS_BWD_CU_OBJ") if re.search(r"attention_backward *\(", text) else env("HARNESS_CU_OBJ")
