@@ -29,8 +29,15 @@ docs-fence-bodies:
 docs-browser-check:
 	@bash tests/docs/browser_check.sh
 
-# one step of make test: docs-check builds docs/site, then the browser loads that same build
-.PHONY: test-docs
+# two steps of make test, run side by side: docs-check without its self-test builds docs/site,
+# then the browser loads that same build; test-docs-selftest is docs-check's self-test on the
+# fixture trees (it builds no docs/site of its own)
+.PHONY: test-docs test-docs-selftest
 test-docs:
-	@$(MAKE) --no-print-directory docs-check && DOCS_SITE_BUILT=1 $(MAKE) --no-print-directory docs-browser-check
-TEST_STEPS += test-docs
+	@DOCS_SELFTEST=0 $(MAKE) --no-print-directory docs-check && DOCS_SITE_BUILT=1 $(MAKE) --no-print-directory docs-browser-check
+test-docs-selftest:
+	@if ! command -v pandoc >/dev/null || ! command -v python3 >/dev/null; then \
+	  if [ "$${DOCS_REQUIRE:-0}" = 1 ]; then echo "test-docs-selftest: FAIL: pandoc or python3 not installed (DOCS_REQUIRE=1)"; exit 1; fi; \
+	  echo "test-docs-selftest: SKIP: pandoc or python3 not installed (apt-get install pandoc python3)"; exit 0; fi; \
+	bash tests/docs/selftest.sh
+TEST_STEPS += test-docs test-docs-selftest

@@ -15,10 +15,15 @@ if [ -z "$newest" ]; then
     echo "results freshness: no docs/results/<gpu>.csv yet: run 'make results' on a GPU"; exit 1
 fi
 fail=0
-for dir in solutions/[0-9][0-9]-*/; do
-    name=$(basename "$dir")
-    src=$(ls "$dir"*.c "$dir"*.cu 2>/dev/null | head -n1)
-    sha=$(python3 reference/source_hash.py "$src")
+# every solution's source, then their fingerprints in one start of python (in the same order)
+srcs=()
+for dir in solutions/[0-9][0-9]-*/; do srcs+=("$(ls "$dir"*.c "$dir"*.cu 2>/dev/null | head -n1)"); done
+mapfile -t shas < <(python3 reference/source_hash.py "${srcs[@]}")
+[ ${#shas[@]} = ${#srcs[@]} ] || { echo "results freshness: reference/source_hash.py failed"; exit 1; }
+i=0
+for src in "${srcs[@]}"; do
+    name=$(basename "$(dirname "$src")")
+    sha=${shas[$i]}; i=$((i + 1))
     row=$(grep -E "^$name," "$newest" | tail -n1)
     if [ -z "$row" ]; then
         echo "results freshness: $name has no row in $newest: run 'make results' on a GPU"; fail=1

@@ -246,7 +246,9 @@ def main(site, shot, root=None):
                     errors.append(f"{page}: navigation failed: {nav['errorText']}")
                     continue
                 b.wait_event("Page.loadEventFired", PAGE_TIMEOUT)
-                b.drain(0.3)
+                # the site has no scripts: what a page reports (a failed image, a console
+                # message) comes before its load event; a short drain takes what is in flight
+                b.drain(0.1)
                 res = b.call("Runtime.evaluate", {"expression": PROBE, "returnByValue": True}, session=s)
             except TimeoutError:
                 errors.append(f"{page}: did not load within {PAGE_TIMEOUT:.0f} s")
