@@ -10,7 +10,8 @@
 #                     the solution's wrappers are the header's (code, comments aside); the same build
 #                     checks for the solution with each variant (lessons/14-fp8-attention/variants/,
 #                     applied by its variant.sh: transpose-in-kernel, V^T made inside the kernel;
-#                     persistent, at most one block per SM taking several work items).
+#                     persistent, at most one block per SM taking several work items; wide, key tiles
+#                     of 224 keys).
 #                     SKIPs without nvcc
 #   make emu-14       the solution on the CPU Hopper emulator (tests/hopper_emu: wgmma_e4m3.h, the e4m3
 #                     wgmma; emu_host14.h; grade14.py) graded by the real runner: block and per-tensor
