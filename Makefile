@@ -191,8 +191,15 @@ test-toolkit:
 	   echo "test-toolkit: nvcc $(NVCC), CUDA headers in $(CUDA_INC)"; \
 	 else echo "test-toolkit: nvcc ($(NVCC)) is here but its headers are not in $(CUDA_INC): set CUDA_INC=<toolkit>/include"; exit 1; fi
 TEST_STEPS := test-toolkit test-unit test-binaries
-TEST_FULL_STEPS :=
+TEST_FULL_STEPS := check-variant-builds
 TEST_JOBS ?= 2
+# The worklogs' variants (experiments kept as patches and .var files): the check-NN steps of
+# make test show that each still applies to its solution; VARIANT_BUILDS=1 (a check-NN run by
+# hand, and make test-full's check-variant-builds) also compiles each one.
+VARIANT_BUILDS ?= 1
+.PHONY: check-variant-builds
+check-variant-builds:
+	@$(MAKE) --no-print-directory check-07-08 check-11 check-14 VARIANT_BUILDS=1
 
 clean:
 	rm -rf build lesson[0-9]* solution[0-9]* tests/bin
@@ -208,8 +215,8 @@ test-steps: $(foreach t,$(TEST_LONG),$(filter $(t),$(TEST_STEPS))) $(filter-out 
 test-full-steps: $(TEST_FULL_STEPS)
 # test-results last: the other checks run (and report) even while the GPU results are stale
 test:
-	@$(MAKE) --no-print-directory -j$(TEST_JOBS) --output-sync=target test-steps
+	@$(MAKE) --no-print-directory -j$(TEST_JOBS) --output-sync=target test-steps VARIANT_BUILDS=0
 	@$(MAKE) --no-print-directory test-results
 test-full:
-	@$(MAKE) --no-print-directory -j$(TEST_JOBS) --output-sync=target test-steps test-full-steps
+	@$(MAKE) --no-print-directory -j$(TEST_JOBS) --output-sync=target test-steps test-full-steps VARIANT_BUILDS=0
 	@$(MAKE) --no-print-directory test-results
