@@ -16,7 +16,8 @@
 #   make emu-14       the solution on the CPU Hopper emulator (tests/hopper_emu: wgmma_e4m3.h, the e4m3
 #                     wgmma; emu_host14.h; grade14.py) graded by the real runner: block and per-tensor
 #                     scales, --hadamard, --outliers, causal, ragged N; each case twice (operands and
-#                     copies at once, then as late as the rules allow). EMU14_SRC=... another file;
+#                     copies at once, then as late as the rules allow; the quick set's late run: its
+#                     two cases with several key tiles). EMU14_SRC=... another file;
 #                     EMU14_VARIANTS="transpose-in-kernel" with variants; EMU_QUICK=0 more shapes
 #   make emu-lesson14 / emu-solution14   the student's CPU path: your file (or the solution) the same way;
 #                     the starter as shipped says "not implemented" (exit 3)

@@ -39,6 +39,9 @@ FULL = [
     "-b 2 -H 1 -n 129 -d 128 --causal --outliers",
 ]
 MODES = [("", {}), (" (late)", {"EMU_WGMMA": "late", "EMU_TMA": "late"})]
+# Quick (make test): the late run takes these two of CASES (every emulator mutant of lesson 14 is
+# still rejected: make mutants-emu LESSONS=14); make test-full runs every case both ways.
+LATE_QUICK = CASES[:2]
 
 
 def sh(cmd, cwd=ROOT, env=None):
@@ -78,7 +81,8 @@ def main():
     cases = CASES + (FULL if full else [])
     passed = total = 0
     for mode, env in MODES:
-        for k, case in enumerate(cases):
+        # the late run of the quick set: the cases with several key tiles (a ring that turns over)
+        for k, case in enumerate(cases if full or not mode else [c for c in cases if c in LATE_QUICK]):
             e = dict(os.environ, **env)
             rc, text = sh(["./" + os.path.basename(out), "--check-only", "--seed", "1"] + case.split(),
                           cwd=os.path.dirname(out), env=e)
