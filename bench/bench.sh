@@ -190,7 +190,7 @@ csv_row() { # method dtype B H N d causal status ms tflops mem speedup reps swee
 printf '%-28s %-4s %5s %3s %6s %4s %3s %10s %8s %10s %8s\n' method dtype B H N d cau ms "TFLOP/s" "mem MiB" speedup
 show() { # label dtype B H N d causal status ms tflops mem speedup [note]
     local mib="" ms="$9" tf="${10}" sp="${12}"
-    [ -n "${11}" ] && mib=$(awk -v b="${11}" 'BEGIN{printf "%.0f", b/1048576}')
+    [ -n "${11}" ] && mib=$(( (${11} + 524288) / 1048576 ))
     if [ "$8" = ok ]; then
         printf '%-28s %-4s %5s %3s %6s %4s %3s %10.3f %8.1f %10s %8s\n' "$1" "$2" "$3" "$4" "$5" "$6" "$7" "$ms" "$tf" "$mib" "${sp:+${sp}x}"
     else
@@ -206,10 +206,18 @@ run() {
         [ "$label" = standard ] && STD_FIT=1
         return 0
     fi
-    flops=$(awk -v b="$B" -v n="$N" 'BEGIN{printf "%.0f", b*n*n}') # the rest of 4*B*H*N^2*d is fixed per series
-    if [ -n "${LAST[$key]:-}" ]; then
-        pred=$(awk -v l="${LAST[$key]}" -v f="$flops" 'BEGIN{split(l,a," "); printf "%.3f", a[1]*f/a[2]}')
-        if awk -v p="$pred" -v c="$CAP_MS" 'BEGIN{exit !(p>c)}'; then
+    flops=$((B * N * N)) # the rest of 4*B*H*N^2*d is fixed per series
+    # One awk for the numbers of this launch (a process costs more than the arithmetic): the
+    # predicted time from the series' last row (empty without one), whether it is over the cap,
+    # the timed launches (about REP_MS of them in all, between 3 and 30), the warm-up (3, 1 when slow).
+    local over
+    read -r pred over reps warm < <(awk -v l="${LAST[$key]:-}" -v f="$flops" -v c="$CAP_MS" -v b="$REP_MS" 'BEGIN{
+        p = 0; if (l != "") { split(l, a, " "); p = a[1] * f / a[2] }
+        r = p > 0 ? int(b / p) : 10; if (r < 3) r = 3; if (r > 30) r = 30
+        printf "%s %d %d %d\n", (l != "" ? sprintf("%.3f", p) : "-"), (p > c), r, (p > 100 ? 1 : 3) }')
+    [ "$pred" = - ] && pred=""
+    if [ -n "$pred" ]; then
+        if [ "$over" = 1 ]; then
             DEAD[$key]="skipped"
             [ "$label" = standard ] && STD_FIT=1
             note="skipped: one launch predicted at ${pred} ms > ${CAP_MS} ms (BENCH_CAP_MS); larger N skipped too"
@@ -218,15 +226,17 @@ run() {
             return 0
         fi
     fi
-    # Timed launches: about REP_MS of them in all, between 3 and 30; warm-up 3 (1 when slow).
-    reps=$(awk -v p="${pred:-0}" -v b="$REP_MS" 'BEGIN{r = p > 0 ? int(b/p) : 10; if (r<3) r=3; if (r>30) r=30; print r}')
-    warm=$(awk -v p="${pred:-0}" 'BEGIN{print (p > 100 ? 1 : 3)}')
     local args=(--bench-only --csv -b "$B" -H "$H" -n "$N" -d "$d" --dtype "$dt" --reps "$reps" --warmup "$warm" --timeout 120)
     [ "$causal" = 1 ] && args+=(--causal)
     local out rc row
     out=$(timeout 900 "$bin" "${args[@]}" 2>"$ERR/stderr" </dev/null)
     rc=$?
-    row=$(printf '%s\n' "$out" | awk -F, 'NF >= 14 && $2 != "status"' | tail -n1)
+    row="" # the last CSV row of the output (14 fields or more, not the header)
+    local line f
+    while IFS= read -r line; do
+        IFS=, read -ra f <<<"$line"
+        [ "${#f[@]}" -ge 14 ] && [ "${f[1]}" != status ] && row=$line
+    done <<<"$out"
     if [ -n "$row" ] && [ "$rc" = 0 ]; then
         IFS=, read -r _ status _ _ _ _ _ _ _ _ ms tf _ mem _ <<<"$row" # mem: field 14 only (decode columns follow)
         [ "$status" = pass ] && status=ok # bench-only: timed, not graded (grading: make grade)

@@ -28,11 +28,14 @@ check cpu-lesson 2 'lesson 1 has no GPU solution' LESSONS=1 GPU_CHECK_NVIDIA_SMI
 check bad-fuzz-k 2 "FUZZ_K='0' is not valid: expected an integer >= 1" FUZZ_K=0 GPU_CHECK_NVIDIA_SMI=false
 # The sanitize stage's rule (Makefile, sanitize-%): racecheck gates every lesson but the sm_90a
 # ones (mbarriers, which racecheck does not model), where memcheck gates and racecheck reports.
-san() { # NAME TARGET: the recipe make would run, without running it
-    local plan; plan=$(make -n --no-print-directory "$2" 2>&1 | grep compute-sanitizer)
-    shift 2; "$@" <<<"$plan"
+# what make would run for every solution's sanitize target, without running it (one make -n:
+# each start of make reads every mk/*.mk); a solution's lines are those of ./solutionN
+nums=$(ls -d solutions/[0-9][0-9]-*/ | sed -E 's@solutions/0?([0-9]+)-.*@\1@')
+plans=$(make -n --no-print-directory $(for n in $nums; do printf 'sanitize-solution%s ' "$n"; done) 2>&1 | grep compute-sanitizer)
+san() { # NAME TARGET: the recipe lines of solution NAME
+    local n=$1; shift 2; "$@" <<<"$(grep -F -- "./solution$n --check-only" <<<"$plans")"
 }
-for n in $(ls -d solutions/[0-9][0-9]-*/ | sed -E 's@solutions/0?([0-9]+)-.*@\1@'); do
+for n in $nums; do
     src=$(ls solutions/$(printf %02d "$n")-*/*.cu 2>/dev/null | head -n1); [ -n "$src" ] || continue
     if grep -q '^// build: sm_90a' "$src"; then
         if san "$n" "sanitize-solution$n" grep -q 'racecheck .*|| true; echo "racecheck on solution'"$n"': .*not a verdict'; then
