@@ -18,7 +18,7 @@ EMU_BWD_OBJ = $(HOSTSIM_OBJ)
 define EMU_GRADE
 	@if [ ! -f $(CUDA_INC)/cuda_runtime_api.h ]; then echo "$@: SKIP (no CUDA headers: install the CUDA toolkit)"; exit 0; fi; \
 	n=$(1); src=$(call src_of,$(2),$(1)); [ -n "$$src" ] || { echo "$@: no $(2)/$(call pad,$(1))-*/*.cu"; exit 2; }; \
-	$(MAKE) --no-print-directory -s $(EMU_FWD_OBJ) $(EMU_BWD_OBJ) build/host/cpu_reference.o && \
+	$(if $(EMU_OBJS_BUILT),,$(MAKE) --no-print-directory -s $(EMU_FWD_OBJ) $(EMU_BWD_OBJ) build/host/cpu_reference.o &&) \
 	EMU_FWD_OBJ='$(EMU_FWD_OBJ)' EMU_BWD_OBJ='$(EMU_BWD_OBJ)' EMU_CXX='$(EMU_CXX)' EMU_OPT='$(EMU_OPT)' CUDA_INC='$(CUDA_INC)' \
 	  MAKE='$(MAKE)' python3 tests/emu/grade.py $(1) $$src $(3)
 endef
@@ -38,12 +38,12 @@ EMU_STARTER_NUMS := $(EMU_GRADE_NUMS) 14
 .PHONY: emu-starters emu-solutions
 emu-starters: $$(if $$(HOSTSIM_HAVE_CUDA),$$(EMU_FWD_OBJ) $$(EMU_BWD_OBJ) build/host/cpu_reference.o)
 	@for n in $(EMU_STARTER_NUMS); do \
-	  out=$$($(MAKE) --no-print-directory emu-lesson$$n EMU_OPT=-O0 2>&1); rc=$$?; \
+	  out=$$($(MAKE) --no-print-directory emu-lesson$$n EMU_OPT=-O0 EMU_OBJS_BUILT=1 2>&1); rc=$$?; \
 	  if echo "$$out" | grep -q 'SKIP (no CUDA headers'; then echo "emu-starters: SKIP (no CUDA headers)"; exit 0; fi; \
 	  if ! echo "$$out" | grep -q '^NOT IMPLEMENTED' || echo "$$out" | grep -qE 'Error 1|Error 2|EMU ERROR|Segmentation'; then \
 	    echo "$$out"; echo "emu-starters: make emu-lesson$$n does not say 'not implemented' for the starter as shipped"; exit 1; fi; \
 	done; echo "emu-starters: make emu-lessonN says 'not implemented' (the runner's exit 3) for every starter as shipped ($(EMU_STARTER_NUMS))"; \
-	$(MAKE) --no-print-directory emu-solution2
+	$(MAKE) --no-print-directory emu-solution2 EMU_OBJS_BUILT=1
 emu-solutions:
 	@for n in $(EMU_GRADE_NUMS); do $(MAKE) --no-print-directory emu-solution$$n || exit 1; done
 TEST_STEPS += emu-starters
