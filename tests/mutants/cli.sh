@@ -3,8 +3,9 @@
 # command lines with exit status 2 and a message naming the option and what it accepts:
 # negative, zero, huge and non-numeric values and unknown options (on one binary per kind of
 # runner: they share that code), and on every binary what its lesson does not support (head
-# dims, dtypes, --causal before lesson 05), checked against the list the binary itself prints. Runs without a GPU: the command line is checked before the GPU is
-# touched. Values a lesson accepts then run one tiny shape: exit 0 on a GPU, 4 without one.
+# dims, dtypes, --causal before lesson 05), checked against the list the binary itself prints.
+# Runs without a GPU: the command line is checked before the GPU is touched. Values a lesson
+# accepts then run one tiny shape: exit 0 on a GPU, 4 without one.
 # With a GPU it also asks for a shape far beyond device memory: that must be exit 7 (OOM).
 set -u
 cd "$(dirname "$0")/../.."
