@@ -7,7 +7,9 @@
 #                     one fiber per CUDA thread (tests/emu/core.h); checks O and L against float64 for
 #                     ragged N, causal, x30 logits, fp16 and bf16, counts ldmatrix bank
 #                     conflicts, and runs 08 twice (cp.async landing at issue, and at the
-#                     wait that retires it, the threads then scheduled in reverse order); in both runs, shadow state per 16-byte chunk
+#                     wait that retires it, the threads then scheduled in reverse order; in the
+#                     quick set this second run takes N = 250, the most tiles in flight, and
+#                     make test-full's emu-full-08 every case); in both runs, shadow state per 16-byte chunk
 #                     reports any cp.async hazard (ldmatrix of a chunk before the retiring
 #                     wait_group + __syncthreads, a refill of a chunk another warp read since
 #                     the last __syncthreads), whatever the threads' interleaving.

@@ -32,9 +32,12 @@ static int sweep(bool quick) {
         for (int N : Ns) {
             if (quick && N != 100 && N != 250) continue;
             if (N > 200 && D == 128 && !quick) continue;
+            // the late pass of the quick set: N = 250 only, the most key tiles in flight
+            // (make test-full runs every case both ways)
+            if (quick && emu_cpasync_late && N != 250) continue;
             fails += run<__half, D, BR, BC, W, S, QR>("fp16", 1, 1, N, causal, (N % 2) ? 30.f : 1.f, 3 + N);
         }
-    fails += run<__nv_bfloat16, D, BR, BC, W, S, QR>("bf16", 1, 2, 77, 1, 1.f, 5);
+    if (!(quick && emu_cpasync_late)) fails += run<__nv_bfloat16, D, BR, BC, W, S, QR>("bf16", 1, 2, 77, 1, 1.f, 5);
     return fails;
 }
 
