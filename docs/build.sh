@@ -8,7 +8,8 @@
 #                     a page of that lesson, linked from its page, not in the top navigation
 #   results.html      from docs/results.md + docs/results/*.csv (+ charts)
 # Filters (docs/filters/): include.lua pulls code from the real files, site.lua
-# sets titles, navigation and rewrites links, results.lua fills the results page.
+# sets titles, navigation, rewrites links and names code blocks' languages for the
+# highlighter (sh as bash, text unhighlighted), results.lua fills the results page.
 # Everything is local: math is MathML, CSS is one file, no scripts, no network.
 #
 # Environment: DOCS_ROOT (repository to build, default: the one holding this

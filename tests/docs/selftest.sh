@@ -45,6 +45,10 @@ page=$t/docs/site/01-first.html
 grep -q 'class="sourceCode cuda"' "$page" && grep -q 'fmaxf' "$page" \
   && ! grep -q 'region update' "$page" && ! grep -q '(shown on the course site)' "$page" \
   || { echo "FAIL good: the included region is missing, unhighlighted, has its markers or its GitHub line"; fails=$((fails + 1)); }
+# A sh block highlighted as bash; a text block plain, escaped as pandoc escapes code.
+grep -qF '<pre class="sourceCode bash"><code class="sourceCode bash">' "$page" \
+  && grep -qF '<pre class="text"><code>pass  fp16 &lt;N=77&gt; &amp; &quot;d=64&quot; &#39;ok&#39;</code></pre>' "$page" \
+  || { echo "FAIL good: the sh block is not highlighted as bash, or the text block is not a plain escaped <pre>"; fails=$((fails + 1)); }
 # Solutions collapsed under "Show the solution's code" with file and region; the starter's
 # given code in view; the hint a collapsed details.hint.
 grep -qF '<summary>Show the solution'"'"'s code <span class="excerpt-source"><code>solutions/02-second/second.cu</code> · update</span></summary>' "$page" \
