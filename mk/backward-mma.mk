@@ -11,7 +11,7 @@
 #                   and not, x30 logits, fp16 and bf16, d = 64 and 128; bank conflicts of
 #                   ldmatrix and st.shared, cp.async and shared-store hazards, writes outside
 #                   any buffer; run twice (cp.async landing at issue, and at the wait that
-#                   retires it). The solution's two configurations (EMU_QUICK=0, in make
+#                   retires it: N = 130 alone in the quick set). The solution's two configurations (EMU_QUICK=0, in make
 #                   test-full: more shapes, then the options variant's other tiles and options,
 #                   eleven, several minutes).
 #                   EMU11_SRC=lessons/11-backward-tensor-cores/backward.cu runs your kernel

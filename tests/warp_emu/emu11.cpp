@@ -159,9 +159,14 @@ static int sweep(bool quick) {
     const int full_ns[] = {1, 5, 64, 65, 77, 128, 130, 200, 257};
     const int *ns = quick ? quick_ns : full_ns;
     const int nn = quick ? 3 : 9;
+    // the late pass of the quick set (copies landing at the retiring wait): N = 130 only, the
+    // shape with the most K/V and query tiles (make test-full runs every shape both ways)
+    const bool late_quick = quick && emu_cpasync_late;
     for (int causal = 0; causal <= 1; ++causal)
         for (int k = 0; k < nn; ++k)
-            fails += run<__half, Cfg>("fp16", 1, 1, ns[k], causal, (ns[k] % 2) ? 30.f : 1.f, 11 + ns[k]);
+            if (!late_quick || ns[k] == 130)
+                fails += run<__half, Cfg>("fp16", 1, 1, ns[k], causal, (ns[k] % 2) ? 30.f : 1.f, 11 + ns[k]);
+    if (late_quick) return fails;
     fails += run<__nv_bfloat16, Cfg>("bf16", 1, 2, 77, 1, 1.f, 5);
     fails += run<__nv_bfloat16, Cfg>("bf16", 2, 1, 130, 0, 30.f, 6);
     return fails;
