@@ -102,8 +102,10 @@ ring-hostrun:
 	echo "ring-hostrun: $(or $(RING_LOGIC_SRC),$(RING_SOL)) runs right on the CPU ($$( [ -n "$(NCCL_ROOT)" ] && echo fake NCCL || echo virtual ring))"
 # Both transports of send_recv where nccl.h is found (fake NCCL, then the virtual ring's copies),
 # else the virtual ring alone: $(call ring_hostrun_all,SRC) (empty SRC: the solution).
+# The second make (no NCCL_ROOT, so RING=virtual) keeps a stamp of its own: writing the build's
+# would mark ./lesson15 and ./solution15 out of date, and the next make would build them again.
 ring_hostrun_all = $(MAKE) --no-print-directory ring-hostrun RING_LOGIC_SRC=$(1)$(if $(NCCL_ROOT), && \
-  $(MAKE) --no-print-directory ring-hostrun RING_LOGIC_SRC=$(1) NCCL_ROOT=)
+  $(MAKE) --no-print-directory ring-hostrun RING_LOGIC_SRC=$(1) NCCL_ROOT= RING_STAMP=build/ring-stamp-hostrun)
 # The student's CPU path: your file (emu-lesson15) or the solution (emu-solution15) on the fake runtime.
 emu-lesson15:
 	@$(call ring_hostrun_all,$(RING_STARTER))
