@@ -3,7 +3,8 @@
 #   make docs                 render docs/site/ from docs/*.md and lessons/NN-*/*.md;
 #                             open docs/site/index.html (works offline, from file://)
 #   make docs-texts           check the lesson texts alone, no build (tests/docs/check_texts.py):
-#                             no issue or commit named, include fence bodies, words per lesson
+#                             no issue or commit named, include fence bodies, words per lesson,
+#                             code blocks' languages
 #   make docs-check           docs-texts, then build the site and check it: a page per lesson,
 #                             internal links and anchors, includes resolved, solution excerpts
 #                             collapsed, math is MathML; plus a self-test on fixtures

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # tests/docs/check_site.sh: check the lesson texts (check_texts.py: no issue or commit
 # named, every include fence's body names its file and region, each lesson's student path
-# under 5,000 words of prose, a worklog linked), build the course site from this checkout
+# under 5,000 words of prose, a worklog linked, every code block in a language the
+# highlighter knows), build the course site from this checkout
 # (docs/build.sh -> docs/site/) and check it (check_site.py: every lesson has a page, no
 # broken internal link or anchor, no unresolved include, every solution excerpt collapsed,
 # all math is MathML, offline, one stylesheet, previous/next). Then selftest.sh proves on

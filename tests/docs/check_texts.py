@@ -18,6 +18,11 @@ Fails (exit 1, one line per problem, FILE:LINE first) on:
       `code span` counts as one word. Counted on pandoc's reading of the page (pandoc -t
       json); every lesson's count is printed. Without pandoc this part is skipped.
   (e) a lesson with a WORKLOG.md whose README.md does not link to it.
+  (f) a code block whose language the site's highlighter does not know (pandoc
+      --list-highlight-languages, plus cuda, docs/syntax/cuda.xml, and the names
+      docs/filters/site.lua handles itself: sh, shell, text): pandoc would look such a name
+      up by file extension, which loads every syntax it has (about 0.5 s per page), and
+      leave the block unhighlighted. Without pandoc this part is skipped.
 ROOT may also be a fixture tree (tests/docs/selftest.sh). Standard library only (+ pandoc).
 """
 import glob
@@ -162,6 +167,39 @@ def words_of(paths, pandoc):
     return count_words(json.loads(out)["blocks"])
 
 
+# (f) the languages a code block may name: pandoc's own, ours (docs/syntax/cuda.xml), and those
+# docs/filters/site.lua renames or writes plain before the highlighter sees them
+SITE_LANGUAGES = {"cuda", "sh", "shell", "text"}
+FENCE_OPEN = re.compile(r"^ {0,3}(`{3,}|~{3,})\s*(.*)$")
+
+
+def fence_languages(text):
+    """[(line, language)] of the code blocks of a page that name one (first word, or first .class)."""
+    out, fence = [], None
+    for k, line in enumerate(text.splitlines(), 1):
+        m = FENCE_OPEN.match(line)
+        if fence:
+            if m and m.group(1)[0] == fence[0] and len(m.group(1)) >= len(fence) and not m.group(2).strip():
+                fence = None
+            continue
+        if not m or (m.group(1)[0] == "`" and "`" in m.group(2)):
+            continue
+        fence, info = m.group(1), m.group(2).strip()
+        if info.startswith("{"):
+            cls = re.search(r"(?:^|\s|\{)\.([A-Za-z0-9_+-]+)", info)
+            lang = cls.group(1) if cls else ""
+        else:
+            lang = info.split()[0] if info else ""
+        if lang:
+            out.append((k, lang))
+    return out
+
+
+def known_languages(pandoc):
+    out = subprocess.run([pandoc, "--list-highlight-languages"], capture_output=True, text=True, check=True).stdout
+    return {l.strip().lower() for l in out.splitlines() if l.strip()} | SITE_LANGUAGES
+
+
 def is_worklog(md):
     return os.path.basename(md).upper().startswith("WORKLOG")
 
@@ -171,6 +209,7 @@ def main(root):
     lessons = sorted(d for d in glob.glob(os.path.join(root, "lessons", "[0-9][0-9]-*")) if os.path.isdir(d))
     pandoc = shutil.which(os.environ.get("PANDOC", "pandoc"))
     counts = []
+    languages = known_languages(pandoc) if pandoc else None
     for d in lessons:
         name = os.path.basename(d)
         pages = sorted(glob.glob(os.path.join(d, "*.md")))
@@ -186,6 +225,11 @@ def main(root):
                     errors.append(f"{rel}:{f['start']}: include fence {f['include']}"
                                   f"{' region ' + f['region'] if f['region'] else ''}: {problem}"
                                   f" (fix: python3 tests/docs/fence_bodies.py --fix {rel})")
+            for line, lang in fence_languages(text) if languages else []:                # (f)
+                if lang.lower() not in languages:
+                    errors.append(f"{rel}:{line}: a code block in '{lang}', a language the site's "
+                                  f"highlighter does not know (name one of pandoc --list-highlight-languages, "
+                                  f"or cuda, sh, text)")
         if pandoc:                                                                 # (d)
             words = words_of([p for p in pages if not is_worklog(p)], pandoc)
             counts.append((name, words, [os.path.basename(p) for p in pages if not is_worklog(p)]))

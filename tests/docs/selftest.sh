@@ -245,6 +245,16 @@ tree text-empty-body >/dev/null
 lesson text-empty-body '```{.cuda include="solutions/02-second/second.cu" region="update"}
 ```'
 texts text-empty-body fail 'lessons/01-first/README.md:[0-9]+: include fence solutions/02-second/second.cu region update: empty body.*--fix lessons/01-first/README.md'
+tree unknown-language >/dev/null
+lesson unknown-language '```console
+$ make lesson1
+```
+
+```{.plain}
+output
+```'
+texts unknown-language fail "lessons/01-first/README.md:[0-9]+: a code block in 'console', a language the site's highlighter does not know"
+texts unknown-language fail "lessons/01-first/README.md:[0-9]+: a code block in 'plain'"
 
 # Word counts: prose over 5,000 words fails; code, math and the worklog do not count.
 words() { python3 -c "import sys; print(' '.join(['word'] * int(sys.argv[1])))" "$1"; }
