@@ -170,28 +170,20 @@ def words_of(paths, pandoc):
 # (f) the languages a code block may name: pandoc's own, ours (docs/syntax/cuda.xml), and those
 # docs/filters/site.lua renames or writes plain before the highlighter sees them
 SITE_LANGUAGES = {"cuda", "sh", "shell", "text"}
-FENCE_OPEN = re.compile(r"^ {0,3}(`{3,}|~{3,})\s*(.*)$")
 
 
 def fence_languages(text):
     """[(line, language)] of the code blocks of a page that name one (first word, or first .class)."""
-    out, fence = [], None
-    for k, line in enumerate(text.splitlines(), 1):
-        m = FENCE_OPEN.match(line)
-        if fence:
-            if m and m.group(1)[0] == fence[0] and len(m.group(1)) >= len(fence) and not m.group(2).strip():
-                fence = None
-            continue
-        if not m or (m.group(1)[0] == "`" and "`" in m.group(2)):
-            continue
-        fence, info = m.group(1), m.group(2).strip()
+    out = []
+    for f in fence_bodies.fences(text):
+        info = f["info"]
         if info.startswith("{"):
-            cls = re.search(r"(?:^|\s|\{)\.([A-Za-z0-9_+-]+)", info)
+            cls = re.search(r"(?:^|[\s{])\.([\w+-]+)", info)
             lang = cls.group(1) if cls else ""
         else:
             lang = info.split()[0] if info else ""
         if lang:
-            out.append((k, lang))
+            out.append((f["start"], lang))
     return out
 
 
