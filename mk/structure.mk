@@ -16,3 +16,18 @@ test-source-hash:
 	@bash tests/source_hash_selftest.sh
 
 TEST_STEPS += test-source-hash
+
+# Starters are made from their solutions (reference/tools/starters.py: the solution marks each
+# TODO's answer and carries the starter's lines as "//| " comments).
+#   make starters          write every lessons/NN-*/<file> from solutions/NN-*/<file>; a starter
+#                          edited by hand since it was last made is kept and named (FORCE=1
+#                          overwrites it)
+#   make check-starters    (in make test) every committed starter is what its solution makes;
+#                          then the generator's self-test
+.PHONY: starters check-starters
+starters:
+	@python3 reference/tools/starters.py --write $(if $(filter 1,$(FORCE)),--force)
+check-starters:
+	@python3 reference/tools/starters.py --check && python3 tests/starters_selftest.py
+
+TEST_STEPS += check-starters

@@ -6,7 +6,7 @@
     (each lesson's worklog says how to rerun them);
   - a __global__ function (starter or solution) is longer than 200 lines: a kernel body hands
     out phases, each a device function of its own;
-  - a solution file is longer than 850 lines;
+  - a solution file is longer than 850 lines (the starter generator's markup aside);
   - a PTX wrapper is defined outside its header in reference/include/ and the lesson that teaches
     it (HEADERS below), or the teaching lesson's solution defines it differently from the header
     (compared token by token, comments and spacing aside): one definition, no drifting copies;
@@ -24,6 +24,7 @@ import tempfile
 
 MAX_KERNEL_LINES = 200
 MAX_SOLUTION_LINES = 850
+STARTER_MARKUP = re.compile(r"^\s*//(\||\s*(TODO\(\w+\)|solution) (begin|end)\b)")
 # header in reference/include -> the lesson (folder number) that teaches its wrappers, or None
 # when no lesson writes them (they are given wherever they are used)
 HEADERS = {"ptx_mma.h": "07", "ptx_cp_async.h": "08", "ptx_hopper.h": "09", "ptx_hopper_bwd.h": "13",
@@ -110,7 +111,8 @@ def check(root):
         code = strip_comments(text)
         is_solution = "/solutions/" in path.replace(os.sep, "/")
         lesson = os.path.basename(os.path.dirname(path))[:2]
-        nlines = text.count("\n") + (0 if text.endswith("\n") else 1)
+        # the starter generator's markup (reference/tools/starters.py) is not the solution's code
+        nlines = sum(1 for l in text.split("\n") if not STARTER_MARKUP.match(l)) - (1 if text.endswith("\n") else 0)
         if is_solution and nlines > MAX_SOLUTION_LINES:
             errors.append("%s: %d lines; a solution holds one design in at most %d (experiments go to the "
                           "lesson's worklog as variant builds)" % (rel(path), nlines, MAX_SOLUTION_LINES))
@@ -119,9 +121,11 @@ def check(root):
                 errors.append("%s:%d: getenv in a solution: an experiment's switch belongs in a variant build "
                               "(see the lesson's worklog), not in the design the lesson teaches"
                               % (rel(path), line_of(code, m.start())))
+        markup = {k for k, l in enumerate(text.split("\n"), 1) if STARTER_MARKUP.match(l)}
         taught_here = {h for h, t in HEADERS.items() if t == lesson}
         for name, s, e, is_global, ls in functions(code):
-            n = line_of(code, e) - line_of(code, s) + 1
+            first, last = line_of(code, s), line_of(code, e)
+            n = last - first + 1 - sum(1 for k in markup if first <= k <= last)
             if is_global and n > MAX_KERNEL_LINES:
                 errors.append("%s:%d: __global__ %s is %d lines (at most %d: its body hands out phases, each a "
                               "device function)" % (rel(path), line_of(code, s), name, n, MAX_KERNEL_LINES))

@@ -82,10 +82,17 @@ local function extract(lines, path, region)
   return out
 end
 
+-- The starter generator's markup in a solution (reference/tools/starters.py): "// TODO(k) begin",
+-- "// solution end", and the starter's own lines, "//| ...". The site shows the solution's code.
+local function starter_markup(line)
+  return line:match('^%s*//|') or line:match('^%s*//%s*TODO%(%w+%) begin') or line:match('^%s*//%s*TODO%(%w+%) end')
+    or line:match('^%s*//%s*solution begin') or line:match('^%s*//%s*solution end')
+end
+
 local function tidy(lines)
   local out = {}
   for _, line in ipairs(lines) do
-    if not marker(line) then out[#out + 1] = (line:gsub('%s+$', '')) end
+    if not marker(line) and not starter_markup(line) then out[#out + 1] = (line:gsub('%s+$', '')) end
   end
   while #out > 0 and out[1] == '' do table.remove(out, 1) end
   while #out > 0 and out[#out] == '' do table.remove(out) end

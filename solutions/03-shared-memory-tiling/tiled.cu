@@ -1,4 +1,8 @@
+//| /* Lesson 03: FlashAttention tiling with shared memory, fp32.
+//|  * Build and grade: make lesson3 && ./lesson3      (the lesson text: README.md here)
+// solution begin
 /* Lesson 03 (solution): FlashAttention tiling with shared memory, fp32.
+// solution end
  *
  * Source: FlashAttention-2 (Dao, 2023), Algorithm 1 (forward pass), lines 3-16.
  *
@@ -30,6 +34,9 @@
 const lesson_info LESSON = {3, "03-shared-memory-tiling",
                             "shared-memory tiling: one block per Br query rows",
                             DTYPE_BIT(DTYPE_FP32), 0, {64, 128, 0}};
+//|
+//| /* TODO(0): set to 0 when you have written TODO(1)..TODO(5); the grader then grades you. */
+//| #define STARTER_NOT_DONE 1
 
 // [region tiles]
 constexpr int Br = 32;                // query rows per block (one tile Q_i)
@@ -71,12 +78,15 @@ constexpr int MIN_BLOCKS = 4;
  * coalesced). Rows >= N are written as zeros: the input buffers are surrounded by NaN
  * guards, and a NaN in V times a probability of 0 would still be NaN.
  * Preconditions: src 16-byte aligned, D a multiple of 4. */
+// solution begin
 // [region load-rows]
+// solution end
 template <int D, int ROWS>
 __device__ __forceinline__ void load_rows(float (*dst)[D + PAD], const float *__restrict__ src,
                                           int row0, int N) {
     constexpr int VEC_PER_ROW = D / 4;
     static_assert(ROWS * VEC_PER_ROW % THREADS == 0, "tile must split evenly over the block");
+    // TODO(1) begin
 #pragma unroll
     for (int it = 0; it < ROWS * VEC_PER_ROW / THREADS; ++it) {
         const int v = it * THREADS + threadIdx.x;
@@ -85,8 +95,16 @@ __device__ __forceinline__ void load_rows(float (*dst)[D + PAD], const float *__
         if (row0 + r < N) x = *reinterpret_cast<const float4 *>(src + (size_t)(row0 + r) * D + c);
         *reinterpret_cast<float4 *>(&dst[r][c]) = x;
     }
+    // TODO(1) end
+    //| /* TODO(1): copy rows row0 .. row0 + ROWS - 1 of src ([N, D] row-major) into dst, all
+    //|  * THREADS threads together, 16 bytes (one float4) per thread and step, consecutive
+    //|  * threads on consecutive pieces so that a warp reads whole lines. Rows >= N become zeros
+    //|  * and are never read (the inputs are surrounded by NaN). README: "Coalesced loads". */
+    //| (void)dst; (void)src; (void)row0; (void)N;  // (delete when done)
 }
+// solution begin
 // [end load-rows]
+// solution end
 
 /* acc + a * b, component by component. A dot product accumulated this way keeps four
  * running sums (one per float4 component, each over every 4th column of d) that are added
@@ -113,6 +131,7 @@ flash_tiled_kernel(const float *__restrict__ Q, const float *__restrict__ K,
     extern __shared__ float4 smem_raw[];  // float4: the tile struct starts 16-byte aligned
     SharedTiles<D> &sm = *reinterpret_cast<SharedTiles<D> *>(smem_raw);
     const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+    //| constexpr int RPW = Br / WARPS;  // rows per warp in the S and PV phases (warp + WARPS * i)
     const int row0 = blockIdx.x * Br;                                  // first row of Q_i
     const size_t head = (size_t)blockIdx.z * gridDim.y + blockIdx.y;  // b * H + h
     const float *Qh = Q + head * N * D, *Kh = K + head * N * D, *Vh = V + head * N * D;
@@ -126,7 +145,9 @@ flash_tiled_kernel(const float *__restrict__ Q, const float *__restrict__ K,
     }
 
     const int Tc = (N + Bc - 1) / Bc;
+    // solution begin
     // [region loop]
+    // solution end
     for (int j = 0; j < Tc; ++j) {  // Algorithm 1, line 6
         const int key0 = j * Bc;
         // Barrier 1: every warp has finished reading K_j-1, V_j-1 and P of the previous
@@ -137,6 +158,7 @@ flash_tiled_kernel(const float *__restrict__ Q, const float *__restrict__ K,
         // Barrier 2: the whole K_j, V_j tile is in shared memory before anyone reads it.
         __syncthreads();
 
+        // TODO(2) begin
         // [region scores]
         // Line 8: S = Q_i K_j^T (base-2 units). Warp w computes rows w + 8*i, lane = key.
         // K[lane][..] with a 4-float pad: conflict-free; Q[row][..] is one broadcast.
@@ -160,16 +182,27 @@ flash_tiled_kernel(const float *__restrict__ Q, const float *__restrict__ K,
                 sm.S[warp + WARPS * i][lane] = valid ? sum4(acc[i]) * scale_log2 : -INFINITY;
         }
         // [end scores]
+        // TODO(2) end
+        //| /* TODO(2): line 8, the Br x Bc scores S = Q_i K_j^T in base-2 units (times scale_log2),
+        //|  * into sm.S, from sm.Q and sm.K. This warp computes rows warp + WARPS * i (i < RPW),
+        //|  * this lane the score of key key0 + lane; keys >= N score -INFINITY. Keep four partial
+        //|  * sums per dot product (fma4, sum4), and no register spill: make ptxas-lesson3 must say
+        //|  * 0 bytes. README: "How the block does it", "Four partial sums per dot product",
+        //|  * "Registers, unrolling and spills". */
         // Barrier 3: the softmax threads of a row are not the threads that wrote it.
         __syncthreads();
 
+        //| // Line 9, the online softmax, THREADS / Br = 8 neighbouring lanes per row.
+        // solution begin
         // [region online-softmax]
         // Line 9: m_new = max(m, rowmax(S)); P = exp2(S - m_new); l = alpha*l + rowsum(P),
         // alpha = exp2(m - m_new). THREADS / Br = 8 neighbouring lanes share a row, 4 keys each.
+        // solution end
         {
             constexpr int TPR = THREADS / Br;  // threads per row
             static_assert(Bc == 4 * TPR, "one float4 of scores per thread");
             const int r = tid / TPR, part = tid % TPR;
+            // TODO(3) begin
             float4 s = *reinterpret_cast<const float4 *>(&sm.S[r][4 * part]);
             const float m_old = sm.m[r], l_old = sm.l[r];
             float mx = fmaxf(fmaxf(s.x, s.y), fmaxf(s.z, s.w));
@@ -196,15 +229,27 @@ flash_tiled_kernel(const float *__restrict__ Q, const float *__restrict__ K,
                 sm.m[r] = m_new;
                 sm.l[r] = alpha * l_old + sum;
             }
+            // TODO(3) end
+            //| /* TODO(3): update row r with this thread's 4 scores sm.S[r][4 * part ..]: the row max
+            //|  * over the row's 8 lanes, P = exp2(S - m_new) written over S, the row sum, and the
+            //|  * row's new alpha, m, l, written by one lane once all 8 have read the old m and l.
+            //|  * README: "The softmax phase: 8 lanes per row", "Every barrier, and why". */
+            //| (void)r; (void)part;  // (delete when done)
         }
+        // solution begin
         // [end online-softmax]
+        // solution end
         // Barrier 4: P and alpha of a row come from other warps than the ones that use them.
         __syncthreads();
 
+        //| // Line 10: O_i = diag(alpha) O_i + P V_j.
+        // solution begin
         // [region pv]
         // Line 10: O_i = diag(alpha) O_i + P V_j. Warp w owns rows w + 8*i; lane owns columns
         // lane + 32*c. P[row][k..k+3] is a broadcast, V[k][lane] is conflict-free.
+        // solution end
         {
+            // TODO(4) begin
             constexpr int RPW = Br / WARPS;  // rows per warp
             constexpr int CPT = D / 32;      // columns per thread
             float o[RPW][CPT];
@@ -238,13 +283,26 @@ flash_tiled_kernel(const float *__restrict__ Q, const float *__restrict__ K,
             for (int i = 0; i < RPW; ++i)
 #pragma unroll
                 for (int c = 0; c < CPT; ++c) sm.O[warp + WARPS * i][lane + 32 * c] = o[i][c];
+            // TODO(4) end
+            //| constexpr int CPT = D / 32;  // columns per thread
+            //| /* TODO(4): O_i = diag(alpha) O_i + P V_j for this thread's RPW rows (warp + WARPS * i)
+            //|  * and CPT columns (lane + 32 * c), from sm.O, sm.alpha, sm.S (now P) and sm.V,
+            //|  * through registers, then back to sm.O. Load each V[k][col] once and use it for all
+            //|  * of the thread's rows; read P four keys at a time; no register spill.
+            //|  * README: "The PV phase: reuse in registers". */
+            //| static_assert(RPW * WARPS == Br && CPT * 32 == D, "rows and columns split evenly");
         }
+        // solution begin
         // [end pv]
+        // solution end
     }
+    // solution begin
     // [end loop]
+    // solution end
     // Barrier 5: the epilogue reads O_i and l with a different thread mapping.
     __syncthreads();
 
+    // TODO(5) begin
     // [region epilogue]
     // Lines 12-15: O_i = diag(l)^-1 O_i, L_i = m + log(l) in natural log, one write each.
     // l >= 1 for every row: the row's max key contributes exp2(0) = 1.
@@ -259,6 +317,11 @@ flash_tiled_kernel(const float *__restrict__ Q, const float *__restrict__ K,
     for (int r = tid; r < Br; r += THREADS)
         if (row0 + r < N) L[head * N + row0 + r] = sm.m[r] * LN2 + logf(sm.l[r]);
     // [end epilogue]
+    // TODO(5) end
+    //| /* TODO(5): lines 12-15, one write each: the rows of O_i below N divided by their l, with
+    //|  * coalesced float4 stores at this head's slice of O; and L of those rows in natural-log
+    //|  * units (m is in base 2). README: "One tile at a time", "Coalesced loads". */
+    //| (void)O; (void)L; (void)lane; (void)warp; (void)scale_log2; (void)LN2;  // (delete when done)
 }
 
 /* Opts the kernel in to more than 48 KB of dynamic shared memory when it needs it (d = 128:
@@ -278,6 +341,7 @@ static int launch(const attn_args *a) {
 }
 
 int attention_forward(const attn_args *a) {
+    //| if (STARTER_NOT_DONE) return ATTN_NOT_IMPLEMENTED;
     if (a->dtype != DTYPE_FP32 || a->causal) return ATTN_UNSUPPORTED;
     if (a->d == 64) return launch<64>(a);
     if (a->d == 128) return launch<128>(a);

@@ -1,4 +1,8 @@
+//| /* Lesson 04: FlashAttention with the outputs held in registers, fp32.
+//|  * Build and grade: make lesson4 && ./lesson4      (the lesson text: README.md here)
+// solution begin
 /* Lesson 04 (solution): FlashAttention with the outputs held in registers, fp32.
+// solution end
  *
  * Source: FlashAttention-2 (Dao, 2023), Algorithm 1 (forward pass), lines 3-16, with the
  * work split of its section 3.3: each warp owns a slice of the query rows from start to
@@ -70,6 +74,9 @@ struct SharedTiles {
 // [end tiles]
 
 constexpr float LN2 = 0.693147180559945309f;
+//|
+//| /* TODO(0): set to 0 when you have written TODO(1)..TODO(5); the grader then grades you. */
+//| #define STARTER_NOT_DONE 1
 
 /* Copies rows [row0, row0 + ROWS) of one [N, D] row-major fp32 matrix into a shared tile
  * with row pitch PITCH floats, all THREADS threads cooperating, 16 bytes per thread and
@@ -162,6 +169,7 @@ flash_registers_kernel(const float *__restrict__ Q, const float *__restrict__ K,
         // Barrier 2: K_j, V_j (and on j = 0, Q_i) are complete.
         __syncthreads();
 
+        // TODO(1) begin
         // [region scores]
         // Line 8: this thread's 4 x SPT block of S = Q_i K_j^T, in registers. Per 4 columns
         // of d: 4 float4 reads of Q, SPT float4 reads of K, 16 * SPT multiply-adds.
@@ -190,6 +198,15 @@ flash_registers_kernel(const float *__restrict__ Q, const float *__restrict__ K,
 #pragma unroll
             for (int c = 0; c < SPT; ++c) s[i][c] = sum4(acc[i][c]) * scale_log2;
         // [end scores]
+        // TODO(1) end
+        //| // Line 8: this thread's 4 x SPT block of S = Q_i K_j^T, in registers.
+        //| float s[TR][SPT] = {};
+        //| /* TODO(1): the scores of this thread's TR rows (my_row(i)) against its SPT keys
+        //|  * (t + GLANES * c) of the tile, in base-2 units (times scale_log2), into s[i][c], from
+        //|  * sm.Q and sm.K. Four partial sums per dot product (fma4, sum4); every loaded float4
+        //|  * used for all the multiply-adds that need it; every array index a compile-time
+        //|  * constant and no spill (make ptxas-lesson4). README: "Register blocking: why this is
+        //|  * faster". */
         // [region mask]
         // Keys past the end of the sequence get a score of -inf. Only the last tile can
         // hold such keys; the test is the same for every thread, so the branch is free.
@@ -202,11 +219,14 @@ flash_registers_kernel(const float *__restrict__ Q, const float *__restrict__ K,
         }
         // [end mask]
 
+        // solution begin
         // [region online-softmax]
+        // solution end
         // Line 9 for each of the 4 rows: the row max needs all 8 lanes of the group (3
         // shuffles); the row sum does not (l stays a per-lane partial sum).
 #pragma unroll
         for (int i = 0; i < TR; ++i) {
+            // TODO(2) begin
             float mx = s[i][0];
 #pragma unroll
             for (int c = 1; c < SPT; ++c) mx = fmaxf(mx, s[i][c]);
@@ -221,6 +241,13 @@ flash_registers_kernel(const float *__restrict__ Q, const float *__restrict__ K,
                 sum += s[i][c];
             }
             l[i] = alpha * l[i] + sum;
+            // TODO(2) end
+            //| float alpha = 1.f;
+            //| /* TODO(2): the online-softmax update of row i: its max over the whole tile row (all 8
+            //|  * lanes of the row group must agree on it), m[i] and alpha, s[i][..] turned into P in
+            //|  * place, and this lane's partial sum l[i] (the 8 partial sums are added in TODO(5)).
+            //|  * The loop below then rescales this thread's O by alpha. README: "The softmax, in
+            //|  * registers", "Partial sums of l". */
             // [region rescale]
 #ifdef RUNTIME_INDEX
             // Lesson 04's experiment (make ptxas-lesson4-runtime-index): the same loop,
@@ -235,8 +262,11 @@ flash_registers_kernel(const float *__restrict__ Q, const float *__restrict__ K,
             for (int c = 0; c < ncols; ++c) o[i][c] *= alpha;
             // [end rescale]
         }
+        // solution begin
         // [end online-softmax]
+        // solution end
 
+        // TODO(3) begin
         // [region p-to-smem]
         // P goes through shared memory because the thread that computed P[r][key] is not
         // the one that needs it for O (each lane needs all Bc keys of its rows). Only the
@@ -247,7 +277,12 @@ flash_registers_kernel(const float *__restrict__ Q, const float *__restrict__ K,
             for (int c = 0; c < SPT; ++c) sm.P[my_row(i)][t + GLANES * c] = s[i][c];
         __syncwarp();
         // [end p-to-smem]
+        // TODO(3) end
+        //| /* TODO(3): put this thread's P values where the lanes of TODO(4) read them (sm.P, row
+        //|  * my_row(i), column t + GLANES * c), and order those stores before the reads.
+        //|  * README: "P changes hands within the warp". */
 
+        // TODO(4) begin
         // [region pv]
         // Line 10: O_i += P V_j on this thread's 4 x CPT block. Per 4 keys: 4 float4 reads
         // of P, 4 * D/32 float4 reads of V, 16 * CPT multiply-adds. Rolled like the S loop
@@ -274,8 +309,15 @@ flash_registers_kernel(const float *__restrict__ Q, const float *__restrict__ K,
             }
         }
         // [end pv]
+        // TODO(4) end
+        //| /* TODO(4): line 10, O_i += P V_j on this thread's TR x CPT block of O (row my_row(i);
+        //|  * columns 4 * t + 32 * q4 .. + 3 are o[i][4 * q4 .. 4 * q4 + 3]), from sm.P and sm.V.
+        //|  * Read P and V as float4s, each loaded once and used for every multiply-add that needs
+        //|  * it; every o index a compile-time constant; no spill. README: "Register blocking: why
+        //|  * this is faster". */
     }
 
+    // TODO(5) begin
     // [region epilogue]
     // Lines 12-15: add up the 8 partial row sums, divide, one coalesced float4 write per
     // row and column group; lane t = 0 of each group writes L = m * ln2 + ln(l).
@@ -295,6 +337,12 @@ flash_registers_kernel(const float *__restrict__ Q, const float *__restrict__ K,
         }
     }
     // [end epilogue]
+    // TODO(5) end
+    //| /* TODO(5): lines 12-15. Per row: l from the 8 partial sums of the row group (a shuffle
+    //|  * every lane must reach), then for rows < N this thread's columns of O divided by it
+    //|  * (float4 stores into this head's slice of O) and, from one lane of the group, L in
+    //|  * natural-log units. README: "Partial sums of l", "The softmax, in registers". */
+    //| (void)O; (void)L; (void)LN2;
 }
 
 /* Launches on a->stream. d = 128 needs 75.5 KB of dynamic shared memory, above the 48 KB
@@ -312,6 +360,7 @@ static int launch(const attn_args *a) {
 }
 
 int attention_forward(const attn_args *a) {
+    //| if (STARTER_NOT_DONE) return ATTN_NOT_IMPLEMENTED;
     if (a->dtype != DTYPE_FP32 || a->causal) return ATTN_UNSUPPORTED;
     if (a->d == 64) return launch<64>(a);
     if (a->d == 128) return launch<128>(a);

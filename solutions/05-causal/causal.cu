@@ -1,4 +1,8 @@
+//| /* Lesson 05: causal attention with block skipping, fp32.
+//|  * Build and grade: make lesson5 && ./lesson5      (the lesson text: README.md here)
+// solution begin
 /* Lesson 05 (solution): causal attention with block skipping, fp32.
+// solution end
  *
  * Source: FlashAttention-2 (Dao, 2023), Algorithm 1 (forward pass), lines 3-16, and the
  * causal-masking paragraph of its section 3.1: with a causal mask (key j visible to query
@@ -6,11 +10,19 @@
  * wholly below it need no mask, and only tiles that straddle the diagonal are masked
  * element by element.
  *
+ // TODO(1) begin
+//|  * This is lesson 04's kernel (O, m, l in registers; one warp per 16 query rows); you add
+//|  * the causal parts, in the order of README.md:
+//|  *   TODO(1) the K/V loop stops at the last tile that holds a key <= the block's last row;
+//|  *   TODO(2) a tile gets the element-wise mask only if it runs past N or straddles the diagonal;
+//|  *   TODO(3) inside it, keys after the row are masked;
+//|  *   TODO(4) blocks take query tiles in reverse order, so the longest ones start first.
  * This is lesson 04's kernel (O, m, l in registers; one warp per 16 query rows) with three
  * changes, marked "Causal 1..3" below:
  *   1. blocks take query tiles in reverse order, so the longest ones start first;
  *   2. the K/V loop stops at the last tile that holds a key <= the block's last row;
  *   3. a tile gets the element-wise mask only if it runs past N or straddles the diagonal.
+ // TODO(1) end
  * Without --causal the kernel is lesson 04's, tile for tile.
  *
  * Work split of one block (Br = 64 query rows, 4 warps, 128 threads):
@@ -66,6 +78,9 @@ struct SharedTiles {
 };
 
 constexpr float LN2 = 0.693147180559945309f;
+//|
+//| /* TODO(0): set to 0 when you have written TODO(1)..TODO(4); the grader then grades you. */
+//| #define STARTER_NOT_DONE 1
 
 /* Copies rows [row0, row0 + ROWS) of one [N, D] row-major fp32 matrix into a shared tile
  * with row pitch PITCH floats, all THREADS threads cooperating, 16 bytes per thread and
@@ -124,6 +139,7 @@ flash_causal_kernel(const float *__restrict__ Q, const float *__restrict__ K,
     SharedTiles<D> &sm = *reinterpret_cast<SharedTiles<D> *>(smem_raw);
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int g = lane / GLANES, t = lane % GLANES;
+    // TODO(4) begin
     // [region tile-order]
     // Causal 1: with causal masking, query tile i loads 2(i + 1) K/V tiles (Br = 2 Bc), so
     // the last tiles of a head are the heaviest. Blocks start roughly in blockIdx.x order;
@@ -131,6 +147,11 @@ flash_causal_kernel(const float *__restrict__ Q, const float *__restrict__ K,
     // fill the gaps at the end of the grid.
     const int row0 = (gridDim.x - 1 - blockIdx.x) * Br;
     // [end tile-order]
+    // TODO(4) end
+    //| /* TODO(4): heaviest tiles first: block x takes query tile gridDim.x - 1 - x instead of x,
+    //|  * so that the longest causal blocks of a head start first. Only the order of the work
+    //|  * changes, never the output. README: "Heaviest tiles first". */
+    //| const int row0 = blockIdx.x * Br;
     const size_t head = (size_t)blockIdx.z * gridDim.y + blockIdx.y;  // b * H + h
     const float *Qh = Q + head * N * D, *Kh = K + head * N * D, *Vh = V + head * N * D;
     // Tile-local row of this thread's i-th row. Consecutive groups take consecutive rows
@@ -152,14 +173,22 @@ flash_causal_kernel(const float *__restrict__ Q, const float *__restrict__ K,
         for (int c = 0; c < CPT; ++c) o[i][c] = 0.f;
     }
 
+    // solution begin
     // [region loop-bound]
     // Causal 2: the block's last row is row0 + Br - 1, so no key beyond it is visible and
     // tiles j with j * Bc > row0 + Br - 1 are never loaded. Tiles run in order j = 0, 1, ...:
     // tile 0 holds key 0, which every row may see, so m is finite after the first tile and
     // a later tile that is fully masked for some row only adds exp2(-inf - m) = 0.
+    // solution end
     const int Tc = (N + Bc - 1) / Bc;
+    // TODO(1) begin
     const int j_end = causal ? min(Tc, (row0 + Br + Bc - 1) / Bc) : Tc;
     // [end loop-bound]
+    // TODO(1) end
+    //| /* TODO(1): with causal masking, visit only the key tiles that hold a key the block's last
+    //|  * row (row0 + Br - 1) may see, never more than Tc; without it, all Tc. Tiles j >= j_end
+    //|  * are never loaded. README: "The loop bound and the mask test". */
+    //| const int j_end = Tc;
     for (int j = 0; j < j_end; ++j) {
         const int key0 = j * Bc;
         // Barrier 1: all warps are done with K_j-1 and V_j-1 (and P) before the overwrite.
@@ -176,8 +205,10 @@ flash_causal_kernel(const float *__restrict__ Q, const float *__restrict__ K,
         for (int i = 0; i < TR; ++i)
 #pragma unroll
             for (int c = 0; c < SPT; ++c) acc[i][c] = make_float4(0.f, 0.f, 0.f, 0.f);
+        // solution begin
         // Rolled on purpose: fully unrolled, the hoisted loads of later steps exceed the
         // register cap of __launch_bounds__ and ptxas spills at d = 64.
+        // solution end
 #pragma unroll 1
         for (int k = 0; k < D; k += 4) {
             float4 q[TR];
@@ -195,22 +226,37 @@ flash_causal_kernel(const float *__restrict__ Q, const float *__restrict__ K,
         for (int i = 0; i < TR; ++i)
 #pragma unroll
             for (int c = 0; c < SPT; ++c) s[i][c] = sum4(acc[i][c]) * scale_log2;
+        // TODO(2) begin
         // [region mask]
         // Causal 3: a tile needs the element-wise mask if it runs past the end of the
         // sequence, or (causal) if its last key is beyond the block's first row row0, i.e.
         // it straddles the diagonal. Tiles wholly below the diagonal skip this block: no
         // compare, no select. The test is the same for the whole block (no divergence).
         const bool need_mask = key0 + Bc > N || (causal && key0 + Bc - 1 > row0);
+        // TODO(2) end
+        //| // Keys past the end of the sequence (only in the last tile) get a score of -inf.
+        //| /* TODO(2): with causal masking, a tile that straddles the diagonal needs the mask too;
+        //|  * a tile wholly below it must skip it. The test must be the same for the whole block.
+        //|  * README: "Three kinds of tiles", "The loop bound and the mask test". */
+        //| const bool need_mask = key0 + Bc > N;
         if (need_mask) {
 #pragma unroll
             for (int c = 0; c < SPT; ++c) {
                 const int key = key0 + t + GLANES * c;
 #pragma unroll
                 for (int i = 0; i < TR; ++i)
+                    // TODO(3) begin
                     if (key >= N || (causal && key > row0 + my_row(i))) s[i][c] = -INFINITY;
+                    // TODO(3) end
+                    //| /* TODO(3): with causal masking, also mask every key after this score's own
+                    //|  * (global) row. README: "The loop bound and the mask test". */
+                    //| if (key >= N) s[i][c] = -INFINITY;
             }
         }
+        //| (void)causal;
+        // solution begin
         // [end mask]
+        // solution end
 
         // Line 9 for each of the 4 rows: the row max needs all 8 lanes of the group (3
         // shuffles); the row sum does not (l stays a per-lane partial sum).
@@ -244,8 +290,11 @@ flash_causal_kernel(const float *__restrict__ Q, const float *__restrict__ K,
         __syncwarp();
 
         // Line 10: O_i += P V_j on this thread's 4 x CPT block. Per 4 keys: 4 float4 reads
+        //| // of P, 4 * D/32 float4 reads of V, 16 * CPT multiply-adds.
+        // solution begin
         // of P, 4 * D/32 float4 reads of V, 16 * CPT multiply-adds. Rolled like the S loop
         // (unrolled, this one alone does not spill with nvcc 13.0).
+        // solution end
 #pragma unroll 1
         for (int k = 0; k < Bc; k += 4) {
             float4 p[TR];
@@ -303,6 +352,7 @@ static int launch(const attn_args *a) {
 }
 
 int attention_forward(const attn_args *a) {
+    //| if (STARTER_NOT_DONE) return ATTN_NOT_IMPLEMENTED;
     if (a->dtype != DTYPE_FP32) return ATTN_UNSUPPORTED;
     if (a->d == 64) return launch<64>(a);
     if (a->d == 128) return launch<128>(a);

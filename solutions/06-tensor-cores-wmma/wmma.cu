@@ -1,4 +1,12 @@
+//| /* Lesson 06 (starter): FlashAttention-2 forward on tensor cores with nvcuda::wmma.
+//|  *
+//|  * What is here: the tiles and shared-memory layout, the loads of Q_i, K_j, V_j, causal
+//|  * block skipping, the masking of the diagonal and ragged tiles, the fp32 -> 16-bit store
+//|  * of O, and the launch. What you write: TODO(1) to TODO(6), numbered in the order README.md
+//|  * explains them (TODO(3), scale_rows, sits above the kernel), then TODO(0).
+// solution begin
 /* Lesson 06 (solution): FlashAttention-2 forward on tensor cores with nvcuda::wmma.
+// solution end
  *
  * Source: FlashAttention-2 (Dao, 2023), Algorithm 1 (forward pass). The loop nest is the
  * one from lessons 03-05; what changes is who does the two matrix products:
@@ -25,6 +33,9 @@
 #include <type_traits>
 
 #include "attention.h"
+//|
+//| /* TODO(0): set to 0 when you have written TODO(1)..TODO(6); the grader then grades you. */
+//| #define STARTER_NOT_DONE 1
 
 using namespace nvcuda;
 
@@ -125,6 +136,12 @@ __device__ __forceinline__ void load_tile(T *dst, const T *__restrict__ src, int
 template <int DF, typename FragAcc>
 __device__ __forceinline__ void scale_rows(FragAcc (&o)[DF], float *F, int ld, float factor,
                                            int r, int half) {
+    // TODO(3) begin
+    //| // TODO(3): multiply row r of every accumulator o[n] by `factor` (held by lanes 2r and
+    //| //   2r+1) without assuming any fragment layout: spread the factors over the 16x16 tile F
+    //| //   (row r = factor, all 16 columns), make F visible to the warp, load it as an
+    //| //   accumulator (every lane makes the call), and scale element by element.
+    //| //   README: "Rescaling O without knowing the layout".
     const float4 f4 = make_float4(factor, factor, factor, factor);
     *reinterpret_cast<float4 *>(F + r * ld + 8 * half) = f4;  // lane `half` fills 8 columns
     *reinterpret_cast<float4 *>(F + r * ld + 8 * half + 4) = f4;
@@ -135,6 +152,7 @@ __device__ __forceinline__ void scale_rows(FragAcc (&o)[DF], float *F, int ld, f
     for (int n = 0; n < DF; ++n)
 #pragma unroll
         for (int e = 0; e < f.num_elements; ++e) o[n].x[e] *= f.x[e];
+    // TODO(3) end
 }
 // [end scale-rows]
 
@@ -190,6 +208,7 @@ __device__ __forceinline__ void attention_wmma_block(
     const int r = lane / 2, half = lane % 2;
     const int row = q0 + warp * WM + r;  // global query row of this lane's softmax row
     float m_run = -INFINITY, l_run = 0.0f;
+    //| (void)DP, (void)PLD, (void)FLD, (void)Pw, (void)m_run, (void)l_run;  // used by the TODOs
 
     // [region causal]
     // Causal block skipping (lesson 05): key tiles entirely above the diagonal are never
@@ -206,6 +225,12 @@ __device__ __forceinline__ void attention_wmma_block(
         __syncthreads();  // K_j, V_j (and at j = 0, Q_i) are visible to every warp
 
         // [region s-gemm]
+        // TODO(1) begin
+        //| // TODO(1): S = Q_i K_j^T for this warp's 16 rows and the tile's 64 keys (Algorithm 1,
+        //| //   line 8), from Qs and Ks, stored as fp32 to Sw (stride SLD). All 32 lanes make every
+        //| //   wmma call, with the same arguments. README: "Fragments", "Layouts, and a free
+        //| //   transpose of K", "The first product, and why S goes to shared memory".
+//|
         // Line 8: S = Q_i K_j^T for this warp's 16 rows: 16 x Bc, four 16x16 accumulators.
         // K_j sits in shared memory as [key][dim]. Read as a col_major B operand with stride
         // DP, element (k = dim, n = key) is Ks[key * DP + dim]: that is K_j^T, for free.
@@ -230,6 +255,7 @@ __device__ __forceinline__ void attention_wmma_block(
             for (int n = 0; n < NF; ++n)
                 wmma::store_matrix_sync(Sw + n * WM, s[n], SLD, wmma::mem_row_major);
         }
+        // TODO(1) end
         __syncwarp();  // the whole slice is in shared memory for all 32 lanes
         // [end s-gemm]
 
@@ -257,6 +283,13 @@ __device__ __forceinline__ void attention_wmma_block(
                         if (col >= N || (causal && col > row)) x[4 * i + c] = -INFINITY;
                     }
             }
+            // TODO(2) begin
+            //| // TODO(2): the online softmax of row r (line 9), shared with the partner lane: the row
+            //| //   max, alpha, P rounded to T into Pw over S (only once every lane has read its
+            //| //   scores), the row sum of the fp32 values, the new l_run and m_run. Safe while the
+            //| //   running max is still -INFINITY. README: "The softmax, in shared memory", "The
+            //| //   online softmax in base 2", "P is rounded to 16 bits".
+            //| alpha = 1.0f;
             float mx = -INFINITY;
 #pragma unroll
             for (int i = 0; i < Bc / 2; ++i) mx = fmaxf(mx, x[i]);
@@ -281,16 +314,28 @@ __device__ __forceinline__ void attention_wmma_block(
             sum += __shfl_xor_sync(0xffffffffu, sum, 1);
             l_run = alpha * l_run + sum;
             m_run = m_new;
+            // TODO(2) end
         }
         // [end softmax]
 
         // [region rescale]
+        // TODO(4) begin
+        //| // TODO(4): O <- diag(alpha) O (line 10, first half): replace this __syncwarp() with the
+        //| //   call to scale_rows (TODO 3); its own __syncwarp() also publishes P to the warp
+        //| //   before TODO(5) reads it. README: "Rescaling O without knowing the layout".
+        //| __syncwarp();
         // Line 10, first half: O <- diag(alpha) O, in registers. The barrier inside also
         // publishes P to the whole warp.
         scale_rows<DF>(o, Fw, FLD, alpha, r, half);
+        // TODO(4) end
         // [end rescale]
 
         // [region pv-gemm]
+        // TODO(5) begin
+        //| // TODO(5): O += P V_j (line 10, second half) into o[], from Pw (the A operand, stride
+        //| //   PLD) and Vs (stride DP). Keep the loop over the 16-key slices rolled: unrolled, the
+        //| //   kernel spills at d = 64. README: "The second product and the end", "Registers and
+        //| //   occupancy".
         // Line 10, second half: O += P V_j. V_j is stored [key][dim], which is exactly a
         // row_major B operand (k = key, n = dim). The kk loop stays rolled: unrolled, the
         // compiler hoists the V fragments of later slices and, under the register cap of
@@ -306,15 +351,21 @@ __device__ __forceinline__ void attention_wmma_block(
                 wmma::mma_sync(o[n], p, b, o[n]);
             }
         }
+        // TODO(5) end
         // [end pv-gemm]
     }
 
     // [region epilogue]
     // Lines 12-15: O_i = diag(l)^-1 O and L_i = m + log(l), back in natural-log units.
     // Every row sees key 0, so l > 0.
+    // TODO(6) begin
+    //| // TODO(6): L of row `row` in natural-log units (m_run is in base 2), written once per row
+    //| //   and only for rows < N; then, once every lane is done with the last tile's F, O divided
+    //| //   by l with scale_rows. README: "The second product and the end".
     if (half == 0 && row < N) L[row] = (m_run + log2f(l_run)) * 0.6931471805599453f;
     __syncwarp();  // every lane is done with the last tile's F
     scale_rows<DF>(o, Fw, FLD, 1.0f / l_run, r, half);
+    // TODO(6) end
     // O leaves through the warp's fp32 buffer, 64 columns at a time, so that each lane can
     // round 8 neighbours to T and write them to global memory as one 16-byte store.
 #pragma unroll
@@ -401,6 +452,7 @@ static int launch(const attn_args *a) {
 /* Entry point (attention.h): dispatch on dtype and head dimension. bf16 tensor-core
  * fragments need sm_80 or newer. */
 int attention_forward(const attn_args *a) {
+    //| if (STARTER_NOT_DONE) return ATTN_NOT_IMPLEMENTED;
     if (a->N < 1 || a->B < 1 || a->H < 1) return ATTN_OK;  // nothing to compute
     const bool bf16 = a->dtype == DTYPE_BF16;
     if (!bf16 && a->dtype != DTYPE_FP16) return ATTN_UNSUPPORTED;

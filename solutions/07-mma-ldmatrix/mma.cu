@@ -1,6 +1,16 @@
+//| /* 07-mma-ldmatrix (starter): FlashAttention-2 forward pass on the tensor
+//|  * cores, written with raw PTX: mma.sync.aligned.m16n8k16 for both matrix
+//|  * products and ldmatrix to feed them from a swizzled (XOR) shared-memory layout.
+//|  *
+//|  * What is here: the tile loads, the mask, the O store, the kernel's order of
+//|  * phases and the launch. What you write: the numbered TODO(n) below, in the
+//|  * order of README.md (the PTX wrappers, then index math on the fragment
+//|  * layouts it draws), then TODO(0).
+// solution begin
 /* 07-mma-ldmatrix: FlashAttention-2 forward pass on the tensor cores, written
  * with raw PTX: mma.sync.aligned.m16n8k16 for both matrix products and
  * ldmatrix to feed them from a swizzled (XOR) shared-memory layout.
+// solution end
  *
  * Source: Dao, "FlashAttention-2" (2023), Algorithm 1, with the paper's
  * Section 3.3 work split: a block of Br = 64 query rows, 4 warps, each warp
@@ -36,6 +46,9 @@
 #include <math.h>
 #include "attention.h"
 
+//| /* TODO(0): set to 0 when you have written TODO(1)..TODO(9); the grader then grades you. */
+//| #define STARTER_NOT_DONE 1
+//|
 const lesson_info LESSON = {
     7, "07-mma-ldmatrix", "tensor cores with mma.sync + ldmatrix, Q and P in registers",
     DTYPE_BIT(DTYPE_FP16) | DTYPE_BIT(DTYPE_BF16), 1, {64, 128, 0}};
@@ -64,19 +77,29 @@ __device__ __forceinline__ void mma_16816(float d[4], const uint32_t a[4], uint3
 template <>
 __device__ __forceinline__ void mma_16816<__half>(float d[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
 #if FA_SM80
+    // TODO(1) begin
+    //| // TODO(1): one inline-PTX statement, mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32,
+    //| //   that adds A (a[0..3]) times B (b0, b1) to the accumulators d[0..3] in place
+    //| //   (README.md, "The instruction").
+    //| (void)d; (void)a; (void)b0; (void)b1;
     asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
                  "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
                  : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    // TODO(1) end
 #endif
 }
 template <>
 __device__ __forceinline__ void mma_16816<__nv_bfloat16>(float d[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
 #if FA_SM80
+    // TODO(1) begin
+    //| // TODO(1): the same for bf16 inputs.
+    //| (void)d; (void)a; (void)b0; (void)b1;
     asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
                  "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
                  : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    // TODO(1) end
 #endif
 }
 // [end mma]
@@ -86,19 +109,30 @@ __device__ __forceinline__ void mma_16816<__nv_bfloat16>(float d[4], const uint3
  * (16 bytes each) of matrix i; every lane gets back, in r[i], the two 16-bit
  * elements (row = lane/4, cols 2*(lane%4), +1) of matrix i. */
 __device__ __forceinline__ void ldmatrix_x4(uint32_t r[4], uint32_t addr) {
+    //| r[0] = r[1] = r[2] = r[3] = 0u;
 #if FA_SM80
+    // TODO(2) begin
+    //| // TODO(2): one inline-PTX statement, ldmatrix.sync.aligned.m8n8.x4.shared.b16, four
+    //| //   32-bit outputs r[0..3] and the shared address `addr` (README.md, "ldmatrix").
+    //| (void)addr;
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
                  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                  : "r"(addr));
+    // TODO(2) end
 #endif
 }
 /* The same with .trans: lane gets (rows 2*(lane%4), +1; col lane/4) of each
  * matrix, i.e. the 8x8 matrix read column by column. */
 __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t r[4], uint32_t addr) {
+    //| r[0] = r[1] = r[2] = r[3] = 0u;
 #if FA_SM80
+    // TODO(2) begin
+    //| // TODO(2): the same with .trans.
+    //| (void)addr;
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
                  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                  : "r"(addr));
+    // TODO(2) end
 #endif
 }
 /* Generic pointer -> 32-bit shared-space address, what ldmatrix takes. */
@@ -110,7 +144,12 @@ __device__ __forceinline__ uint32_t smem_u32(const void *p) { return (uint32_t)_
 __device__ __forceinline__ float ex2(float x) {
     float y = 0.f;
 #if FA_SM80
+    // TODO(7) begin
+    //| // TODO(7): y = 2^x with one inline-PTX ex2.approx.ftz.f32 (README.md, "exp2, with the
+    //| //   scale folded in").
+    //| (void)x;
     asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+    // TODO(7) end
 #endif
     return y;
 }
@@ -123,12 +162,23 @@ __device__ __forceinline__ float ex2(float x) {
  * index in the low half). Rounds to nearest. */
 template <typename T> __device__ __forceinline__ uint32_t pack2(float lo, float hi);
 template <> __device__ __forceinline__ uint32_t pack2<__half>(float lo, float hi) {
+    // TODO(8) begin
+    //| // TODO(8): round lo and hi to fp16 (cuda_fp16.h has a conversion of two floats to a
+    //| //   __half2) and return the pair's 32 bits, lo in the low half.
+    //| (void)lo; (void)hi;
+    //| return 0u;
     __half2 h = __floats2half2_rn(lo, hi);
     return *reinterpret_cast<uint32_t *>(&h);
+    // TODO(8) end
 }
 template <> __device__ __forceinline__ uint32_t pack2<__nv_bfloat16>(float lo, float hi) {
+    // TODO(8) begin
+    //| // TODO(8): the same for bf16 (cuda_bf16.h, __nv_bfloat162).
+    //| (void)lo; (void)hi;
+    //| return 0u;
     __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
     return *reinterpret_cast<uint32_t *>(&h);
+    // TODO(8) end
 }
 // [end pack2]
 
@@ -141,7 +191,13 @@ template <> __device__ __forceinline__ uint32_t pack2<__nv_bfloat16>(float lo, f
  * 3 bits of the chunk index (0..15) change, so a row stays within its row. */
 template <int D>
 __device__ __forceinline__ uint32_t swz(int row, int chunk) {
+    // TODO(6) begin
+    //| // TODO(6): the byte offset of 16-byte chunk `chunk` of row `row`, with the chunk
+    //| //   index XORed with row % 8. (As shipped: no swizzle. It computes the right
+    //| //   answer, with 8-way bank conflicts on every ldmatrix.)
+    //| return (uint32_t)(row * (D * 2) + (chunk << 4));
     return (uint32_t)(row * (D * 2) + ((chunk ^ (row & 7)) << 4));
+    // TODO(6) end
 }
 // [end swizzle]
 
@@ -184,9 +240,19 @@ __device__ __forceinline__ void load_tile(unsigned char *tile, const T *g, int r
  *   lanes 24-31: rows 8-15, chunk 2kk + 1 -> a[3]                      */
 template <int D>
 __device__ __forceinline__ void load_q_fragments(uint32_t (&qf)[D / 16][4], uint32_t aQ, int warp, int lane) {
+    // TODO(3) begin
+    //| // TODO(3): the tile row (of the warp's 16, from warp * 16) and the chunk of the pair
+    //| //   (2kk, 2kk + 1) this lane points ldmatrix at, so that qf[kk][0..3] come back as
+    //| //   a[0..3] of the A fragment kk (table above).
+    //| const int row = 0, chunk_of_kk0 = 0;
+    //| (void)warp; (void)lane;
     const int row = warp * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
+    // TODO(3) end
 #pragma unroll
+    //| for (int kk = 0; kk < D / 16; ++kk) ldmatrix_x4(qf[kk], aQ + swz<D>(row, 2 * kk + chunk_of_kk0));
+    // solution begin
     for (int kk = 0; kk < D / 16; ++kk) ldmatrix_x4(qf[kk], aQ + swz<D>(row, 2 * kk + (lane >> 4)));
+    // solution end
 }
 // [end q-fragments]
 
@@ -202,7 +268,13 @@ __device__ __forceinline__ void load_q_fragments(uint32_t (&qf)[D / 16][4], uint
  *   lanes 24-31: keys 8-15, chunk 2kk + 1 -> b1 of n-block 2np + 1   */
 template <typename T, int D>
 __device__ __forceinline__ void s_mma(float (&s)[BC / 8][4], const uint32_t (&qf)[D / 16][4], uint32_t aK, int lane) {
+    // TODO(4) begin
+    //| // TODO(4) (first part): the key row (0..15 within a 16-key block) and the chunk
+    //| //   offset (0 or 1) this lane points ldmatrix at (table above).
+    //| const int k_row = 0, k_chunk = 0;
+    //| (void)lane;
     const int k_row = (lane & 7) + ((lane >> 4) << 3), k_chunk = (lane >> 3) & 1;
+    // TODO(4) end
 #pragma unroll
     for (int nb = 0; nb < BC / 8; ++nb) s[nb][0] = s[nb][1] = s[nb][2] = s[nb][3] = 0.f;
 #pragma unroll
@@ -211,8 +283,13 @@ __device__ __forceinline__ void s_mma(float (&s)[BC / 8][4], const uint32_t (&qf
         for (int np = 0; np < BC / 16; ++np) {
             uint32_t b[4];
             ldmatrix_x4(b, aK + swz<D>(np * 16 + k_row, 2 * kk + k_chunk));
+            // TODO(4) begin
+            //| // TODO(4): two mma_16816<T> calls: S n-blocks 2np and 2np + 1 += Q k-slice kk
+            //| //   times the B fragments in b[0..3].
+            //| (void)b; (void)qf;
             mma_16816<T>(s[2 * np], qf[kk], b[0], b[1]);
             mma_16816<T>(s[2 * np + 1], qf[kk], b[2], b[3]);
+            // TODO(4) end
         }
     }
 }
@@ -246,6 +323,14 @@ __device__ __forceinline__ void apply_mask(float (&s)[BC / 8][4], int row0, int 
 template <int D>
 __device__ __forceinline__ void online_softmax(float (&s)[BC / 8][4], float (&o)[D / 8][4], float (&m)[2],
                                                float (&l)[2], float scale_log2) {
+    // TODO(7) begin
+    //| // TODO(7): for each of the thread's two rows r (g and g + 8): the new running max
+    //| //   (this thread's scores of the row, then its quad), the offset of the exponents with
+    //| //   the guard for a row that is still all -inf, the rescale factor alpha of the old m,
+    //| //   each score replaced by its exponential (one fmaf and one ex2), their sum added to
+    //| //   l after rescaling it, and the row's O values rescaled (README.md, "The online
+    //| //   softmax on fragments").
+    //| (void)s; (void)o; (void)m; (void)l; (void)scale_log2;
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
         float mx = m[r];
@@ -272,6 +357,7 @@ __device__ __forceinline__ void online_softmax(float (&s)[BC / 8][4], float (&o)
             o[nb][2 * r + 1] *= alpha;
         }
     }
+    // TODO(7) end
 }
 // [end online-softmax]
 
@@ -287,10 +373,15 @@ template <typename T>
 __device__ __forceinline__ void p_fragments(uint32_t (&pf)[BC / 16][4], const float (&s)[BC / 8][4]) {
 #pragma unroll
     for (int kk = 0; kk < BC / 16; ++kk) {
+        // TODO(8) begin
+        //| // TODO(8): pf[kk][0..3] = pack2<T>(...) of the right pairs of S accumulators.
+        //| pf[kk][0] = pf[kk][1] = pf[kk][2] = pf[kk][3] = 0u;
+        //| (void)s;
         pf[kk][0] = pack2<T>(s[2 * kk][0], s[2 * kk][1]);
         pf[kk][1] = pack2<T>(s[2 * kk][2], s[2 * kk][3]);
         pf[kk][2] = pack2<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]);
         pf[kk][3] = pack2<T>(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+        // TODO(8) end
     }
 }
 // [end p-reuse]
@@ -306,15 +397,26 @@ __device__ __forceinline__ void p_fragments(uint32_t (&pf)[BC / 16][4], const fl
  *   lanes 24-31: keys 8-15, chunk 2dp + 1 -> b1 of d-block 2dp + 1   */
 template <typename T, int D>
 __device__ __forceinline__ void pv_mma(float (&o)[D / 8][4], const uint32_t (&pf)[BC / 16][4], uint32_t aV, int lane) {
+    // TODO(5) begin
+    //| // TODO(5) (first part): the key row (0..15 within a 16-key block) and the chunk
+    //| //   offset (0 or 1) this lane points ldmatrix.trans at (table above).
+    //| const int v_row = 0, v_chunk = 0;
+    //| (void)lane;
     const int v_row = (lane & 7) + (((lane >> 3) & 1) << 3), v_chunk = lane >> 4;
+    // TODO(5) end
 #pragma unroll
     for (int kk = 0; kk < BC / 16; ++kk) {
 #pragma unroll
         for (int dp = 0; dp < D / 16; ++dp) {
             uint32_t b[4];
             ldmatrix_x4_trans(b, aV + swz<D>(kk * 16 + v_row, 2 * dp + v_chunk));
+            // TODO(5) begin
+            //| // TODO(5): two mma_16816<T> calls: O d-blocks 2dp and 2dp + 1 += P k-block kk
+            //| //   times the B fragments in b[0..3].
+            //| (void)b; (void)o; (void)pf;
             mma_16816<T>(o[2 * dp], pf[kk], b[0], b[1]);
             mma_16816<T>(o[2 * dp + 1], pf[kk], b[2], b[3]);
+            // TODO(5) end
         }
     }
 }
@@ -333,6 +435,12 @@ __device__ __forceinline__ void epilogue(float (&o)[D / 8][4], const float (&m)[
     const int g = lane >> 2, t = lane & 3;
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
+        // TODO(9) begin
+        //| // TODO(9): finish l[r] over the quad, divide the row's O values by it (a row with
+        //| //   l = 0 gets 0), and let the lane with t == 0 write L for query row
+        //| //   q0 + warp * 16 + g + 8r (if it is < N), in natural-log units (README.md, "The
+        //| //   rest of the kernel").
+        //| (void)m; (void)l; (void)L; (void)N; (void)scale_log2;
         l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
         l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
         const float inv = l[r] > 0.f ? 1.f / l[r] : 0.f;
@@ -344,6 +452,7 @@ __device__ __forceinline__ void epilogue(float (&o)[D / 8][4], const float (&m)[
         const int row = q0 + warp * 16 + g + r * 8;
         if (t == 0 && row < N)  // L = m * scale + ln(l) = (m * scale * log2(e) + log2(l)) * ln(2)
             L[row] = l[r] > 0.f ? (m[r] * scale_log2 + log2f(l[r])) * 0.69314718055994531f : -INFINITY;
+        // TODO(9) end
     }
 #pragma unroll
     for (int nb = 0; nb < D / 8; ++nb)
@@ -445,6 +554,7 @@ int attention_forward(const attn_args *a) {
             cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess)
             major = 0;
     }
+    //| if (STARTER_NOT_DONE) return ATTN_NOT_IMPLEMENTED;
     if (major < 8 || !(a->scale > 0.f)) return ATTN_UNSUPPORTED;
     if (a->N < 1 || a->B < 1 || a->H < 1) return ATTN_OK;  // nothing to compute
     const int fp16 = a->dtype == DTYPE_FP16, bf16 = a->dtype == DTYPE_BF16;

@@ -1,5 +1,14 @@
+//| /* 08-async-pipeline (starter): lesson 07's tensor-core FlashAttention-2
+//|  * forward pass, fed by a cp.async pipeline and tuned by measurement.
+//|  *
+//|  * What is here: lesson 07's math (fragments, online softmax, P in registers),
+//|  * generalised to MT m-tiles per warp, the kernel's order of phases and the
+//|  * launch. What you write: the numbered TODO(n) below, all about moving data
+//|  * and ordering work, in the order of README.md, then TODO(0).
+// solution begin
 /* 08-async-pipeline: lesson 07's tensor-core FlashAttention-2 forward pass,
  * fed by a cp.async pipeline and tuned by measurement.
+// solution end
  *
  * Source: Dao, "FlashAttention-2" (2023), Algorithm 1 and Section 3.3 (work
  * split across warps), plus the loading order of its CUDA kernels: the copy
@@ -47,6 +56,9 @@
 #include "attention.h"
 #include "ptx_mma.h"  // lesson 07: smem_u32, ldmatrix_x4(_trans), mma_16816, ex2, pack2, swz, FA_SM80
 
+//| /* TODO(0): set to 0 when you have written TODO(1)..TODO(6); the grader then grades you. */
+//| #define STARTER_NOT_DONE 1
+//|
 const lesson_info LESSON = {
     8, "08-async-pipeline", "cp.async pipeline, tile shapes by measurement, causal scheduling",
     DTYPE_BIT(DTYPE_FP16) | DTYPE_BIT(DTYPE_BF16), 1, {64, 128, 0}};
@@ -85,13 +97,22 @@ const lesson_info LESSON = {
  * zeros without a branch around the copy. */
 __device__ __forceinline__ void cp_async_16(uint32_t dst, const void *src, bool valid) {
 #if FA_SM80
+    // TODO(1) begin
+    //| // TODO(1): one inline-PTX statement, cp.async.cg.shared.global with 16 bytes to copy and
+    //| //   a source size of 16 when valid, else 0 (README.md, "cp.async").
+    //| (void)dst; (void)src; (void)valid;
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0));
+    // TODO(1) end
 #endif
 }
 /* Close the group of copies this thread issued since the last commit. */
 __device__ __forceinline__ void cp_async_commit() {
 #if FA_SM80
+    // TODO(1) begin
+    //| // TODO(1): cp.async.commit_group (a "memory" clobber keeps the compiler from moving
+    //| //   shared-memory accesses across it).
     asm volatile("cp.async.commit_group;\n" ::: "memory");
+    // TODO(1) end
 #endif
 }
 /* Wait until at most N of this thread's committed groups are still in flight
@@ -99,7 +120,10 @@ __device__ __forceinline__ void cp_async_commit() {
 template <int N>
 __device__ __forceinline__ void cp_async_wait() {
 #if FA_SM80
+    // TODO(1) begin
+    //| // TODO(1): cp.async.wait_group with N as an immediate operand ("n"), "memory" clobber.
     asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+    // TODO(1) end
 #endif
 }
 // [end cp-async]
@@ -124,6 +148,12 @@ __device__ __forceinline__ void load_tile_async(uint32_t tile, const T *g, int r
     static_assert(NT % CH == 0 && ROWS % STEP == 0 && STEP % 8 == 0,
                   "tile copy must split evenly over the threads, in steps of 8 rows");
     const int r0 = tid / CH, ch = tid % CH;
+    // TODO(2) begin
+    //| // TODO(2): copy 16-byte chunk ch of the tile rows r0, r0 + STEP, r0 + 2 STEP, ... from
+    //| //   row row0 + r of g to its swizzled place in the tile, with cp_async_16; a row past the
+    //| //   end of the sequence is zero-filled (README.md, "A tile copy"). Then make it cheap, as
+    //| //   the comment above says (README.md, "Counting instructions").
+    //| (void)tile; (void)g; (void)row0; (void)N; (void)r0; (void)ch;
     const T *src = g + (size_t)(row0 + r0) * D + ch * 8;
     /* STEP is a multiple of 8: rows r0 + i STEP have the swizzle of row r0. */
     const uint32_t dst = tile + swz<D>(r0, ch);
@@ -137,6 +167,7 @@ __device__ __forceinline__ void load_tile_async(uint32_t tile, const T *g, int r
             cp_async_16(dst + i * STEP * D * 2, valid ? src + i * STEP * D : g, valid);  // g: any valid address
         }
     }
+    // TODO(2) end
 }
 // [end load-async]
 
@@ -179,9 +210,17 @@ __device__ __forceinline__ LaneAddr lane_addr(int warp, int lane, int MT) {
  * longest work starts first and the shortest fills the end of the grid,
  * where a long tile would run on alone. */
 __device__ __forceinline__ void block_schedule(int bid, int Tr, int BH, int causal, int &q_tile, int &bh) {
+    // TODO(6) begin
+    //| // TODO(6): q_tile (0..Tr-1) and bh (0..BH-1) of block bid, in the two orders the comment
+    //| //   above describes (README.md, "Which blocks start first"). As shipped: every block
+    //| //   computes tile 0 of head 0.
+    //| (void)bid; (void)Tr; (void)BH; (void)causal;
+    //| q_tile = 0;
+    //| bh = 0;
     const bool lpt = causal;  // longest (causal) tiles first
     q_tile = lpt ? Tr - 1 - bid / BH : bid % Tr;
     bh = lpt ? bid % BH : bid / Tr;
+    // TODO(6) end
 }
 // [end schedule]
 
@@ -198,6 +237,11 @@ template <class C>
 __device__ __forceinline__ void prologue(uint32_t aQ, uint32_t aK, uint32_t aV, const typename C::T *Q,
                                          const typename C::T *K, const typename C::T *V, int q0, int n_tiles,
                                          int N, int tid) {
+    // TODO(3) begin
+    //| // TODO(3): start the copies of the groups above, one commit per group (empty ones
+    //| //   included), then wait until only the K/V groups may still be in flight (how many are
+    //| //   there?) and meet the other threads (README.md, "STAGES slots").
+    //| (void)aQ; (void)aK; (void)aV; (void)Q; (void)K; (void)V; (void)q0; (void)n_tiles; (void)N; (void)tid;
     using T = typename C::T;
     load_tile_async<T, C::D, C::BR, C::NT>(aQ, Q, q0, N, tid);
     cp_async_commit();
@@ -214,6 +258,7 @@ __device__ __forceinline__ void prologue(uint32_t aQ, uint32_t aK, uint32_t aV, 
     }
     cp_async_wait<2 * C::STAGES - 1>();  // Q_i has landed, the K/V copies stay in flight
     __syncthreads();
+    // TODO(3) end
 }
 // [end prologue]
 
@@ -240,12 +285,18 @@ __device__ __forceinline__ void load_q_fragments(typename C::QFrag &qf, uint32_t
 template <class C>
 __device__ __forceinline__ void wait_then_refill(uint32_t slots, const typename C::T *X, int nx, int n_tiles, int N,
                                                  int tid) {
+    // TODO(4) begin
+    //| // TODO(4): the wait (how many groups younger than the one this step needs?), the barrier,
+    //| //   then the copy of step nx's tile into its slot if that step exists, and the commit,
+    //| //   which is always made (README.md, "STAGES slots").
+    //| (void)slots; (void)X; (void)nx; (void)n_tiles; (void)N; (void)tid;
     cp_async_wait<2 * (C::STAGES - 1)>();
     __syncthreads();
     if (nx < n_tiles)
         load_tile_async<typename C::T, C::D, C::BC, C::NT>(slots + (nx % C::STAGES) * C::SLOT, X,
                                                            (n_tiles - 1 - nx) * C::BC, N, tid);
     cp_async_commit();
+    // TODO(4) end
 }
 // [end refill]
 
@@ -491,7 +542,12 @@ fa2_pipeline_kernel(const T *__restrict__ Q, const T *__restrict__ K, const T *_
     for (int it = 0; it < n_tiles; ++it) {
         const int k0 = (n_tiles - 1 - it) * BC;  // first key of K_j, V_j
         const uint32_t sK = aK + (it % STAGES) * C::SLOT, sV = aV + (it % STAGES) * C::SLOT;
+        // TODO(5) begin
+        //| // TODO(5): the step whose V this refill starts (as shipped: n_tiles, a step that does
+        //| //   not exist, so nothing is copied).
+        //| wait_then_refill<C>(aV, V, n_tiles, n_tiles, N, tid);  // K(it) landed; V(?) starts
         wait_then_refill<C>(aV, V, it + STAGES - 1, n_tiles, N, tid);  // K(it) landed; V(it+S-1) starts
+        // TODO(5) end
         float s[C::MT][BC / 8][4];
         s_mma<C>(s, qf, aQ, sK, la);
         if (k0 + BC > N || (causal && k0 + BC - 1 > q0)) apply_mask<C>(s, q0, k0, N, causal, warp, lane);
@@ -501,7 +557,11 @@ fa2_pipeline_kernel(const T *__restrict__ Q, const T *__restrict__ K, const T *_
          * right after S as in FlashAttention-2: so the exponentials share one
          * stretch of code with P V_j, and the step fits in 255 registers at
          * d = 128 (the other way, it spills). */
+        // TODO(5) begin
+        //| // TODO(5): the step whose K this refill starts.
+        //| wait_then_refill<C>(aK, K, n_tiles, n_tiles, N, tid);  // V(it) landed; K(?) starts
         wait_then_refill<C>(aK, K, it + STAGES, n_tiles, N, tid);  // V(it) landed; K(it+S) starts
+        // TODO(5) end
         pv_mma<C>(s, base, o, l, sV, la, scale_log2);
     }
     epilogue<C>(o, m, l, sQ, O, L, q0, N, scale_log2, warp, lane);
@@ -546,6 +606,7 @@ int attention_forward(const attn_args *a) {
             cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess)
             major = 0;
     }
+    //| if (STARTER_NOT_DONE) return ATTN_NOT_IMPLEMENTED;
     if (major < 8 || !(a->scale > 0.f)) return ATTN_UNSUPPORTED;
     if (a->N < 1 || a->B < 1 || a->H < 1) return ATTN_OK;  // nothing to compute
     const int fp16 = a->dtype == DTYPE_FP16, bf16 = a->dtype == DTYPE_BF16;

@@ -1,3 +1,23 @@
+//| /* 09-hopper-wgmma (starter): FlashAttention-2's forward pass on the Hopper hardware
+//|  * FlashAttention-3 uses: warpgroup MMA (wgmma), TMA copies, mbarriers, warp specialization with
+//|  * setmaxnreg.
+//|  *
+//|  * What is here: the PTX wrappers (read them), the host side, the shared-memory layout, the
+//|  * schedule of work items, lesson 08's online softmax in the wgmma accumulator layout, the
+//|  * epilogue. What you write: the TODO(n) below, in order; README.md explains each. Climb the
+//|  * ladder as you go (TODO(0) says how far you are): after TODO(1)-(3) step 1 runs, after (4)-(6)
+//|  * step 2, (7) step 3, (8) step 4, (9) steps 5, 6 and 7, the default build. Steps 1-4 build
+//|  * from this file with lessons/09-hopper-wgmma/variants/steps-1-4.var: make lesson9-step1 (and
+//|  * make emu-lesson9 EMU_STEP=1 on the CPU).
+//|  * Source: Shah, Bikshandi, Zhang, Thakkar, Ramani, Dao, "FlashAttention-3" (2024): Algorithm 1
+//|  * (producer and consumer warpgroups, a ring of K/V stages), Section 3.1 (ping-pong between
+//|  * consumers), Section 3.2 and Algorithm 2 (the softmax of a tile overlapped with the GEMMs of
+//|  * the next); the math is FlashAttention-2, Algorithm 1, as in lessons 07 and 08.
+//|  * fa3_forward_kernel, the last device function, only hands out roles: a producer warpgroup
+//|  * (Kernel::producer_mainloop) and consumer warpgroups of 64 query rows (consumer_mainloop: per
+//|  * work item the MMA loop, then the epilogue). Q, K, V, O: [B, H, N, d] row-major; L: [B, H, N]
+//|  * fp32, the natural-log logsumexp of the scaled scores (reference/include/attention.h).
+// solution begin
 /* 09-hopper-wgmma: FlashAttention-2's forward pass on the Hopper hardware FlashAttention-3 uses: warpgroup
  * MMA (wgmma), TMA copies, mbarriers, warp specialization with setmaxnreg.
  * Source: Shah, Bikshandi, Zhang, Thakkar, Ramani, Dao, "FlashAttention-3" (2024): Algorithm 1 (producer and
@@ -7,6 +27,7 @@
  * a producer warpgroup (Kernel::producer_mainloop) and consumer warpgroups of 64 query rows
  * (consumer_mainloop: per work item the MMA loop, then the epilogue). Q, K, V, O: [B, H, N, d] row-major;
  * L: [B, H, N] fp32, the natural-log logsumexp of the scaled scores (reference/include/attention.h).
+// solution end
  * Preconditions: fp16 or bf16, d in {64, 128}, scale > 0, compute capability 9.0 (sm_90a). */
 // build: sm_90a
 #include <cuda.h>  // CUtensorMap
@@ -23,6 +44,11 @@
 const lesson_info LESSON = {
     9, "09-hopper-wgmma", "Hopper: wgmma, TMA, mbarriers, warp specialization",
     DTYPE_BIT(DTYPE_FP16) | DTYPE_BIT(DTYPE_BF16), 1, {64, 128, 0}, 0, 90};
+//|
+//| /* TODO(0): the last step of the ladder whose TODOs you have written (1 after TODO(1)-(3), 2
+//|  * after (4)-(6), 3 after (7), 4 after (8), 7 after (9)). A build of a later step (FA9_STEP) says
+//|  * "not implemented" instead of running code you have not written. */
+//| #define STARTER_DONE_STEP 0
 
 // [region config]
 /* -DNAME=value: FA9_STEP, the rung of the lesson's ladder (Step; 7, the default, is the
@@ -257,7 +283,14 @@ template <int K> __device__ __forceinline__ void fence_acc(float (&d)[K]) {
 
 // [region mbar-wait]
 __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
+    // TODO(4) begin
+    //| // TODO(4): return once the phase of parity `parity` of mbarrier `bar` has completed, using
+    //| //   mbar_try_wait above (README, "What an mbarrier counts"). Until you write it, a kernel
+    //| //   that waits on a barrier stops here, instead of reading tiles that may not have landed.
+    //| (void)bar; (void)parity;
+    //| __trap();
     while (!mbar_try_wait(bar, parity)) {}
+    // TODO(4) end
 }
 // [end mbar-wait]
 
@@ -270,20 +303,41 @@ __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
  * into it, the hardware swizzling the final addresses. MN-major (V, a row per key): LBO is the
  * distance between two 64-column boxes, key slice ks starts 16 ks rows into the tile. */
 __device__ __host__ __forceinline__ uint64_t make_desc(uint32_t addr, uint32_t lbo, uint32_t sbo) {
+    // TODO(1) begin
+    //| // TODO(1): the descriptor of an operand at shared address `addr` with these two byte offsets
+    //| //   and the 128-byte swizzle: each field as the table above (and README, "Descriptors and the
+    //| //   128-byte swizzle") gives it, an address field holding 14 bits of its value in 16-byte
+    //| //   units. make emu-lesson9 checks it against the layout TMA writes before anything runs.
+    //| (void)addr; (void)lbo; (void)sbo;
+    //| return 0;
     return (uint64_t)((addr & 0x3FFFF) >> 4) | (uint64_t)((lbo & 0x3FFFF) >> 4) << 16 |
            (uint64_t)((sbo & 0x3FFFF) >> 4) << 32 | 1ull << 62;
+    // TODO(1) end
 }
 /* K-major operand: rows [row0, row0 + 64 or N) of a tile of `ROWS` rows, k-slice kk (columns
  * 16 kk .. 16 kk + 15): box kk / 4, 32 bytes per k-slice inside the box. */
 template <int ROWS>
 __device__ __host__ __forceinline__ uint64_t desc_kmajor(uint32_t tile, int row0, int kk) {
+    // TODO(2) begin
+    //| // TODO(2): where k-slice kk of the rows from row0 starts in a tile of ROWS rows stored as
+    //| //   64-column boxes of 128-byte rows, and its LBO and SBO (the comment above; README,
+    //| //   "Descriptors and the 128-byte swizzle").
+    //| (void)tile; (void)row0; (void)kk;
+    //| return make_desc(0, 0, 0);
     const uint32_t box = (uint32_t)(kk / 4) * ROWS * 128;  // 64-column box of this k-slice
     return make_desc(tile + box + (uint32_t)row0 * 128 + (uint32_t)(kk % 4) * 32, 16, 1024);
+    // TODO(2) end
 }
 /* MN-major operand (V_j): keys 16 ks .. 16 ks + 15 of a tile of `ROWS` keys, all d columns. */
 template <int ROWS>
 __device__ __host__ __forceinline__ uint64_t desc_mnmajor(uint32_t tile, int ks) {
+    // TODO(2) begin
+    //| // TODO(2): the same for keys 16 ks .. 16 ks + 15 of V_j, whose d = 128 columns span two
+    //| //   boxes: LBO is what takes the instruction from the first box to the second.
+    //| (void)tile; (void)ks;
+    //| return make_desc(0, 0, 0);
     return make_desc(tile + (uint32_t)ks * 16 * 128, ROWS * 128, 1024);
+    // TODO(2) end
 }
 // [end descriptor]
 
@@ -360,18 +414,32 @@ struct Consumer {
     // [region issue-s]
     /* S = Q_i K_j^T for this warpgroup's 64 rows: D / 16 wgmmas, the first with scale_d = 0. */
     __device__ __forceinline__ void issue_s(uint32_t sQ, int wg_row0, uint32_t sK) {
+        // TODO(3) begin
+        //| // TODO(3): S = Q_i K_j^T into s: one wgmma_ss per 16-wide slice of d, A the warpgroup's 64
+        //| //   rows of Q_i (from row wg_row0 of the tile at sQ, which holds all BR = 64 NC rows of
+        //| //   the block: desc_kmajor<BR>), B the tile K_j at sK (BC rows), each described by
+        //| //   desc_kmajor; the first overwrites s, the others accumulate; then close them into one
+        //| //   group (README, "Warpgroups and the instruction" and "Asynchronous, and what that
+        //| //   demands").
+        //| (void)sQ; (void)wg_row0; (void)sK;
 #pragma unroll
         for (int kk = 0; kk < D / 16; ++kk)
             wgmma_ss<T, BC>(s, desc_kmajor<BR>(sQ, wg_row0, kk), desc_kmajor<BC>(sK, 0, kk), kk > 0);
         wgmma_commit();
+        // TODO(3) end
     }
     // [end issue-s]
     // [region issue-pv]
     /* O += P V_j: B_c / 16 wgmmas, A = 16 keys of P from registers, B = those keys of V_j. */
     __device__ __forceinline__ void issue_pv(uint32_t sV) {
+        // TODO(3) begin
+        //| // TODO(3): O += P V_j into o: one wgmma_rs per 16 keys, A the fragments p[] of those keys,
+        //| //   B those keys of V_j at sV (desc_mnmajor), always accumulating; one group.
+        //| (void)sV;
 #pragma unroll
         for (int ks = 0; ks < BC / 16; ++ks) wgmma_rs<T, D>(o, p[ks], desc_mnmajor<BC>(sV, ks), 1);
         wgmma_commit();
+        // TODO(3) end
     }
     // [end issue-pv]
     /* Keys >= N and, causal, keys after the row get -inf (`row`: the query row of e < 2). */
@@ -461,22 +529,42 @@ struct Warpgroup {
         : base(base_), tid(tid_), lane(tid_ & 31), c(tid_ / 128 - 1), wq((tid_ / 32) % 4), g(lane >> 2),
           t(lane & 3), wg_row0(64 * c) {}
     __device__ __forceinline__ uint32_t bar(MBar b, int s = 0) const { return base + C::SL::bar(b, s); }
+    // solution begin
     // [region release]
+    // solution end
     /* A warp releases a tile after its wgmmas on it: __syncwarp (every lane waited), lane 0 arrives. */
     __device__ __forceinline__ void release(MBar b, int s = 0) const {
+        // TODO(6) begin
+        //| // TODO(6): the warp's one arrival on empty barrier b of slot s (its count is one per
+        //| //   consumer warp: init_barriers), made only once every lane of the warp has passed the
+        //| //   wait that retired its wgmmas on the tile (README, "The ring").
+        //| (void)b; (void)s;
         __syncwarp();
         if (lane == 0) mbar_arrive(bar(b, s));
+        // TODO(6) end
     }
+    // solution begin
     // [end release]
+    // solution end
     /* Steps 6-7, after this warpgroup's last S = Q_i K_j^T: Q_i's buffer may take the next tile. */
     __device__ __forceinline__ void release_q() const {
         if constexpr (C::S::PERSISTENT) release(EMPTY_Q);
     }
+    // solution begin
     // [region turns]
+    // solution end
     /* Turns: c issues its GEMMs after bar.sync on its barrier, then lets c + 1 (mod NC) go. */
+    // TODO(8) begin
+    //| // TODO(8): begin_turn waits on this warpgroup's turn barrier, pass_turn lets the next
+    //| //   warpgroup (mod NC) go without waiting; each barrier counts the 256 threads of the two
+    //| //   warpgroups that meet on it (Roles; README, "Named barriers" and "Ping-pong between the
+    //| //   consumers").
+    //| __device__ __forceinline__ void begin_turn() const {}
+    //| __device__ __forceinline__ void pass_turn() const {}
     __device__ __forceinline__ void begin_turn() const { named_sync(C::R::TURN_WG0 + c, 256); }
     __device__ __forceinline__ void pass_turn() const { named_arrive(C::R::TURN_WG0 + (c + 1) % C::NC, 256); }
     // [end turns]
+    // TODO(8) end
 };
 
 /* The phases of a kernel of the ladder, and what they share: its arguments, its shared memory. */
@@ -512,6 +600,14 @@ struct Kernel {
      * use - 1: that phase of the slot's empty barrier has parity (use - 1) & 1. */
     __device__ __forceinline__ void load_kv(int gi, int j, int bh) const {
         const int s = gi % C::STAGES, use = gi / C::STAGES, row0 = j * C::BC;
+        // TODO(5) begin
+        //| // TODO(5): K_j (rows row0 .. of head bh, tensor map tmK), then V_j (tmV), into slot s
+        //| //   (SmemLayout: SL::K or SL::V + s SL::TILE, then 64-column boxes of C::BC rows): for
+        //| //   each, wait until the slot's previous fill is released (the parity above: not before
+        //| //   the first fill), announce the tile's bytes on its full barrier (the whole tile: rows
+        //| //   past N, zero-filled by TMA, count too), and copy its boxes by TMA, reporting to that
+        //| //   barrier (README, "The ring"; tma_load_3d for the layout).
+        //| (void)s; (void)use; (void)row0; (void)bh;
         if (use > 0) mbar_wait(bar(EMPTY_K, s), (use - 1) & 1);
         mbar_arrive_expect_tx(bar(FULL_K, s), SL::TILE);
         for (int b = 0; b < C::D / 64; ++b)
@@ -520,6 +616,7 @@ struct Kernel {
         mbar_arrive_expect_tx(bar(FULL_V, s), SL::TILE);
         for (int b = 0; b < C::D / 64; ++b)
             tma_load_3d(base + SL::V + s * SL::TILE + b * C::BC * 128, tmV, 64 * b, row0, bh, bar(FULL_V, s));
+        // TODO(5) end
     }
     // [end producer]
     // [region producer-loop]
@@ -597,6 +694,19 @@ struct Kernel {
             const int slot = (gi + it) % STAGES, ph = ((gi + it) / STAGES) & 1;
             const int pslot = (gi + it - 1) % STAGES, pph = ((gi + it - 1) / STAGES) & 1;
             const int k0 = (n_tiles - 1 - it) * C::BC;
+            // TODO(9) begin
+            //| // TODO(9): one turn of the pair S_it = Q_i K_it^T (K in slot `slot`, phase ph) and
+            //| //   O += P_{it-1} V_{it-1} (V in `pslot`, phase pph), the blocks before and after this
+            //| //   loop showing each half: what must have landed before the turn; the fences the
+            //| //   wgmmas need (S and O are accumulators, fence_acc; P is an operand written since the
+            //| //   last wgmma, which wgmma_fence covers); which wait lets the softmax of S_it (and its
+            //| //   mask) run while P V is still computing; when each tile, and on the last tile Q_i
+            //| //   (release_q), is released; and why O's rescale and the new P must wait for P V
+            //| //   (README, "Overlap inside a warpgroup"). Until you write it, a work item with more
+            //| //   than one K/V tile stops here. wait<0> in place of the right wait passes the emulator
+            //| //   too: only the ladder's timings show the lost overlap (step 5 should beat step 4).
+            //| (void)slot; (void)ph; (void)pslot; (void)pph; (void)k0;
+            //| __trap();
             mbar_wait(wg.bar(FULL_K, slot), ph);
             mbar_wait(wg.bar(FULL_V, pslot), pph);
             wg.begin_turn();
@@ -617,6 +727,7 @@ struct Kernel {
             wg.release(EMPTY_V, pslot);
             w.rescale(alpha, rowsum);
             w.pack_p();
+            // TODO(9) end
         }
         {  // P V of the last tile
             const int pslot = (gi + n_tiles - 1) % STAGES, pph = ((gi + n_tiles - 1) / STAGES) & 1;
@@ -747,11 +858,18 @@ fa3_forward_kernel(const __grid_constant__ CUtensorMap tmQ, const __grid_constan
     if (tid == 0) k.init_barriers();
     __syncthreads();
     if (tid < 128) {  // the producer warpgroup: one thread issues every copy, the others leave
+        // TODO(7) begin
+        //| // TODO(7): give back the registers the producer does not need (Roles: REG_PRODUCER)...
         setmaxnreg_dec<C::R::REG_PRODUCER>();
+        // TODO(7) end
         if (tid == 0) k.producer_mainloop();
         return;
     }
+    // TODO(7) begin
+    //| // TODO(7): ...and let the consumers take them (REG_CONSUMER; README, "Warp specialization
+    //| //   and setmaxnreg" and "The register budget": the two must add up, or this waits forever).
     setmaxnreg_inc<C::R::REG_CONSUMER>();
+    // TODO(7) end
     k.consumer_mainloop(tid);
 }
 // [end roles]
@@ -839,6 +957,7 @@ int attention_forward(const attn_args *a) {
     static const int cc = 10 * device_attr(cudaDevAttrComputeCapabilityMajor) +
                           device_attr(cudaDevAttrComputeCapabilityMinor);
     if (cc != 90 || !(a->scale > 0.f)) return ATTN_UNSUPPORTED;
+    //| if (FA9_STEP > STARTER_DONE_STEP) return ATTN_NOT_IMPLEMENTED;  // TODO(0)
     if (a->N < 1 || a->B < 1 || a->H < 1) return ATTN_OK;  // nothing to compute
     const int fp16 = a->dtype == DTYPE_FP16, bf16 = a->dtype == DTYPE_BF16;
     if (a->d == 64 && fp16) return launch64<__half>(a);

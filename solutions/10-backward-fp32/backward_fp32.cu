@@ -1,4 +1,8 @@
+//| /* Lesson 10: the backward pass of attention, fp32 on CUDA cores.
+//|  * Build and grade: make lesson10 && ./lesson10      (the lesson text: README.md here)
+// solution begin
 /* Lesson 10 (solution): the backward pass of attention, fp32 on CUDA cores.
+// solution end
  *
  * Source: FlashAttention-2 (Dao, 2023), Algorithm 2 (backward pass): D = rowsum(dO o O) first
  * (line 4), then an outer loop over key/value tiles K_j, V_j (line 6) whose block keeps dK_j and
@@ -66,6 +70,9 @@ struct Tiles {
 
 constexpr float LOG2E = 1.4426950408889634f;
 
+//| /* TODO(0): set to 0 when you have written TODO(1)..TODO(8); the grader then grades you. */
+//| #define STARTER_NOT_DONE 1
+//|
 /* The one dynamic shared-memory array of every kernel here, viewed as the tiles. */
 template <int D>
 __device__ __forceinline__ Tiles<D> &tiles() {
@@ -96,9 +103,15 @@ __device__ __forceinline__ void load_row_stats(Tiles<D> &t, const float *__restr
                                                int q0, int N) {
     if (threadIdx.x < Br) {
         const int row = q0 + threadIdx.x;
+        // TODO(2a) begin
         // [region l-load]
         t.L2[threadIdx.x] = row < N ? L[row] * LOG2E : 0.f;
         // [end l-load]
+        // TODO(2a) end
+        //| /* TODO(2a): L of this query row in base-2 units, 0 for rows >= N (never read past the
+        //|  * array). README: "P from L". */
+        //| (void)L;
+        //| t.L2[threadIdx.x] = 0.f;
         t.Dr[threadIdx.x] = row < N ? Dv[row] : 0.f;
     }
 }
@@ -120,12 +133,19 @@ bwd_preprocess(const float *__restrict__ O, const float *__restrict__ dO, float 
     const long long row = (long long)blockIdx.x * (THREADS / 32) + threadIdx.x / 32;
     const int lane = threadIdx.x % 32;
     if (row >= rows) return;
+    // TODO(1) begin
     // [region preprocess]
     float acc = 0.f;
     for (int c = lane; c < D; c += 32) acc = fmaf(dO[row * D + c], O[row * D + c], acc);
     for (int off = 16; off > 0; off /= 2) acc += __shfl_xor_sync(0xffffffffu, acc, off);
     if (lane == 0) Dv[row] = acc;
     // [end preprocess]
+    // TODO(1) end
+    //| /* TODO(1): D_i = rowsum(dO_i o O_i) for this warp's row, from dO and O: the 32 lanes share
+    //|  * the D columns and combine their partial sums without shared memory; one lane writes
+    //|  * Dv[row]. README: "Why D exists", "One step of the inner loop". */
+    //| (void)O; (void)dO;
+    //| if (lane == 0) Dv[row] = 0.f;
     if (DQ_ATOMIC)
         for (int c = lane; c < D; c += 32) dQ[row * D + c] = 0.f;
 }
@@ -159,9 +179,15 @@ __device__ __forceinline__ void p_and_ds(Tiles<D> &t, int q0, int kb0, int N, in
 #pragma unroll
             for (int r = 0; r < RT; ++r) {
                 s4[r][c] = fma4(q[r], kk, s4[r][c]);  // S = Q_i K_j^T
+                // TODO(3) begin
                 // [region dp]
                 dp[r][c] = fmaf(g[r].x, vv.x, fmaf(g[r].y, vv.y, fmaf(g[r].z, vv.z, fmaf(g[r].w, vv.w, dp[r][c]))));
                 // [end dp]
+                // TODO(3) end
+                //| /* TODO(3): dP = dO_i V_j^T: add the products of the 4 columns of dO's row, g[r],
+                //|  * and the same 4 columns of V's row, vv, into dp[r][c]. README: "One step of the
+                //|  * inner loop". */
+                //| (void)g[r]; (void)vv;
             }
         }
     }
@@ -170,14 +196,29 @@ __device__ __forceinline__ void p_and_ds(Tiles<D> &t, int q0, int kb0, int N, in
 #pragma unroll
         for (int c = 0; c < CT; ++c) {
             const int lr = ty + 16 * r, row = q0 + lr, key = kb0 + tx + 16 * c;
+            // TODO(2b) begin
             // [region recompute-p]
             const float e = exp2f(sum4(s4[r][c]) * scale_log2 - t.L2[lr]);  // P_ij = exp(S_ij - L_i)
+            // TODO(2b) end
+            //| /* TODO(2b): P_ij = exp(S_ij - L_i), in base 2, from this thread's unscaled score
+            //|  * sum4(s4[r][c]) and the row's t.L2[lr]. README: "P from L". */
+            //| (void)scale_log2;
+            //| const float e = 0.f * sum4(s4[r][c]);
             const bool masked = need_mask && (row >= N || key >= N || (causal && key > row));
+            // solution begin
             // [end recompute-p]
             // [region ds]
+            // solution end
             if (STORE_P) t.P[lr][tx + 16 * c] = masked ? 0.f : e;
+            // TODO(4) begin
             t.dS[lr][tx + 16 * c] = masked ? 0.f : e * (dp[r][c] - t.Dr[lr]) * scale;
             // [end ds]
+            // TODO(4) end
+            //| /* TODO(4): dS_ij = P_ij (dP_ij - D_i) times the softmax scale (so that dQ = dS K and
+            //|  * dK = dS^T Q need none), 0 where masked, into t.dS. D_i is t.Dr[lr].
+            //|  * README: "What the backward pass computes". */
+            //| (void)dp[r][c]; (void)scale;
+            //| t.dS[lr][tx + 16 * c] = 0.f;
         }
 }
 
@@ -185,6 +226,7 @@ __device__ __forceinline__ void p_and_ds(Tiles<D> &t, int q0, int kb0, int N, in
 template <int D>
 __device__ __forceinline__ void dq_from_ds(const Tiles<D> &t, float (&acc)[RT][D / 16]) {
     const int ty = threadIdx.x / 16, tx = threadIdx.x % 16;
+    // TODO(6) begin
     // [region dq-loop]
 #pragma unroll 2
     for (int k = 0; k < Bc; k += 4) {
@@ -207,6 +249,11 @@ __device__ __forceinline__ void dq_from_ds(const Tiles<D> &t, float (&acc)[RT][D
             }
     }
     // [end dq-loop]
+    // TODO(6) end
+    //| /* TODO(6): add this thread's piece of dS K_j (rows ty + 16r, columns 4tx + 64q .. +3) into
+    //|  * acc, from t.dS and t.K, summed over the tile's Bc keys; each loaded float4 used for every
+    //|  * multiply-add that needs it. README: "dQ: atomics, or a pass of its own". */
+    //| (void)t; (void)acc; (void)ty; (void)tx;
 }
 
 /* Adds four floats into global memory atomically: one vector red.add on sm_90, four scalar ones
@@ -244,12 +291,19 @@ bwd_kv_kernel(const float *__restrict__ Q, const float *__restrict__ K, const fl
 #pragma unroll
         for (int c = 0; c < D / 16; ++c) dk[r][c] = dv[r][c] = 0.f;
 
+    // solution begin
     // [region causal-skip]
+    // solution end
     // Causal: query i sees key j only when j <= i, so query tiles that end before this block's
     // first key, kb0, would add nothing: start at the tile holding row kb0.
     const int Tr = (N + Br - 1) / Br;
+    // TODO(8a) begin
     const int i_start = causal ? kb0 / Br : 0;
     // [end causal-skip]
+    // TODO(8a) end
+    //| /* TODO(8a): with causal masking, start at the query tile that holds this block's first key,
+    //|  * kb0; without it, at 0. README: "Causal". */
+    //| const int i_start = 0;
     for (int i = i_start; i < Tr; ++i) {
         const int q0 = i * Br;
         __syncthreads();  // every thread is done with the previous Q_i, dO_i, P, dS
@@ -262,6 +316,7 @@ bwd_kv_kernel(const float *__restrict__ Q, const float *__restrict__ K, const fl
         p_and_ds<D, true>(t, q0, kb0, N, causal, need_mask, scale_log2, scale);
         __syncthreads();  // P and dS complete
 
+        // TODO(5) begin
         // [region dv-dk]
         // dV_j += P^T dO_i and dK_j += dS^T Q_i: sums over the query rows ii of the tile. Row ii
         // of P holds the keys of this block, so P[ii][4ty..4ty+3] is this thread's 4 keys.
@@ -288,9 +343,16 @@ bwd_kv_kernel(const float *__restrict__ Q, const float *__restrict__ K, const fl
             }
         }
         // [end dv-dk]
+        // TODO(5) end
+        //| /* TODO(5): dV_j += P^T dO_i and dK_j += dS^T Q_i for this thread's key rows 4ty + r
+        //|  * (r < KR) and columns 4tx + 64q .. +3 (q < D/64), summed over the tile's Br query rows,
+        //|  * from t.P, t.dS, t.dO and t.Q; each loaded float4 used for every multiply-add that
+        //|  * needs it. README: "One step of the inner loop". */
 
 #if DQ_ATOMIC
+        // solution begin
         // [region dq-atomic]
+        // solution end
         // dQ_i += dS K_j, added into global memory: every K/V block of this head adds its share
         // to the same rows, in whatever order the blocks run.
         float acc[RT][D / 16];
@@ -302,13 +364,21 @@ bwd_kv_kernel(const float *__restrict__ Q, const float *__restrict__ K, const fl
 #pragma unroll
         for (int r = 0; r < RT; ++r) {
             const int row = q0 + ty + 16 * r;
+            // TODO(7) begin
             if (row < N)
 #pragma unroll
                 for (int q = 0; q < D / 64; ++q)
                     atomic_add4(dQ + off + (size_t)row * D + 4 * tx + 64 * q, acc[r][4 * q], acc[r][4 * q + 1],
                                 acc[r][4 * q + 2], acc[r][4 * q + 3]);
+            // TODO(7) end
+            //| /* TODO(7): add this block's piece of dQ (acc) for rows < N into dQ, so that the
+            //|  * pieces of all key blocks count, whatever order they arrive in. README: "dQ:
+            //|  * atomics, or a pass of its own". */
+            //| (void)row; (void)acc[r][0];
         }
+        // solution begin
         // [end dq-atomic]
+        // solution end
 #endif
     }
 
@@ -350,10 +420,17 @@ bwd_dq_kernel(const float *__restrict__ Q, const float *__restrict__ K, const fl
     for (int r = 0; r < RT; ++r)
 #pragma unroll
         for (int c = 0; c < D / 16; ++c) acc[r][c] = 0.f;
+    // solution begin
     // [region dq-pass-bound]
+    // solution end
     const int Tc = (N + Bc - 1) / Bc;
+    // TODO(8b) begin
     const int j_end = causal ? min(Tc, (q0 + Br + Bc - 1) / Bc) : Tc;  // tiles holding a key <= q0 + Br - 1
     // [end dq-pass-bound]
+    // TODO(8b) end
+    //| /* TODO(8b): with causal masking, stop after the last key tile that holds a key the tile's
+    //|  * last row (q0 + Br - 1) may see, never more than Tc; without it, Tc. README: "Causal". */
+    //| const int j_end = Tc;
     for (int j = 0; j < j_end; ++j) {
         const int kb0 = j * Bc;
         __syncthreads();  // done with the previous K_j, V_j and dS
@@ -428,6 +505,7 @@ static int launch(const attn_bwd_args *a) {
 }
 
 int attention_backward(const attn_bwd_args *a) {
+    //| if (STARTER_NOT_DONE) return ATTN_NOT_IMPLEMENTED;
     if (a->dtype != DTYPE_FP32) return ATTN_UNSUPPORTED;
     if (a->d == 64) return launch<64>(a);
     if (a->d == 128) return launch<128>(a);

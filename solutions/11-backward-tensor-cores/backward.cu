@@ -1,4 +1,16 @@
+//| /* 11-backward-tensor-cores (starter): FlashAttention-2's backward pass on
+//|  * tensor cores.
+//|  *
+//|  * What is here: the tile copies and the pipeline (lesson 08), the work split
+//|  * and the lane addresses, the S^T = K_j Q_i^T product as a model, the stores
+//|  * of P^T and dS^T, the loops of dV, dK and dQ, the epilogue and the launch.
+//|  * What you write: the numbered TODO(n) below, the pieces of the backward pass
+//|  * (D and L, the causal schedule and mask, dP^T, P from L and dS, the operands
+//|  * of dK and dQ, the dQ reduction, the scale), then TODO(0). README.md
+//|  * explains each one.
+// solution begin
 /* 11-backward-tensor-cores: FlashAttention-2's backward pass on tensor cores.
+// solution end
  *
  * Source: Dao, "FlashAttention-2" (2023), Algorithm 2 (backward pass) and the
  * loop order of its CUDA kernels: a block owns one K_j, V_j tile, keeps dK_j
@@ -38,6 +50,9 @@
 const lesson_info LESSON = {
     11, "11-backward-tensor-cores", "backward pass on tensor cores: P recomputed from L, five mma products, dQ by atomics",
     DTYPE_BIT(DTYPE_FP16) | DTYPE_BIT(DTYPE_BF16), 1, {64, 128, 0}, LESSON_ATOMIC_ACCUMULATION, 0};
+//|
+//| /* TODO(0): set to 0 when you have written TODO(1)..TODO(7); the grader then grades you. */
+//| #define STARTER_NOT_DONE 1
 
 // [region config]
 /* The tiles and the order of one step, per head dimension: Br query rows per
@@ -225,18 +240,31 @@ fa2_bwd_preprocess_kernel(const T *__restrict__ O, const T *__restrict__ dO, con
         const size_t off = ((size_t)bh * N + i) * D + ch * 8;
         const uint4 o = *reinterpret_cast<const uint4 *>(O + off), g = *reinterpret_cast<const uint4 *>(dO + off);
         const uint32_t ow[4] = {o.x, o.y, o.z, o.w}, gw[4] = {g.x, g.y, g.z, g.w};
+        // TODO(1) begin
+        //| // TODO(1): dot = this thread's share of D_i = sum_c dO_ic O_ic: its 8 elements of the
+        //| //   row, two 16-bit values in each word of ow and gw (unpack2 gives them as floats).
+        //| //   README, "dS and D".
+        //| (void)ow; (void)gw;
 #pragma unroll
         for (int k = 0; k < 4; ++k) {
             const float2 a = unpack2<T>(ow[k]), b = unpack2<T>(gw[k]);
             dot = fmaf(a.x, b.x, fmaf(a.y, b.y, dot));
         }
+        // TODO(1) end
     }
 #pragma unroll
     for (int m = 1; m < CH; m <<= 1) dot += __shfl_xor_sync(0xffffffffu, dot, m);  // the row's CH lanes
     if (!in) return;
     if (ch == 0) {
+        // TODO(1) begin
+        //| // TODO(1), continued: the row's D (dot, summed over its lanes above) and its L in the
+        //| //   base of ex2 (L is [BH, N]); a padded row (i >= N) needs values that make the main
+        //| //   kernel's P exactly 0. README, "P from L, in base 2".
+        //| Dv[row] = 0.f;
+        //| L2[row] = 0.f;
         Dv[row] = i < N ? dot : 0.f;
         L2[row] = i < N ? L[(size_t)bh * N + i] * 1.4426950408889634f : INFINITY;
+        // TODO(1) end
     }
     float4 *acc = reinterpret_cast<float4 *>(dQacc + (size_t)row * D + ch * 8);
     acc[0] = make_float4(0.f, 0.f, 0.f, 0.f);
@@ -284,8 +312,16 @@ __device__ __forceinline__ BlockWork block_work(int N, int causal) {
     w.Tr = Tr;
     w.bh = causal ? bid % BH : bid / Tc;
     w.k0 = kv_tile * C::BC;
+    // TODO(2) begin
+    //| // TODO(2): i_first, the first query tile this block visits, and n_steps, how many it
+    //| //   visits: causal, only the tiles that see one of its keys; non-causal, all Tr of them,
+    //| //   starting at the same tile and wrapping around (query_tile). README, "Causal: which
+    //| //   tiles a block visits".
+    //| w.i_first = 0;
+    //| w.n_steps = Tr;
     w.i_first = w.k0 / C::BR;  // the query tile that holds query k0
     w.n_steps = causal ? Tr - w.i_first : Tr;
+    // TODO(2) end
     return w;
 }
 __device__ __forceinline__ int query_tile(const BlockWork &w, int it) {  // step it's: wrapped around
@@ -425,7 +461,12 @@ __device__ __forceinline__ void mask_s(typename C::KeysQueries &s, const Step &s
             for (int e = 0; e < 4; ++e) {
                 const int key = st.k0 + ln.key_row0 + mk * 16 + ln.g + (e >> 1) * 8;
                 const int query = st.q0 + ln.q_off + nb * 8 + 2 * ln.t + (e & 1);
+                // TODO(2) begin
+                //| // TODO(2), continued: and the causal condition (README, "The mask").
+                //| if (key >= st.N) s[mk][nb][e] = -INFINITY;
+                //| (void)query;
                 if (key >= st.N || (st.causal && key > query)) s[mk][nb][e] = -INFINITY;
+                // TODO(2) end
             }
 }
 // [end mask]
@@ -478,7 +519,13 @@ __device__ __forceinline__ void p_from_l(int nb0, int nb1, const typename C::Key
 #pragma unroll
             for (int e = 0; e < 4; ++e) {
                 const float x = s[mk][nb][e];
+                // TODO(4) begin
+                //| // TODO(4): p[e] = P of this element, from its score x and the L2 of its query (which
+                //| //   of l2.x, l2.y?), in one fmaf and one ex2. README, "P from L, in base 2".
+                //| p[e] = 0.f;
+                //| (void)x; (void)scale_log2;
                 p[e] = ex2(fmaf(x, scale_log2, -((e & 1) ? l2.y : l2.x)));
+                // TODO(4) end
             }
             pp[mk][nb][0] = pack2<T>(p[0], p[1]);
             pp[mk][nb][1] = pack2<T>(p[2], p[3]);
@@ -501,7 +548,13 @@ __device__ __forceinline__ void ds_from_dp(const typename C::KeysQueries &dp, co
             float ds[4];
 #pragma unroll
             for (int e = 0; e < 4; ++e) {
+                // TODO(4) begin
+                //| // TODO(4), continued: ds[e] = dS of this element, from its P, its dP and the D of
+                //| //   its query (dd.x or dd.y). README, "dS and D".
+                //| ds[e] = 0.f;
+                //| (void)p; (void)dd;
                 ds[e] = p[e] * (dp[mk][nb][e] - ((e & 1) ? dd.y : dd.x));
+                // TODO(4) end
             }
             dsp[mk][nb][0] = pack2<T>(ds[0], ds[1]);
             dsp[mk][nb][1] = pack2<T>(ds[2], ds[3]);
@@ -528,9 +581,15 @@ __device__ __forceinline__ void dq_mma(typename C::DqFrags &dq, const WarpLanes<
 #pragma unroll DQ_UNROLL
     for (int kk = 0; kk < C::BC / 16; ++kk) {
         uint32_t a[MQ][4];
+        //| // TODO(6): a[mq], the A fragments of dS (queries x keys) for this warp's query slice mq and
+        //| //   key slice kk, from the dS^T tile (keys as rows), through the lane address sT: which
+        //| //   ldmatrix, and which move at(dr, dc)? README, "Which operand, which ldmatrix".
 #pragma unroll
+        //| for (int mq = 0; mq < MQ; ++mq) a[mq][0] = a[mq][1] = a[mq][2] = a[mq][3] = 0u;
+        // solution begin
         for (int mq = 0; mq < MQ; ++mq)
             ldmatrix_x4_trans(a[mq], ln.sT.at(kk * 16, 2 * mq));
+        // solution end
 #pragma unroll
         for (int dpair = 0; dpair < NQ / 2; ++dpair) {
             uint32_t b[4];
@@ -559,7 +618,13 @@ __device__ __forceinline__ void dq_red(const typename C::DqFrags &dq, float *dQa
 #pragma unroll
     for (int f = part * MQ * NQ / parts; f < (part + 1) * MQ * NQ / parts; ++f) {
         const float *v = dq[f / NQ][f % NQ];
+        // TODO(6) begin
+        //| // TODO(6), continued: add fragment f (v[0..3]) of this lane to the accumulator of the step's
+        //| //   query tile, atomically, where the fragment order puts it (BwdTiles::dq_frag). README,
+        //| //   "dQ: atomics into an accumulator in fragment order".
+        //| (void)v; (void)dQacc; (void)st; (void)ln;
         red_add_f32x4(dQacc + (size_t)st.q0 * C::D + C::dq_frag(ln.warp, f, ln.lane), v[0], v[1], v[2], v[3]);
+        // TODO(6) end
     }
 }
 // [end dq]
@@ -590,7 +655,11 @@ __device__ __forceinline__ void dv_dk(typename C::KeysDims &dv, typename C::Keys
         for (int dpair = 0; dpair < DW / 16; ++dpair) {
             uint32_t bo[4], bq[4];
             if constexpr (DV) ldmatrix_x4_trans(bo, SwzLane<D>(st.aDO + ln.qT).at(kk * 16, 2 * dpair));
+            // TODO(5) begin
+            //| // TODO(5): when DK, bq = the B fragments of dK's slice (kk, dpair): which tile, read which
+            //| //   way (README, "Which operand, which ldmatrix")? dV's line above is the model.
             if constexpr (DK) ldmatrix_x4_trans(bq, SwzLane<D>(st.aQ + ln.qT).at(kk * 16, 2 * dpair));
+            // TODO(5) end
 #pragma unroll
             for (int mk = 0; mk < MK; ++mk) {
                 if constexpr (DV) {
@@ -598,8 +667,12 @@ __device__ __forceinline__ void dv_dk(typename C::KeysDims &dv, typename C::Keys
                     mma_16816<T>(dv[mk][2 * dpair + 1], pa[mk], bo[2], bo[3]);
                 }
                 if constexpr (DK) {
+                    // TODO(5) begin
+                    //| // TODO(5), continued: dK's two n-blocks of this slice += dS^T (sa) times bq.
+                    //| (void)bq; (void)sa;
                     mma_16816<T>(dk[mk][2 * dpair], sa[mk], bq[0], bq[1]);
                     mma_16816<T>(dk[mk][2 * dpair + 1], sa[mk], bq[2], bq[3]);
+                    // TODO(5) end
                 }
             }
         }
@@ -623,7 +696,12 @@ __device__ __forceinline__ void stage_dk_dv(const typename C::KeysDims &dk, cons
 #pragma unroll
             for (int r = 0; r < 2; ++r) {
                 const uint32_t off = swz<C::D>(ln.key_row0 + mk * 16 + ln.g + 8 * r, ln.d_off / 8 + nb) + 4 * ln.t;
+                // TODO(7) begin
+                //| // TODO(7): dK owes the softmax scale (README, "The scale").
+                //| sts32(aK + off, pack2<T>(dk[mk][nb][2 * r], dk[mk][nb][2 * r + 1]));
+                //| (void)scale;
                 sts32(aK + off, pack2<T>(dk[mk][nb][2 * r] * scale, dk[mk][nb][2 * r + 1] * scale));
+                // TODO(7) end
                 sts32(aV + off, pack2<T>(dv[mk][nb][2 * r], dv[mk][nb][2 * r + 1]));
             }
 }
@@ -692,15 +770,28 @@ fa2_bwd_kernel(const T *__restrict__ Q, const T *__restrict__ K, const T *__rest
         typename C::KeysQueries dp;     // dP^T
         typename C::DqFrags dq;         // the warp's part of dQ_i
         keys_x_queries<T, C>(s, ln.kA, st.aQ, ln, [](int) {});  // S^T
+        // TODO(2) begin
+        //| // TODO(2), continued: need_mask, whether this (query tile, key tile) pair has any element
+        //| //   the mask must clear (README, "The mask"); as given, only the last key tile's.
+        //| const bool need_mask = w.k0 + C::BC > N;
         const bool need_mask = w.k0 + C::BC > N || (causal && q0 < w.k0 + C::BC - 1);
+        // TODO(2) end
         if constexpr (C::P_ORDER == POrder::in_dp) {  // P^T between the slices of dP^T
             constexpr int NB = C::QW / 8, KS = C::D / 16;
             mask_s<C>(s, st, ln, need_mask);
+            // TODO(3) begin
+            //| // TODO(3): dP^T = V_j dO_i^T into dp. The operands given here are S^T's (K_j's lanes,
+            //| //   Q_i's tile): which does dP^T take (README, "Keys as rows")? The lambda stays.
+            //| keys_x_queries<T, C>(dp, ln.kA, st.aQ, ln, [&](int kk) {  // dP^T
             keys_x_queries<T, C>(dp, ln.vA, st.aDO, ln, [&](int kk) {  // dP^T
+            // TODO(3) end
                 p_from_l<T, C>(kk * NB / KS, (kk + 1) * NB / KS, s, pf, pp, st, ln, scale_log2);
             });
         } else {  // P^T after dP^T
+            // TODO(3) begin
+            //| keys_x_queries<T, C>(dp, ln.kA, st.aQ, ln, [](int) {});  // dP^T: TODO(3), the same
             keys_x_queries<T, C>(dp, ln.vA, st.aDO, ln, [](int) {});  // dP^T
+            // TODO(3) end
             mask_s<C>(s, st, ln, need_mask);
             p_from_l<T, C>(0, C::QW / 8, s, pf, pp, st, ln, scale_log2);
         }
@@ -761,8 +852,14 @@ fa2_bwd_convert_dq_kernel(const float *__restrict__ dQacc, T *__restrict__ dQ, i
         const int col = (warp % C::WN) * C::CQ + (f % C::NQ) * 8 + 2 * (lane % 4);
         const float4 x = reinterpret_cast<const float4 *>(dQacc)[q];
         T *dst = dQ + ((size_t)bh * N + row) * D + col;
+        // TODO(7) begin
+        //| // TODO(7), continued: and so does dQ.
+        //| if (row < N) *reinterpret_cast<uint32_t *>(dst) = pack2<T>(x.x, x.y);
+        //| if (row + 8 < N) *reinterpret_cast<uint32_t *>(dst + 8 * D) = pack2<T>(x.z, x.w);
+        //| (void)scale;
         if (row < N) *reinterpret_cast<uint32_t *>(dst) = pack2<T>(x.x * scale, x.y * scale);
         if (row + 8 < N) *reinterpret_cast<uint32_t *>(dst + 8 * D) = pack2<T>(x.z * scale, x.w * scale);
+        // TODO(7) end
     }
 }
 // [end convert]
@@ -836,6 +933,7 @@ int attention_backward(const attn_bwd_args *a) {
             major = 0;
     }
     if (major < 8 || !(a->scale > 0.f)) return ATTN_UNSUPPORTED;
+    //| if (STARTER_NOT_DONE) return ATTN_NOT_IMPLEMENTED;
     if (a->N < 1 || a->B < 1 || a->H < 1) return ATTN_OK;  // nothing to compute
     const int fp16 = a->dtype == DTYPE_FP16, bf16 = a->dtype == DTYPE_BF16;
     if (a->d == 64 && fp16) return launch<__half, BwdConfig<64>>(a);

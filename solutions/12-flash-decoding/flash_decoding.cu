@@ -1,4 +1,15 @@
+//| /* 12-flash-decoding (starter): attention for the decoding step of a language model.
+//|  *
+//|  * Given: the tile copies and the cp.async pipeline (lesson 08), each warp's attention over its
+//|  * keys (S = Q K^T, the online softmax and O += P V of lesson 07), the merge of the 4 warps of a
+//|  * block, the arrival counter, the loads of the merge, the launch. You write, in the order of
+//|  * the lesson text (lessons/12-flash-decoding/README.md, "What you will write"): TODO(1) which
+//|  * keys and rows a block covers, TODO(2) the GQA head mapping, TODO(3) each split's result,
+//|  * TODO(4) the merge of a few splits, TODO(5) the merge of many, TODO(6) the split count, then
+//|  * TODO(0). `make emu-lesson12` checks it on the CPU, `./lesson12` on the GPU.
+// solution begin
 /* 12-flash-decoding: attention for the decoding step of a language model.
+// solution end
  *
  * A decoding step has few new queries per sequence (N = 1 to 16) and a long KV cache
  * (N_kv = thousands of keys), often with grouped-query attention: G = H / H_kv query heads
@@ -84,12 +95,24 @@ struct FdArgs {
 };
 
 // [region gqa]
+// TODO(2) begin
 /* Grouped-query attention: K/V head h_kv serves the G = H / H_kv query heads
  * h_kv G .. h_kv G + G - 1 (query head h reads K/V head h / G, the convention of
  * PyTorch's enable_gqa and of repeat_interleave). Row r of a group is query r % N of its
  * head number r / N, so with this mapping the G N rows of a group are consecutive in Q
  * and O ([B, H, N, d]): one [G N, d] matrix. Returns the element offset of row r. */
 __device__ __forceinline__ int query_head(int h_kv, int j, int G, int H_kv) { return h_kv * G + j; }
+// TODO(2) end
+//| /* Grouped-query attention: K/V head h_kv serves G = H / H_kv query heads, numbered
+//|  * j = 0 .. G - 1 within the group (query_head gives their numbers). Row r of a group is query
+//|  * r % N of its head number r / N; group_row returns the element offset of row r in Q and O
+//|  * ([B, H, N, d]). */
+//| __device__ __forceinline__ int query_head(int h_kv, int j, int G, int H_kv) {
+    //| /* TODO(2): the number of the j-th (0 <= j < G) of the query heads that read K/V head h_kv,
+    //|  * with the mapping of attention.h ("One K/V load per GQA group"). */
+    //| (void)h_kv; (void)j; (void)G; (void)H_kv;
+    //| return 0;
+//| }
 template <typename T>
 __device__ __forceinline__ size_t group_row(const FdArgs<T> &a, int b, int h_kv, int r, int D) {
     const int h = query_head(h_kv, r / a.N, a.G, a.H_kv);
@@ -158,22 +181,46 @@ struct FdWork {
 // [region block-work]
 /* Which work, from blockIdx.x = (grp n_rc + rc) S + s: blocks of one group's splits are
  * neighbours. A split past the end of a shorter sequence has nothing to do: false, and the
+ // solution begin
  * block returns (its group's merge counts only the splits that exist, `splits`). With
  * causal, no row of the block sees keys past len - N + i_max. Called first by every block. */
+ // solution end
+//|  * block returns (its group's merge counts only the splits that exist, `splits`). Called
+//|  * first by every block. */
 template <typename T, int BC, int RB>
 __device__ __forceinline__ bool fd_block_work(const FdArgs<T> &a, FdWork &w) {
+    // TODO(1) begin
     const int bid = (int)blockIdx.x, s = bid % a.S, rest = bid / a.S, rc = rest % a.n_rc, grp = rest / a.n_rc;
     const int b = grp / a.H_kv, h_kv = grp % a.H_kv;
     const int len = a.seqlens ? a.seqlens[b] : a.N_kv;
     const int splits = (len + a.chunk - 1) / a.chunk;
+    // TODO(1) end
+    //| /* TODO(1): which keys and rows this block works on ("Split the keys"; with causal,
+    //|  * "Causal decoding, aligned to the end").
+    //|  *   From blockIdx.x, in the grid's order above: the block's split s (0 <= s < a.S), row
+    //|  *   chunk rc (0 <= rc < a.n_rc), group grp and the group's (b, h_kv).
+    //|  *   len: the keys of sequence b (a.seqlens may be NULL: then every sequence has a.N_kv);
+    //|  *   splits: how many splits of a.chunk keys that sequence has. A block whose split is
+    //|  *   past them has no work: it must return false before it reads anything else.
+    //|  *   [k_begin, k_end): the keys of split s, never past the sequence's end; with causal,
+    //|  *   never past the last key that the last query among the block's rows r0 .. r0 + rows - 1
+    //|  *   may see (those rows can belong to more than one query head).
+    //|  *   Rewrite the lines marked TODO(1) as you need (k_end is not const: the causal
+    //|  *   cut may lower it). */
+    //| const int s = 0, rc = 0, grp = 0, b = 0, h_kv = 0; /* TODO(1) */
+    //| const int len = a.N_kv, splits = 1;                /* TODO(1) */
     if (s >= splits) return false;
     const int r0 = rc * RB, rows = min(RB, a.R - r0);
+    // TODO(1) begin
     const int k_begin = s * a.chunk;
     int k_end = min(len, k_begin + a.chunk);
     if (a.causal) {
         const int last = r0 + rows - 1, i_max = (r0 / a.N == last / a.N) ? last % a.N : a.N - 1;
         k_end = min(k_end, len - a.N + i_max + 1);
     }
+    // TODO(1) end
+    //| const int k_begin = 0;                             /* TODO(1) */
+    //| int k_end = 0;                                     /* TODO(1) */
     const int n_tiles = k_end > k_begin ? (k_end - k_begin + BC - 1) / BC : 0;
     w = FdWork{s, rc, grp, b, h_kv, len, splits, r0, rows, k_begin, k_end, n_tiles};
     return true;
@@ -386,12 +433,17 @@ __device__ __forceinline__ void fd_pv(const float (&sc)[MT][KS / 8][4], const fl
 // [region partial]
 /* The block's result for row r (of its rows) and columns c .. c + 3: acc, the warps' merged
  * unnormalised O, inv = 1 / lsum, M the largest raw-score max of the warps and lsum their sum
+ // solution begin
  * rescaled to it. L of the row over this block's keys, natural log: m scale + ln l, -inf
  * for a row that sees none of them. One split: that is the answer, O and L; else it is the
  * split's partial, O_s (normalised, fp32) and L_s, for the merge. Called by fd_merge_warps. */
+ // solution end
+//|  * rescaled to it. One split: O and L are the answer; else the split's partial, O_s
+//|  * (normalised, fp32) and L_s, for the merge. Called by fd_merge_warps. */
 template <typename T, int D>
 __device__ __forceinline__ void fd_write_partial(const FdArgs<T> &a, const FdWork &w, int r, int c, const float (&acc)[4],
                                                  float inv, float M, float lsum) {
+    // TODO(3) begin
     const float Lrow = lsum > 0.f ? (M * a.scale_log2 + log2f(lsum)) * 0.69314718055994531f : -INFINITY;
     if (w.splits == 1) {
         const size_t at = group_row(a, w.b, w.h_kv, w.r0 + r, D);
@@ -403,6 +455,17 @@ __device__ __forceinline__ void fd_write_partial(const FdArgs<T> &a, const FdWor
         *reinterpret_cast<float4 *>(a.Opart + part * D + c) = make_float4(acc[0] * inv, acc[1] * inv, acc[2] * inv, acc[3] * inv);
         if (c == 0) a.Lpart[part] = Lrow;
     }
+    // TODO(3) end
+    //| /* TODO(3): the block's result for row r, columns c .. c + 3 ("A split's partial result").
+    //|  *   Its logsumexp over the block's keys, natural log, from M (a raw score: times
+    //|  *   a.scale_log2 it is in log2 units) and lsum; -INFINITY when lsum is 0 (no visible key).
+    //|  *   Its O: acc normalised (inv = 1 / lsum).
+    //|  *   The sequence has one split (w.splits == 1): O and L are the answer. O in the type T,
+    //|  *   4 values at group_row(a, w.b, w.h_kv, w.r0 + r, D) + c; L ([B, H, N]) at that row's
+    //|  *   index, the same offset / D, once per row (the thread with c == 0).
+    //|  *   Else the split's partial, for fd_merge: O_s as 4 floats and L_s, at row
+    //|  *   (grp S + s) R + r0 + r of a.Opart ([..., d]) and a.Lpart. */
+    //| (void)a; (void)w; (void)r; (void)c; (void)acc; (void)inv; (void)M; (void)lsum; /* TODO(3) */
 }
 // [end partial]
 
@@ -479,13 +542,18 @@ __device__ __forceinline__ bool fd_arrive(const FdArgs<T> &a, const FdWork &w, i
 // [end arrive]
 
 // [region merge-math]
+// solution begin
 /* The merge of lesson 01, on logsumexps: L = log sum_s exp(L_s), computed as
  * M + log sum_s exp(L_s - M) with M = max_s L_s (the exponentials stay <= 1: x30 logits
  * make L_s ~ 100, and exp(100) overflows fp32), then O = sum_s exp(L_s - L) O_s.
  * fd_merge_lse: L of a row from lv, a batch that holds every L_s of it (splits <= U);
  * -inf when every L_s is (the row saw no key). */
+// solution end
+//| /* The merge of lesson 01, on logsumexps (the text's "Merging the splits").
+//|  * fd_merge_lse: L of a row from lv, a batch that holds every L_s of it (splits <= U). */
 template <int U>
 __device__ __forceinline__ float fd_merge_lse(const float (&lv)[U], int splits) {
+    // TODO(4) begin
     float M = -INFINITY, sum = 0.f;
 #pragma unroll
     for (int u = 0; u < U; ++u)
@@ -494,26 +562,47 @@ __device__ __forceinline__ float fd_merge_lse(const float (&lv)[U], int splits) 
     for (int u = 0; u < U; ++u)
         if (u < splits && lv[u] != -INFINITY) sum += expf(lv[u] - M);
     return M == -INFINITY ? -INFINITY : M + logf(sum);
+    // TODO(4) end
+    //| /* TODO(4), first half: L of a row from the L_s of its splits, lv[0 .. splits - 1]
+    //|  * (splits <= U; lv[splits ..] are not the row's), without overflow when an L_s is about
+    //|  * 100; -INFINITY when every L_s is (the row saw no key) ("Merging the splits"). */
+    //| (void)lv; (void)splits;
+    //| return 0.f; /* TODO(4) */
 }
+// solution begin
 /* acc += exp(L_s - L) O_s over the batch's splits s0 + u < splits (lv: L_s, v: 4 columns
  * of O_s); a row with L = -inf gets O = 0. */
+// solution end
+//| /* fd_merge_weigh: a batch's share of the row's O (lv: L_s, v: 4 columns of O_s). */
 template <int U>
 __device__ __forceinline__ void fd_merge_weigh(float (&acc)[4], const float (&lv)[U], const float4 (&v)[U], float Lr,
                                                int s0, int splits) {
+    // TODO(4) begin
 #pragma unroll
     for (int u = 0; u < U; ++u) {
         const float w = (Lr == -INFINITY || s0 + u >= splits) ? 0.f : expf(lv[u] - Lr);
         acc[0] += w * v[u].x; acc[1] += w * v[u].y; acc[2] += w * v[u].z; acc[3] += w * v[u].w;
     }
+    // TODO(4) end
+    //| /* TODO(4), second half: add to acc each split's 4 columns of O_s (v[u]) times its weight,
+    //|  * from its L_s (lv[u]) and the row's L (Lr). Only the splits s0 + u < splits count (the
+    //|  * others are a copy of the last); a row with L = -INFINITY gets O = 0 ("Merging the
+    //|  * splits"). */
+    //| (void)acc; (void)lv; (void)v; (void)Lr; (void)s0; (void)splits; /* TODO(4) */
 }
 // [end merge-math]
 
 // [region merge-warp]
+// solution begin
 /* L of one row from more than FD_MERGE_BATCH splits, by a warp: Lp[s2 R] is split s2's
  * L_s. Its lanes take splits lane, lane + 32, ..., PL per lane per round (one L2 round trip
  * for 32 PL splits), keep them in registers between the max and the sum, and fold more
  * than 32 PL splits in rounds, the sum rescaled to each new max. Returns L in every lane. */
+// solution end
+//| /* L of one row from more than FD_MERGE_BATCH splits, by a warp: Lp[s2 R] is split s2's L_s.
+//|  * Returns L in every lane. */
 __device__ __forceinline__ float fd_merge_lse_warp(const float *Lp, int R, int splits, int lane) {
+    // TODO(5) begin
     constexpr int PL = 4;
     float mx = -INFINITY, sum = 0.f; /* mx: the same in every lane */
     for (int s0 = 0; s0 < splits; s0 += 32 * PL) {
@@ -536,6 +625,18 @@ __device__ __forceinline__ float fd_merge_lse_warp(const float *Lp, int R, int s
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
     return mx == -INFINITY ? -INFINITY : mx + logf(sum);
+    // TODO(5) end
+    //| /* TODO(5): the L of fd_merge_lse for a row with more than FD_MERGE_BATCH splits, by the 32
+    //|  * lanes of a warp ("Merging many splits"). Split s2's L_s is at Lp[s2 R]; read it with
+    //|  * __ldcg (another SM wrote it). In rounds of 32 PL splits (PL = 4 per lane, loaded before
+    //|  * any is used: one L2 round trip per round), the round's max over all lanes
+    //|  * (__shfl_xor_sync) updates a running max, and each lane's sum of exponentials follows it
+    //|  * as in lesson 01; the lanes' sums are added at the end. Every lane returns L. A round
+    //|  * whose max is still -INFINITY (no split so far saw a key: causal rows) adds nothing and
+    //|  * rescales nothing: exp(-inf - (-inf)) is NaN. */
+    //| constexpr int PL = 4;  // splits per lane and round: 32 PL = 128 splits per L2 round trip
+    //| (void)Lp; (void)R; (void)splits; (void)lane; (void)PL;
+    //| return 0.f; /* TODO(5) */
 }
 // [end merge-warp]
 
@@ -634,9 +735,15 @@ __global__ void __launch_bounds__(FD_THREADS) fd_split_kernel(const FdArgs<T> a)
     FdWork w;
     if (!fd_block_work<T, BC, RB>(a, w)) return;
     // [region kv-slice]
+    // TODO(2) begin
     /* K and V of the group: slice (b, h_kv) of [B, H_kv, N_kv, d], read once for its G heads */
     const T *K = a.K + ((size_t)w.b * a.H_kv + w.h_kv) * a.N_kv * D;
     const T *V = a.V + ((size_t)w.b * a.H_kv + w.h_kv) * a.N_kv * D;
+    // TODO(2) end
+    //| /* TODO(2), second half: K and V of the group (w.b, w.h_kv): its slice of [B, H_kv, N_kv, d],
+    //|  * read once for its G query heads ("One K/V load per GQA group"). */
+    //| const T *K = a.K; /* TODO(2) */
+    //| const T *V = a.V; /* TODO(2) */
     // [end kv-slice]
     fd_load_first<T, D, BC, RB, STAGES>(aQ, aK, aV, a, w, K, V, tid);
 
@@ -706,6 +813,7 @@ static void fd_rows_config(int R, int *WR, int *MT) {
 }
 
 // [region splits]
+// TODO(6) begin
 /* The split count. A block per (group, split) and `slots` blocks running at once (fd_launch
  * passes one per SM): with S splits the grid is units S blocks, units S / slots waves, and
  * the last wave is partly idle: the work done / the time taken is
@@ -713,7 +821,14 @@ static void fd_rows_config(int R, int *WR, int *MT) {
  * Take the smallest S within 10% of the best eff, so that each split stays as long as it can
  * (its partial O and logsumexp are extra traffic, and the merge reads them all), and no split
  * shorter than min_tiles tiles. */
+// TODO(6) end
+//| /* TODO(6): the split count ("How many splits"). A block per (unit, split): `units` units
+//|  * (groups x row chunks) and `slots` blocks running at once (fd_launch passes one per SM).
+//|  * Return the S in 1 .. min(tiles / min_tiles, FD_MAX_SPLITS) whose launch uses the GPU
+//|  * best, by the wave efficiency of the text: the smallest S within 10% of the best one; 1
+//|  * when no split of at least min_tiles tiles is possible (or slots < 1). */
 static int fd_num_splits(long long units, int tiles, int min_tiles, long long slots) {
+    // TODO(6) begin
     const int max_s = (int)(tiles / min_tiles < FD_MAX_SPLITS ? tiles / min_tiles : FD_MAX_SPLITS);
     if (max_s <= 1 || slots < 1) return 1;
     double best = 0, eff[FD_MAX_SPLITS + 1];
@@ -725,6 +840,9 @@ static int fd_num_splits(long long units, int tiles, int min_tiles, long long sl
     for (int s = 1; s <= max_s; ++s)
         if (eff[s] >= 0.9 * best) return s;
     return 1;
+    // TODO(6) end
+    //| (void)units; (void)tiles; (void)min_tiles; (void)slots;
+    //| return 1; /* TODO(6) */
 }
 // [end splits]
 
@@ -826,9 +944,13 @@ static int fd_dispatch(const attn_args *a) {
     return fd_launch<T, D, BC, 1, 1>(a);
 }
 
+//| /* TODO(0): set to 0 when you have written TODO(1)..TODO(6); the grader then grades you. */
+//| #define STARTER_NOT_DONE 1
+//|
 /* Entry point (reference/include/attention.h): fp16/bf16, d = 64 or 128, H_kv dividing H, scale > 0,
  * sm_80 or newer; anything else is ATTN_UNSUPPORTED. */
 int attention_forward(const attn_args *a) {
+    //| if (STARTER_NOT_DONE) return ATTN_NOT_IMPLEMENTED;
     if (fd_major < 0) {
         int dev = 0;
         if (cudaGetDevice(&dev) != cudaSuccess ||

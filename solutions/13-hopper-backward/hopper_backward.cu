@@ -1,5 +1,15 @@
+//| /* 13-hopper-backward (starter): FlashAttention-2's backward pass (Algorithm 2) on the Hopper
+//|  * hardware of lesson 09: wgmma, TMA, mbarriers, warp specialization with setmaxnreg.
+//|  *
+//|  * What is here: the PTX wrappers this lesson adds (read them), lesson 09's from ptx_hopper.h, the
+//|  * host side, the shared-memory layout, the barriers, the roles, preprocess and convert, the
+//|  * epilogue. What you write: the TODO(n) below, in order; README.md explains each. TODO(0) turns
+//|  * the grader on; `make emu-13 EMU13_SRC=lessons/13-hopper-backward/hopper_backward.cu` runs your
+//|  * kernel on the CPU emulator first.
+// solution begin
 /* 13-hopper-backward: FlashAttention-2's backward pass (Algorithm 2) on the Hopper hardware of
  * lesson 09: wgmma, TMA, mbarriers, warp specialization with setmaxnreg.
+// solution end
  * Source: Dao, "FlashAttention-2" (2023), Algorithm 2 (a block owns K_j, V_j and walks the query
  * tiles; P recomputed from L; D_i = rowsum(dO_i o O_i)); Shah, Bikshandi, Zhang, Thakkar, Ramani,
  * Dao, "FlashAttention-3" (2024), Section 3 and its backward kernel (producer warp, consumer
@@ -22,6 +32,10 @@
 #include "tma_params.h"   // the layout TMA writes; the tensor maps (host)
 #include "ptx_mma.h"      // lesson 07: smem_u32, ex2, pack2
 #include "ptx_hopper.h"   // lesson 09: wgmma, descriptors, TMA, mbarriers, named barriers, setmaxnreg
+//|
+//| /* TODO(0): set to 0 once TODO(1)-(8) are written; the grader then runs your kernels. Until then
+//|  * attention_backward says "not implemented" instead of running code you have not written. */
+//| #define STARTER_NOT_DONE 1
 
 const lesson_info LESSON = {
     13, "13-hopper-backward", "backward pass on Hopper: wgmma, TMA, dQ by bulk reduce-add",
@@ -122,6 +136,17 @@ template <int BR, int BC>
 __device__ __forceinline__ Work work_of(int t, int N, int BH, int causal, int HS) {
     const int Tc = (N + BC - 1) / BC, Tr = (N + BR - 1) / BR;
     Work w;
+    // TODO(8) begin
+    //| // TODO(8): causal only: the first query tile w.i0 that sees any key of tile j (the tiles before
+    //| //   it are wholly above the diagonal: skip them), and the order of the blocks: key tile j of
+    //| //   every head of a section of HS heads before tile j + 1, sections one after another (the
+    //| //   last one may hold fewer heads). As shipped every block walks all T_r query tiles (the mask
+    //| //   zeroes the ones above the diagonal) in the non-causal order: correct, slower (README,
+    //| //   "Causal: skip, and the longest first").
+    //| (void)HS;
+    //| w.j = t % Tc;
+    //| w.bh = t / Tc;
+    //| w.i0 = 0;
     if (causal) {
         const int sec = t / (HS * Tc), r = t % (HS * Tc);  // section, and the item within it
         const int h0 = sec * HS, nh = min(HS, BH - h0);    // its heads (the last section may be short)
@@ -132,6 +157,7 @@ __device__ __forceinline__ Work work_of(int t, int N, int BH, int causal, int HS
         w.bh = t / Tc;
     }
     w.i0 = causal ? w.j * BC / BR : 0;  // causal: the query tiles above the diagonal are skipped
+    // TODO(8) end
     w.n_tiles = Tr - w.i0;
     return w;
 }
@@ -152,16 +178,27 @@ struct Consumer {
     /* S^T = K_j Q_i^T and dP^T = V_j dO_i^T for the warpgroup's 64 keys: d / 16 wgmmas each, A =
      * K_j or V_j (K-major, rows key_row0 ..), B = Q_i or dO_i (K-major: N = B_r queries). */
     __device__ __forceinline__ void issue_s(uint32_t sK, int key_row0, uint32_t sQ) {
+        // TODO(1) begin
+        //| // TODO(1): S^T = K_j Q_i^T into s for this warpgroup's 64 keys: one wgmma_ss per 16-wide
+        //| //   slice of d, A the rows key_row0 .. + 63 of the K_j tile at sK, B the whole Q_i tile at
+        //| //   sQ (B_r queries as the N of the instruction), both K-major; the first slice overwrites
+        //| //   s, the others add; one commit group (README, "The scores, transposed").
+        //| (void)sK; (void)key_row0; (void)sQ;
 #pragma unroll
         for (int kk = 0; kk < D / 16; ++kk)
             wgmma_ss<T, BR>(s, desc_kmajor<BC>(sK, key_row0, kk), desc_kmajor<BR>(sQ, 0, kk), kk > 0);
         wgmma_commit();
+        // TODO(1) end
     }
     __device__ __forceinline__ void issue_dp(uint32_t sV, int key_row0, uint32_t sdO) {
+        // TODO(1) begin
+        //| // TODO(1): dP^T = V_j dO_i^T into dp, the same product with V_j and dO_i; its own group.
+        //| (void)sV; (void)key_row0; (void)sdO;
 #pragma unroll
         for (int kk = 0; kk < D / 16; ++kk)
             wgmma_ss<T, BR>(dp, desc_kmajor<BC>(sV, key_row0, kk), desc_kmajor<BR>(sdO, 0, kk), kk > 0);
         wgmma_commit();
+        // TODO(1) end
     }
     // [end issue-s-dp]
     /* Keys >= N and, causal, keys after the query get -inf (key0: the warpgroup's first key). */
@@ -179,21 +216,34 @@ struct Consumer {
      * here), from the slot's B_r floats at sL. Masked scores are -inf and queries >= N have L2 =
      * +inf: P = 0 there. Runs while dP^T is still on the tensor cores. */
     __device__ __forceinline__ void probs(uint32_t sL, int t, float scale_log2) {
+        // TODO(2) begin
+        //| // TODO(2): every element of s becomes P^T: 2 to the power (score x scale_log2 minus L2 of
+        //| //   its query), L2 being the query's float in the slot's array at sL (byte 4 x query in
+        //| //   the tile; the layout comment above Consumer says which query s[4 j + e] is; one
+        //| //   ld_shared_f32x2 serves both queries of a column pair). No running maximum: L is the
+        //| //   final one (README, "P and dS from L and D").
+        //| (void)sL; (void)t; (void)scale_log2;
 #pragma unroll
         for (int j = 0; j < BR / 8; ++j) {
             const float2 l2 = ld_shared_f32x2(sL + 4 * (8 * j + 2 * t));
 #pragma unroll
             for (int e = 0; e < 4; ++e) s[4 * j + e] = ex2(fmaf(s[4 * j + e], scale_log2, -((e & 1) ? l2.y : l2.x)));
         }
+        // TODO(2) end
     }
     /* dS^T = P^T o (dP^T - D_i) in place in dp; D from the slot's B_r floats at sD (0 past N). */
     __device__ __forceinline__ void dsoftmax(uint32_t sD, int t) {
+        // TODO(2) begin
+        //| // TODO(2): every element of dp becomes dS^T, from P^T (s), dP^T (dp) and D of its query
+        //| //   (the slot's array at sD, laid out as L's) (README, "P and dS from L and D").
+        //| (void)sD; (void)t;
 #pragma unroll
         for (int j = 0; j < BR / 8; ++j) {
             const float2 dd = ld_shared_f32x2(sD + 4 * (8 * j + 2 * t));
 #pragma unroll
             for (int e = 0; e < 4; ++e) dp[4 * j + e] = s[4 * j + e] * (dp[4 * j + e] - ((e & 1) ? dd.y : dd.x));
         }
+        // TODO(2) end
     }
     /* P^T and dS^T into A fragments: queries 16 ks .. + 15 are accumulator blocks 2 ks, 2 ks + 1,
      * whose layout is the A layout (key row g: a[0], a[2]; g + 8: a[1], a[3]) (lesson 09's P). */
@@ -211,25 +261,44 @@ struct Consumer {
     /* dS^T into the shared tile sdS [B_c keys x B_r queries], key row `row` (16 wq + g of the
      * warpgroup's keys, from key_row0), where dQ = dS K_j reads it MN-major. */
     __device__ __forceinline__ void store_ds(uint32_t sdS, int row, int t) const {
+        // TODO(4) begin
+        //| // TODO(4): each register of ds[][] (two 16-bit values of one key row, two neighbouring
+        //| //   queries: the A-fragment layout pack() documents) into the tile at sdS, key rows as tile
+        //| //   rows and queries as columns, at the byte TMA would have put that element of a tile of
+        //| //   B_c rows (tma_tile_offset), so that a wgmma descriptor can read it (README, "dQ: the
+        //| //   transpose is in the descriptor").
+        //| (void)sdS; (void)row; (void)t;
 #pragma unroll
         for (int ks = 0; ks < BR / 16; ++ks)
 #pragma unroll
             for (int x = 0; x < 4; ++x)
                 st_shared_u32(sdS + tma_tile_offset(row + 8 * (x & 1), 16 * ks + 8 * (x >> 1) + 2 * t, BC), ds[ks][x]);
+        // TODO(4) end
     }
     // [end store-ds]
     // [region issue-dv-dk]
     /* dV_j += P^T dO_i and dK_j += dS^T Q_i: B_r / 16 wgmmas each, A = 16 queries of P^T or dS^T
      * from registers, B = those rows of dO_i or Q_i, MN-major (n = the d columns). */
     __device__ __forceinline__ void issue_dv(uint32_t sdO) {
+        // TODO(3) begin
+        //| // TODO(3): dV_j += P^T dO_i into dv: one wgmma_rs per 16 queries (the k of this product),
+        //| //   A the fragments p[] of those queries, B the same 16 rows of the dO_i tile at sdO with
+        //| //   all d columns as n (the tile's rows are k here: which descriptor?), always adding; one
+        //| //   group (README, "dV and dK: the accumulator is the A operand").
+        //| (void)sdO;
 #pragma unroll
         for (int ks = 0; ks < BR / 16; ++ks) wgmma_rs<T, D>(dv, p[ks], desc_mnmajor<BR>(sdO, ks), 1);
         wgmma_commit();
+        // TODO(3) end
     }
     __device__ __forceinline__ void issue_dk(uint32_t sQ) {
+        // TODO(3) begin
+        //| // TODO(3): dK_j += dS^T Q_i into dk, the same with ds[] and the Q_i tile at sQ.
+        //| (void)sQ;
 #pragma unroll
         for (int ks = 0; ks < BR / 16; ++ks) wgmma_rs<T, D>(dk, ds[ks], desc_mnmajor<BR>(sQ, ks), 1);
         wgmma_commit();
+        // TODO(3) end
     }
     // [end issue-dv-dk]
     // [region issue-dq]
@@ -237,11 +306,19 @@ struct Consumer {
      * the B_c keys: A = dS, read from the dS^T tile MN-major (its rows are the keys, k; its
      * columns the queries, m); B = K_j MN-major (rows k, columns n). No transposed copy. */
     __device__ __forceinline__ void issue_dq(uint32_t sdS, uint32_t sK, int qbox, int dbox) {
+        // TODO(4) begin
+        //| // TODO(4): dq = this warpgroup's 64 x 64 block of dS K_j: one wgmma_ss_mn per 16 keys (the k
+        //| //   here), A the 64 queries of box qbox of the dS^T tile at sdS, B the 64 columns of box
+        //| //   dbox of the K_j tile at sK, both read MN-major (which descriptor, and where does each
+        //| //   box start?); the first overwrites, the others add; one group (README, "dQ: the
+        //| //   transpose is in the descriptor").
+        //| (void)sdS; (void)sK; (void)qbox; (void)dbox;
 #pragma unroll
         for (int ks = 0; ks < BC / 16; ++ks)
             wgmma_ss_mn<T, 64>(dq, desc_mnmajor<BC>(sdS + qbox * BC * 128, ks), desc_mnmajor<BC>(sK + dbox * BC * 128, ks),
                                ks > 0);
         wgmma_commit();
+        // TODO(4) end
     }
     // [end issue-dq]
     /* The dQ block into the warpgroup's fp32 buffer, in register order: for 8-column block j,
@@ -303,6 +380,16 @@ struct Kernel {
      * L2_i and dO_i with its D_i into slot it % STAGES. Fill `use` of a slot first waits until every
      * consumer warp has released fill use - 1: that phase of its empty barrier has parity (use - 1) & 1. */
     __device__ __forceinline__ void producer_mainloop() const {
+        // TODO(5) begin
+        //| // TODO(5): K_j and V_j (key tile work().j of head work().bh, tensor maps tmK, tmV) once, on
+        //| //   the full K/V barrier; then for each of the block's query tiles (the it-th from
+        //| //   work().i0), into slot it % STAGES: Q_i (tmQ) with its B_r floats of L2 (global, from
+        //| //   row bh Tr B_r + first query of the tile), then dO_i (tmdO) with those of D (Dv), each
+        //| //   pair on its own full barrier after the slot's previous fill has been released (not
+        //| //   before the first fill). Every full barrier announces all the bytes that report to it.
+        //| //   SmemLayout gives the addresses: SL::K, SL::V; SL::Q, SL::DO + s SL::QT; SL::L, SL::DD
+        //| //   + s B_r 4; 64-column boxes of the tile's rows (README, "The producer").
+        //| __trap();  // until you write it: the consumers would wait forever for K_j, V_j
         const Work wk = work();
         const int k0 = wk.j * BC;
         mbar_arrive_expect_tx(bar(FULL_KV), 2 * SL::KV);
@@ -324,6 +411,7 @@ struct Kernel {
                 tma_load_3d(base + SL::DO + s * SL::QT + b * BR * 128, tmdO, 64 * b, q0, wk.bh, bar(FULL_DO, s));
             bulk_load_1d(base + SL::DD + s * BR * 4, Dv + row0 + q0, BR * 4, bar(FULL_DO, s));
         }
+        // TODO(5) end
     }
     // [end producer]
     // [region dq-writer]
@@ -333,6 +421,18 @@ struct Kernel {
      * read it. The accumulator keeps the buffer's order: per (b h, query tile), warpgroup 0's block,
      * then warpgroup 1's (convert puts the elements in place). */
     __device__ __forceinline__ void dq_writer_mainloop(int lane) const {
+        // TODO(6) begin
+        //| // TODO(6): for each of the block's query tiles, warpgroup 0's block of dQ and then warpgroup
+        //| //   1's, each once it is full (DQ_FULL_WG0, DQ_FULL_WG1: 160 threads, this warp's 32 and the
+        //| //   warpgroup's 128), added by lane 0 with one bulk_reduce_add_f32 of SL::DQT bytes from
+        //| //   SL::DQ (+ SL::DQT for warpgroup 1) to the tile's place in dQacc (per (b h, query tile)
+        //| //   B_r d floats, warpgroup 0's half first) and closed into a bulk group; each buffer
+        //| //   handed back (DQ_EMPTY_WG0, DQ_EMPTY_WG1) once its copy has read it, and both announced
+        //| //   empty before the first tile. Every arrival on a named barrier must be matched by its
+        //| //   other side, so none after the last tile; shared memory must outlive the last read
+        //| //   (README, "dQ leaves through its own warp").
+        //| (void)lane;
+        //| __trap();  // until you write it: the consumers would wait forever to hand dQ over
         const Work wk = work();
         float *acc = dQacc + ((size_t)wk.bh * Tr + wk.i0) * (BR * D);
         named_arrive(DQ_EMPTY_WG0, 160);  // both buffers start empty
@@ -358,6 +458,7 @@ struct Kernel {
             named_arrive(DQ_EMPTY_WG1, 160);
         }
         if (lane == 0) bulk_wait_read<0>();  // shared memory must outlive the copies' reads
+        // TODO(6) end
     }
     // [end dq-writer]
     // [region step]
@@ -370,6 +471,19 @@ struct Kernel {
         const int s = it % STAGES, ph = (it / STAGES) & 1, q0 = (wk.i0 + it) * BR, key0 = wk.j * BC + wg.key_row0;
         const uint32_t sQ = base + SL::Q + s * SL::QT, sdO = base + SL::DO + s * SL::QT;
         const uint32_t sdS = base + SL::DS + (it & 1) * SL::DST;
+        // TODO(7) begin
+        //| // TODO(7): one query tile, in the order the comment above gives: each wgmma group issued
+        //| //   once its tiles have landed (the full barriers of slot s, phase ph) and after the fences
+        //| //   its registers need (wgmma_fence after any wait_group or register write, fence_acc on
+        //| //   the accumulators it writes); the waits that let P^T (w.mask where a key of the
+        //| //   warpgroup, from key0, is >= N or, causal, after a query of the tile from q0; w.probs)
+        //| //   run while dP^T computes; dS^T (w.dsoftmax, w.pack, w.store_ds at key row
+        //| //   wg.key_row0 + 16 wq + g) made visible to the other warpgroup's wgmmas before dQ
+        //| //   (fence_proxy_async, DS_READY); dQ handed to the dQ warp (DQ_EMPTY/DQ_FULL of this
+        //| //   warpgroup, w.store_dq); each slot released (wg.release) as soon as its last reader is
+        //| //   done (README, "One step, two warpgroups").
+        //| (void)wg; (void)w; (void)q0; (void)key0; (void)sQ; (void)sdO; (void)sdS; (void)ph;
+        //| __trap();  // until you write it: nothing computes dK, dV, dQ
         mbar_wait(bar(FULL_Q, s), ph);
         wgmma_fence();
         fence_acc(w.s);
@@ -407,6 +521,7 @@ struct Kernel {
         wgmma_wait<0>();  // dK is done
         fence_acc(w.dk);
         wg.release(bar(EMPTY_Q, s));
+        // TODO(7) end
     }
     // [end step]
     // [region epilogue]
@@ -669,6 +784,7 @@ int attention_backward(const attn_bwd_args *a) {
     static const int cc = 10 * device_attr(cudaDevAttrComputeCapabilityMajor) +
                           device_attr(cudaDevAttrComputeCapabilityMinor);
     if (cc != 90 || !(a->scale > 0.f)) return ATTN_UNSUPPORTED;
+    //| if (STARTER_NOT_DONE) return ATTN_NOT_IMPLEMENTED;  // TODO(0)
     if (a->N < 1 || a->B < 1 || a->H < 1) return ATTN_OK;  // nothing to compute
     const int fp16 = a->dtype == DTYPE_FP16, bf16 = a->dtype == DTYPE_BF16;
     if (a->d == 64 && fp16) return launch<__half, 64>(a);

@@ -1,6 +1,17 @@
+//| /* 14-fp8-attention (starter): lesson 09's forward pass on FP8 (e4m3) inputs: both GEMMs on the
+//|  * e4m3 tensor cores (wgmma k = 32), P rounded to e4m3 in registers, the quantization scales folded
+//|  * into the softmax and the epilogue.
+//|  *
+//|  * What is here: the e4m3 PTX wrappers this lesson adds and their descriptor (read them), lesson 09's
+//|  * from ptx_hopper.h, the host side with the tensor maps, the shared-memory layout, the barriers, the
+//|  * producer, the roles, the MMA loop's skeleton, the masking and the epilogue. What you write: the
+//|  * TODO(n) below, in order; README.md explains each. TODO(0) turns the grader on; make emu-lesson14
+//|  * runs your kernel on the CPU emulator (no GPU needed).
+// solution begin
 /* 14-fp8-attention: lesson 09's forward pass on FP8 (e4m3) inputs: both GEMMs on the e4m3 tensor
  * cores (wgmma k = 32), P rounded to e4m3 in registers, the quantization scales folded into the
  * softmax and the epilogue.
+// solution end
  * Source: Shah, Bikshandi, Zhang, Thakkar, Ramani, Dao, "FlashAttention-3" (2024): Section 3.3 (FP8:
  * the layout of P, V transposed for a K-major operand, block quantization, incoherent processing),
  * Algorithms 1 and 2 (producer warp, consumer warpgroups in turns, the softmax of one tile under the
@@ -24,6 +35,10 @@
 #include "tma_params.h"   // tma_encoder (host)
 #include "ptx_mma.h"      // lesson 07: smem_u32, ex2, pack2
 #include "ptx_hopper.h"   // lesson 09: mbarriers, TMA, wgmma ordering, make_desc, named barriers, setmaxnreg
+//|
+//| /* TODO(0): set to 0 once TODO(1)-(7) are written; the grader then runs your kernels. Until then
+//|  * attention_forward says "not implemented" instead of running code you have not written. */
+//| #define STARTER_NOT_DONE 1
 
 const lesson_info LESSON = {
     14, "14-fp8-attention", "FP8 attention on Hopper: e4m3 wgmma, block scales, incoherent processing",
@@ -118,8 +133,14 @@ constexpr uint64_t DESC_K32 = 32 / 16;
  * order, so that column k of P meets row k of V^T: k = 4 t + v (+ 16) holds key
  * 8 (v / 2) + 2 t + v % 2 (+ 16). */
 __device__ __host__ __forceinline__ int key_of_column(int k) {
+    // TODO(1) begin
+    //| // TODO(1): the key column k of P holds, from pack_p's order (README, "P changes layout"): with
+    //| //   t = (k % 16) / 4 and v = k % 4, the keys 2 t, 2 t + 1 of the first 8-key block (v = 0, 1) and
+    //| //   of the next (v = 2, 3), plus 16 for k >= 16. As shipped: the natural order, which is wrong.
+    //| return k;
     const int t = (k & 15) >> 2, v = k & 3;
     return (k & 16) + 8 * (v >> 1) + 2 * t + (v & 1);
+    // TODO(1) end
 }
 // [end permute]
 
@@ -138,12 +159,18 @@ __global__ void transpose_v_kernel(const uint8_t *__restrict__ V, uint8_t *__res
     const long long bh = i / D / chunks;
     const int k0 = (int)(i / D % chunks) * 16;  // this thread's 16 positions k0 .. k0 + 15 of row c
     uint32_t w[4] = {0, 0, 0, 0};
+    // TODO(2) begin
+    //| // TODO(2): the 16 codes of row c at positions k0 .. k0 + 15: position p holds column c of key
+    //| //   (k0 rounded down to 32) + key_of_column((k0 % 32) + p) of slice bh of V ([B H, N, 128]
+    //| //   codes), code 0 for keys >= N; byte p % 4 of w[p / 4] (README, "V^T, once, before the kernel").
+    //| (void)V; (void)bh; (void)N;
 #pragma unroll
     for (int p = 0; p < 16; ++p) {
         const int key = (k0 & ~31) + key_of_column((k0 & 31) + p);
         const uint32_t code = key < N ? V[((size_t)bh * N + key) * D + c] : 0u;
         w[p / 4] |= code << (8 * (p % 4));
     }
+    // TODO(2) end
     *reinterpret_cast<uint4 *>(Vt + ((size_t)bh * D + c) * Npad + k0) = make_uint4(w[0], w[1], w[2], w[3]);
 }
 // [end transpose-v]
@@ -191,8 +218,20 @@ struct KvScales {
             rem = last_tile % tpb;
         }
     }
+    // TODO(7) begin
     __device__ __forceinline__ float dk() const { return k[blk]; }
     __device__ __forceinline__ float dv() const { return v[blk]; }
+    // TODO(7) end
+    //| /* the descales of the current tile */
+    //| __device__ __forceinline__ float dk() const {
+        //| // TODO(7): K's descale of the current key tile: entry blk of k (one per tensor: blk stays 0)
+        //| //   (README, "Scales fold into the softmax"). As shipped: 1, right only when every descale is 1.
+        //| return 1.f;
+    //| }
+    //| __device__ __forceinline__ float dv() const {
+        //| // TODO(7): V's descale of the current key tile, the same way.
+        //| return 1.f;
+    //| }
     /* to the tile below (the next one the loop visits) */
     __device__ __forceinline__ void down() {
         if (tpb == 0) return;
@@ -235,9 +274,15 @@ struct Consumer {
     /* S = Q_i K_j^T (codes) for this warpgroup's 64 rows: d / 32 wgmmas, the first with scale_d = 0.
      * dQ, dK: the descriptors of k-slice 0 (desc_kmajor_e4m3); slice kk is 32 kk bytes further. */
     __device__ __forceinline__ void issue_s(uint64_t dQ, uint64_t dK) {
+        // TODO(3) begin
+        //| // TODO(3): one wgmma_ss_e4m3<BC> per 32-wide slice kk of d into s, A the descriptor of slice kk
+        //| //   of this warpgroup's Q rows (dQ + DESC_K32 kk), B that of the whole K tile (dK + DESC_K32 kk);
+        //| //   the first overwrites s (scale_d = 0), the others add; then one commit group.
+        //| (void)dQ; (void)dK; (void)DESC_K32;
 #pragma unroll
         for (int kk = 0; kk < D / 32; ++kk) wgmma_ss_e4m3<BC>(s, dQ + DESC_K32 * kk, dK + DESC_K32 * kk, kk > 0);
         wgmma_commit();
+        // TODO(3) end
     }
     // [end issue-s]
     // [region issue-pv]
@@ -245,9 +290,14 @@ struct Consumer {
      * V_j^T (K-major: a row per column of V, keys contiguous, in key_of_column's order); dVt: the
      * descriptor of k-slice 0. */
     __device__ __forceinline__ void issue_pv(uint64_t dVt) {
+        // TODO(3) begin
+        //| // TODO(3): one wgmma_rs_e4m3<D> per 32 keys ks, A the registers p[ks], B the same 32 columns of
+        //| //   the V^T tile (its 128 rows: dVt + DESC_K32 ks), adding to o; one commit group.
+        //| (void)dVt;
 #pragma unroll
         for (int ks = 0; ks < BC / 32; ++ks) wgmma_rs_e4m3<D>(o, p[ks], dVt + DESC_K32 * ks, 1);
         wgmma_commit();
+        // TODO(3) end
     }
     // [end issue-pv]
     /* Keys >= N and, causal, keys after the row get -inf (`row`: the query row of e < 2). */
@@ -274,6 +324,14 @@ struct Consumer {
             for (int j = 0; j < BC / 8; ++j) mx = fmaxf(mx, fmaxf(s[4 * j + 2 * r], s[4 * j + 2 * r + 1]));
             mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
             mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+            // TODO(4) begin
+            //| // TODO(4): mx is the row's largest product of codes. The new maximum m_new of m[r] and mx sc
+            //| //   (base-2 units), base = m_new (0 while it is -inf), alpha[r] = 2^(m[r] - base), m[r] =
+            //| //   m_new; each of the row's s becomes 2^(s sc - base + P_SHIFT) (one ex2 of one fmaf), and
+            //| //   rowsum[r] their sum (README, "Scales fold into the softmax").
+            //| (void)sc; (void)mx;
+            //| alpha[r] = 1.f;
+            //| rowsum[r] = 0.f;
             const float m_new = fmaxf(m[r], mx * sc);
             const float base = m_new == -INFINITY ? 0.f : m_new;
             alpha[r] = ex2(m[r] - base);
@@ -287,6 +345,7 @@ struct Consumer {
                 sum += s[4 * j + 2 * r] + s[4 * j + 2 * r + 1];
             }
             rowsum[r] = sum;
+            // TODO(4) end
         }
     }
     // [end softmax]
@@ -295,8 +354,14 @@ struct Consumer {
      * V descale is dv_new: O, counted in units of dv, changes units by dv / dv_new in the same
      * multiplication (1 with one V scale per tensor); the epilogue multiplies by the last dv. */
     __device__ __forceinline__ void rescale(const float alpha[2], const float rowsum[2], float dv_new) {
+        // TODO(5) begin
+        //| // TODO(5): the factor that moves O from units of dv to units of dv_new, then dv = dv_new
+        //| //   (README, "TODO(5): V's descale, units of O"). As shipped: none, right only with one V scale.
+        //| const float units = 1.f;
+        //| (void)dv_new;
         const float units = dv / dv_new;
         dv = dv_new;
+        // TODO(5) end
 #pragma unroll
         for (int r = 0; r < 2; ++r) l[r] = l[r] * alpha[r] + rowsum[r];
         const float a0 = alpha[0] * units, a1 = alpha[1] * units;
@@ -317,7 +382,13 @@ struct Consumer {
         return (uint32_t)cvt_e4m3x2(a1, a0) | (uint32_t)cvt_e4m3x2(a3, a2) << 16;
     }
     __device__ __forceinline__ void pack_p() {
+        //| // TODO(6): for each 32 keys ks, x = s + 16 ks (accumulator blocks 4 ks .. 4 ks + 3, four floats
+        //| //   each: row g's two keys, then row g + 8's): p[ks][0] row g of blocks 0 and 1, p[ks][1] row
+        //| //   g + 8 of blocks 0 and 1, p[ks][2] and p[ks][3] the same of blocks 2 and 3, four floats per
+        //| //   register through pack4 (README, "P changes layout").
 #pragma unroll
+        //| for (int ks = 0; ks < BC / 32; ++ks) p[ks][0] = p[ks][1] = p[ks][2] = p[ks][3] = 0u;
+        // solution begin
         for (int ks = 0; ks < BC / 32; ++ks) {
             const float *x = s + 16 * ks;
             p[ks][0] = pack4(x[0], x[1], x[4], x[5]);
@@ -325,6 +396,7 @@ struct Consumer {
             p[ks][2] = pack4(x[8], x[9], x[12], x[13]);
             p[ks][3] = pack4(x[10], x[11], x[14], x[15]);
         }
+        // solution end
     }
     // [end pack-p]
     /* Row r (0: g, 1: g + 8): l, the row's 4 threads adding their shares; L = (m + log2 l - 8) ln 2
@@ -605,6 +677,7 @@ int attention_forward(const attn_args *a) {
                           device_attr(cudaDevAttrComputeCapabilityMinor);
     if (cc != 90 || !(a->scale > 0.f) || a->dtype != DTYPE_E4M3 || a->d != D) return ATTN_UNSUPPORTED;
     if (a->fp8.q_rows % 64 || a->fp8.kv_rows % BC || a->N_kv != a->N || a->H_kv != a->H) return ATTN_UNSUPPORTED;
+    //| if (STARTER_NOT_DONE) return ATTN_NOT_IMPLEMENTED;  // TODO(0)
     if (a->N < 1 || a->B < 1 || a->H < 1) return ATTN_OK;  // nothing to compute
     static int ready = 0;  // once: allow > 48 KiB of shared memory
     if (!ready) {

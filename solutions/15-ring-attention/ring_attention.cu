@@ -1,4 +1,7 @@
+//| /* 15-ring-attention (starter): attention over a sequence split across P GPUs. Each rank (GPU) keeps its
+// solution begin
 /* 15-ring-attention: attention over a sequence split across P GPUs. Each rank (GPU) keeps its
+// solution end
  * query chunks; the K/V blocks travel around a ring (rank r sends to r + 1 and receives from
  * r - 1) while every rank computes attention of its queries against the block it holds, with
  * lesson 09's kernel (ring_block.h); the partial results (O_s, L_s) merge with lesson 01's
@@ -17,7 +20,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include "attention.h"
+//| #include "ring_block.h"  // given: lesson 09's kernel on one chunk pair
+// solution begin
 #include "../../lessons/15-ring-attention/ring_block.h"  // lesson 09's kernel on one chunk pair
+// solution end
 #ifdef RING_NCCL
 #include <nccl.h>
 #endif
@@ -75,7 +81,16 @@ static int ranks_for(int P, int N, int causal) {
     return 1;
 }
 /* Global chunk index of rank r's j-th chunk (j < per_rank). */
+// TODO(1) begin
 static int chunk_of(const Layout &L, int r, int j) { return j == 0 ? r : 2 * L.P - 1 - r; }
+// TODO(1) end
+//| static int chunk_of(const Layout &L, int r, int j) {
+    //| /* TODO(1): the global chunk index of rank r's j-th chunk, for both layouts: one chunk per rank
+    //|  * (non-causal and naive causal, L.per_rank == 1) and the balanced one (two per rank, paired so
+    //|  * that every rank's rows add up to the same causal work). "The layout" says which. */
+    //| (void)L; (void)r; (void)j;
+    //| return -1;
+//| }
 
 /* What a (query chunk, key chunk) pair needs, from the global chunk indices: without a mask,
  * every pair is full attention; causal, a key chunk before the query chunk is entirely in its
@@ -83,8 +98,14 @@ static int chunk_of(const Layout &L, int r, int j) { return j == 0 ? r : 2 * L.P
  * entirely in its future (nothing to do). */
 enum PairKind { PAIR_SKIP, PAIR_FULL, PAIR_DIAGONAL };
 static PairKind pair_kind(int causal, int q_chunk, int k_chunk) {
+    // TODO(2) begin
     if (!causal || k_chunk < q_chunk) return PAIR_FULL;
     return k_chunk == q_chunk ? PAIR_DIAGONAL : PAIR_SKIP;
+    // TODO(2) end
+    //| /* TODO(2): which of the three a pair is, from the two global chunk indices alone (chunks have
+    //|  * equal lengths). "Three kinds of pairs" explains why no other case exists. */
+    //| (void)causal; (void)q_chunk; (void)k_chunk;
+    //| return PAIR_SKIP;
 }
 // [end layout]
 
@@ -146,9 +167,15 @@ struct MergeWeights {
     float L;     // the merged logsumexp
 };
 __host__ __device__ inline MergeWeights merge_weights(float la, float lb) {
+    // TODO(3) begin
     const float m = fmaxf(la, lb);
     const float wa = expf(la - m), wb = expf(lb - m);
     return {wa / (wa + wb), wb / (wa + wb), m + logf(wa + wb)};
+    // TODO(3) end
+    //| /* TODO(3): the two weights and the merged L of "Merging two partial results", computed so
+    //|  * that no exp overflows whatever the magnitudes of la and lb (natural logs, fp32). */
+    //| (void)la; (void)lb;
+    //| return {0.f, 0.f, 0.f};
 }
 
 /* Merges one pair's partial result into a query chunk's running one: one warp per row of `rows`
@@ -158,6 +185,7 @@ __host__ __device__ inline MergeWeights merge_weights(float la, float lb) {
 template <typename T>
 __global__ void merge_partial(float *__restrict__ o_acc, float *__restrict__ l_acc, const T *__restrict__ o_blk,
                               const float *__restrict__ l_blk, long long rows, int d, int first) {
+    // TODO(4) begin
     const long long row = (long long)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
     const int lane = threadIdx.x % 32;
     if (row >= rows) return;
@@ -172,6 +200,12 @@ __global__ void merge_partial(float *__restrict__ o_acc, float *__restrict__ l_a
     for (int c = lane; c < d; c += 32) o[c] = w.a * o[c] + w.b * (float)ob[c];
     __syncwarp();  // every lane has read l_acc[row]
     if (lane == 0) l_acc[row] = w.L;
+    // TODO(4) end
+    //| /* TODO(4): one warp per row (row = blockIdx.x * warps per block + warp): the row's weights and
+    //|  * new L (merge_weights), then each of its d columns of o_acc replaced by the weighted sum with
+    //|  * o_blk's, in fp32; with `first` set the accumulator just takes the block's values ("Merging
+    //|  * two partial results"). Every lane reads l_acc[row] before one of them overwrites it. */
+    //| (void)o_acc; (void)l_acc; (void)o_blk; (void)l_blk; (void)rows; (void)d; (void)first;
 }
 // [end merge]
 
@@ -198,6 +232,7 @@ static int compute_step(const Ring &g, int rid, int src, int pairs_done[2]) {
         for (int i = 0; i < L.per_rank; ++i) {
             const PairKind kind = pair_kind(g.causal, q_chunk, chunk_of(L, src, i));
             if (kind == PAIR_SKIP) continue;
+            // TODO(5) begin
             const int rc = block_attention(chunk(r.Q, g, j), k_chunk(g, r, i), v_chunk(g, r, i), r.o_blk, r.l_blk,
                                            g.B, g.H, L.c, g.d, g.dtype, g.scale, kind == PAIR_DIAGONAL, r.compute);
             if (rc != ATTN_OK) return rc;
@@ -212,6 +247,15 @@ static int compute_step(const Ring &g, int rid, int src, int pairs_done[2]) {
                                                              rows, g.d, pairs_done[j] == 0);
             RING_CUDA(cudaGetLastError());
             ++pairs_done[j];
+            // TODO(5) end
+            //| /* TODO(5): this pair's partial O and L with block_attention (query chunk j of r.Q; key and
+            //|  * value chunk i of the block r holds now, k_chunk and v_chunk; the mask only on the
+            //|  * diagonal) into r.o_blk and r.l_blk, then merge_partial into query chunk j's
+            //|  * accumulator (first when pairs_done[j] is 0; one warp per row, e.g. 8 warps = 256
+            //|  * threads per block), both on r.compute, launch errors checked; count the pair.
+            //|  * "One step of one rank" walks through it. */
+            //| (void)r; (void)rows; (void)kind; (void)pairs_done;
+            //| return ATTN_NOT_IMPLEMENTED;
         }
     }
     RING_CUDA(cudaEventRecord(r.consumed, r.compute));
@@ -227,6 +271,7 @@ static int compute_step(const Ring &g, int rid, int src, int pairs_done[2]) {
  * ranks share one GPU and one copy stream, so each copy is ordered after the copies of the step
  * before, and none overwrites a block another copy has still to read. */
 static int send_recv(Ring &g, size_t bytes) {
+    // TODO(6) begin
 #ifdef RING_NCCL
     ncclResult_t e = ncclGroupStart();
     for (int r = 0; r < g.P && e == ncclSuccess; ++r) {
@@ -247,6 +292,15 @@ static int send_recv(Ring &g, size_t bytes) {
     }
 #endif
     return ATTN_OK;
+    // TODO(6) end
+    //| /* TODO(6): every rank r sends the block it holds (kv[cur], `bytes` bytes) to rank r + 1 and
+    //|  * receives rank r - 1's into its spare (kv[cur ^ 1]), on its comm stream. With RING_NCCL
+    //|  * defined: one ncclSend and one ncclRecv per rank on g.comm[r], all in one group; a failed
+    //|  * NCCL call printed with ncclGetErrorString and answered with ATTN_UNSUPPORTED, the group
+    //|  * closed by ncclGroupEnd even then; without: a device-to-device copy into the next rank's spare. "The transport" says
+    //|  * why the group is needed and on which stream each copy goes. */
+    //| (void)g; (void)bytes;
+    //| return ATTN_NOT_IMPLEMENTED;
 }
 
 /* exchange(step): the sends and receives above, each rank's comm stream first waiting until its
@@ -479,6 +533,7 @@ static int gather(Ring &g, int r, const attn_args *a, int dev0) {
  * comm streams wait for the compute of the step before), then the compute; in that order each
  * wait sees the event recorded for it, not the one of the next step. tl: see ring_forward. */
 static int run_steps(Ring &g, RingTimeline *tl) {
+    // TODO(7) begin
     int pairs_done[RING_MAX_RANKS][2] = {};
     for (int step = 0; step < g.P; ++step) {
         for (int r = 0; step > 0 && r < g.P; ++r) {  // the block received at the step before
@@ -497,6 +552,17 @@ static int run_steps(Ring &g, RingTimeline *tl) {
         for (int r = 0; step + 1 < g.P && r < g.P; ++r) g.rank[r].cur ^= 1;  // the received block is next
     }
     return ATTN_OK;
+    // TODO(7) end
+    //| /* TODO(7): the P steps. At each: every rank's compute stream waits for the block received at
+    //|  * the step before (none at step 0); the exchange of the blocks held now starts (none at the
+    //|  * last step); every rank computes on the block it holds (compute_step: rank r holds rank
+    //|  * (r - step) mod P's block), between tl's two events when tl is set; then the received block
+    //|  * becomes the held one. Each rank's pairs_done (compute_step's counters) starts at zero at
+    //|  * every call: a local int pairs_done[RING_MAX_RANKS][2] = {}, since the harness calls
+    //|  * attention_forward many times. "Overlap: two streams, four events" gives the order of these
+    //|  * calls on the host and why it matters. */
+    //| (void)g; (void)tl; (void)exchange; (void)compute_step;
+    //| return ATTN_NOT_IMPLEMENTED;
 }
 
 static Ring the_ring;  // the ranks of the last shape (the harness calls again with the same one)
