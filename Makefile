@@ -65,17 +65,17 @@ HARNESS_CU_COMMON_OBJ := $(patsubst reference/%.cu,$(BUILD)/%.o,$(HARNESS_CU_COM
 HARNESS_CU_OBJ := $(HARNESS_CU_COMMON_OBJ) $(BUILD)/runner_attention.o
 HARNESS_BWD_CU_OBJ := $(HARNESS_CU_COMMON_OBJ) $(BUILD)/runner_backward.o
 HARNESS_ALL_CU_OBJ := $(HARNESS_CU_OBJ) $(if $(wildcard reference/runner_backward.cu),$(BUILD)/runner_backward.o)
-# Which runner a source links, and which GPU code it gets: a lesson whose kernels need sm_90a
-# (wgmma, setmaxnreg; lesson 09) says so with a line `// build: sm_90a` and is built for
-# sm_90a alone, whatever GPU_ARCH is (its binary refuses other GPUs at run time, exit 4).
+# Which runner a source links, and which GPU code it gets, are its lesson's descriptor's (runner,
+# arch; mk/lessons.mk): a lesson whose kernels need sm_90a (wgmma, setmaxnreg; 09, 13-15) is
+# built for sm_90a alone, whatever GPU_ARCH is (its binary refuses other GPUs at run time, exit 4).
 SM90A_FLAGS := -gencode arch=compute_90a,code=sm_90a
-is_bwd = $(if $(1),$(shell grep -l 'int attention_backward' $(1) 2>/dev/null))
-runner_obj_of = $(if $(call is_bwd,$(1)),$(HARNESS_BWD_CU_OBJ),$(HARNESS_CU_OBJ))
-arch_of = $(if $(1),$(if $(shell grep -l '^// build: sm_90a' $(1) 2>/dev/null),$(SM90A_FLAGS),$(ARCH_FLAGS)),$(ARCH_FLAGS))
+include mk/lessons.mk
+# a lesson's facts come from its descriptor (mk/lessons.mk); these take a source path
+runner_obj_of = $(if $(filter backward,$(L$(call lesson_num_of_path,$(1))_runner)),$(HARNESS_BWD_CU_OBJ),$(HARNESS_CU_OBJ))
+arch_of = $(if $(filter sm_90a,$(L$(call lesson_num_of_path,$(1))_arch)),$(SM90A_FLAGS),$(ARCH_FLAGS))
 
 pad = $(if $(filter 1 2 3 4 5 6 7 8 9,$(1)),0$(1),$(1))
-src_of = $(firstword $(wildcard $(1)/$(call pad,$(2))-*/*.cu) $(wildcard $(1)/$(call pad,$(2))-*/*.c))
-LESSON_NUMS := $(shell ls -d lessons/[0-9][0-9]-* 2>/dev/null | sed -E 's@lessons/0?([0-9]+)-.*@\1@')
+src_of = $(firstword $(wildcard $(1)/$(call pad,$(2))-*/$(L$(2)_source)))
 
 .PHONY: all lessons solutions grade test clean results help
 .DEFAULT_GOAL := help
@@ -135,23 +135,24 @@ sass-%: %
 	@mkdir -p build && cuobjdump --dump-sass ./$* > build/$*.sass
 	@echo "== instruction counts in ./$* (full listing: build/$*.sass)"
 	@grep -oE '\b(HMMA|LDSM|LDGSTS|HGMMA|UTMALDG|SYNCS|FFMA|MUFU\.EX2|BAR\.SYNC|LDL|STL)[.A-Z0-9]*' build/$*.sass | sort | uniq -c
-# Every head dimension the grid uses: each is its own kernel instantiation (tiles, registers,
-# shared memory), so a bug in one is invisible in the other. SAN_D=128 runs just one.
-SAN_D = 64 128
-SAN_ARGS = --check-only -b 1 -H 2 -n 77 --dtype $(or $(DTYPE),$(if $(filter 1 2 3 4 5,$(call num_of,$*)),fp32,fp16))
+# Every head dimension the lesson has (its descriptor): each is its own kernel instantiation
+# (tiles, registers, shared memory), so a bug in one is invisible in the other. SAN_D=128 runs
+# just one. The dtype: the lesson's default (the first of its descriptor's), or DTYPE.
+SAN_D = $(L$(call num_of,$*)_head_dims)
+SAN_ARGS = --check-only -b 1 -H 2 -n 77 --dtype $(or $(DTYPE),$(firstword $(L$(call num_of,$*)_dtypes)))
 # racecheck sees __syncthreads and named barriers, not mbarriers: an mbarrier's arrive (release)
 # and wait (acquire) order plain shared-memory accesses that racecheck then reports as hazards,
 # and it does not see TMA writes or wgmma reads of shared memory at all. So for a source built
 # for sm_90a (lesson 09: TMA + mbarrier rings) memcheck is the gate and racecheck's report is
 # printed with that note; the grader's determinism re-run and the mutants catch its races.
-SAN_MBARRIER = $(if $(shell grep -l '^// build: sm_90a' $(call src_of,$(call kind_of,$*),$(call num_of,$*)) 2>/dev/null),1,0)
+SAN_MBARRIER = $(if $(filter advisory,$(L$(call num_of,$*)_racecheck)),1,0)
 SAN_MEMCHECK = compute-sanitizer --tool memcheck --error-exitcode 9 ./$* $(SAN_ARGS)
 SAN_RACECHECK = compute-sanitizer --tool racecheck --racecheck-report all --error-exitcode 9 ./$* $(SAN_ARGS)
 SAN_RACE_NOTE = racecheck on $*: the hazards above (if any) are not a verdict: this kernel orders its shared memory with mbarriers, which racecheck does not model (memcheck above is the gate)
-# Causal runs from lesson 05 on (the first with a causal kernel).
+# Causal runs too where the lesson's descriptor says causal := yes.
 sanitize-%: %
 	@set -e; for d in $(SAN_D); do \
-	  for c in "" $(if $(shell [ $(call num_of,$*) -ge 5 ] && echo y),--causal); do \
+	  for c in "" $(if $(filter yes,$(L$(call num_of,$*)_causal)),--causal); do \
 	    echo "+ $(SAN_MEMCHECK) -d $$d $$c"; $(SAN_MEMCHECK) -d $$d $$c; \
 	    echo "+ $(SAN_RACECHECK) -d $$d $$c"; \
 	    $(if $(filter 1,$(SAN_MBARRIER)),$(SAN_RACECHECK) -d $$d $$c || true; echo "$(SAN_RACE_NOTE)",$(SAN_RACECHECK) -d $$d $$c); \
@@ -204,7 +205,7 @@ check-variant-builds:
 clean:
 	rm -rf build lesson[0-9]* solution[0-9]* tests/bin
 
--include mk/*.mk
+-include $(filter-out mk/lessons.mk,$(wildcard mk/*.mk))
 
 .PHONY: test-steps test-full-steps test-full
 # the longest steps first (measured one at a time on a fresh clone), so that two at a time end

@@ -98,7 +98,7 @@ trap 'rm -rf "$ERR"' EXIT
 # ---- methods: standard + every solution from 02 on ----
 SOL_NUMS=()
 SOL_NAMES=()
-SOL_BWD=()   # 1 when the solution is a backward pass (its source defines attention_backward)
+SOL_BWD=()   # 1 when the solution is a backward pass (its descriptor: runner := backward)
 for dir in solutions/[0-9][0-9]-*/; do
     [ -d "$dir" ] || continue
     name=$(basename "$dir")
@@ -109,7 +109,7 @@ for dir in solutions/[0-9][0-9]-*/; do
     ls "$dir"*.cu >/dev/null 2>&1 || continue
     SOL_NUMS+=("$num")
     SOL_NAMES+=("$name")
-    if grep -q 'int attention_backward' "$dir"*.cu; then SOL_BWD+=(1); else SOL_BWD+=(0); fi
+    if grep -q '^runner := backward' "lessons/$name/lesson.mk" 2>/dev/null; then SOL_BWD+=(1); else SOL_BWD+=(0); fi
 done
 has_pass() { [[ " $PLIST " == *" $1 "* ]]; }
 

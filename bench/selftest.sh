@@ -26,6 +26,7 @@ mkdir -p "$TMP/repo/solutions/02-naive" "$TMP/repo/solutions/07-tensor-cores" "$
 cp -r bench "$TMP/repo/"
 touch "$TMP/repo/solutions/02-naive/naive.cu" "$TMP/repo/solutions/07-tensor-cores/tc.cu"
 echo "int attention_backward(const attn_bwd_args *a);" >"$TMP/repo/solutions/10-backward/bwd.cu"
+mkdir -p "$TMP/repo/lessons/10-backward" && echo "runner := backward" >"$TMP/repo/lessons/10-backward/lesson.mk"
 cat >"$TMP/nvidia-smi" <<'EOF'
 #!/usr/bin/env bash
 echo "FAKE GPU 8GB, 8192"

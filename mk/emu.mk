@@ -3,14 +3,16 @@
 #                        the grader's own report and diagnoses: the real runner over a fake CUDA
 #                        runtime (tests/hostsim), your kernels emulated one fiber per CUDA
 #                        thread (tests/emu/core.h), on the small shapes the emulator can afford (each lesson's list is
-#                        in tests/emu/grade.py: ragged N, causal, both d, both dtypes where the lesson
-#                        has them). Exit status as the runner's: 0 pass, 1 fail, 3 not implemented.
+#                        in its descriptor, lessons/NN-*/lesson.mk: ragged N, causal, both d, both
+#                        dtypes where the lesson has them). Exit status as the runner's: 0 pass, 1 fail, 3 not implemented.
 #                        Lessons 09 and 13 run on their emulator's own driver (make
 #                        emu-09, emu-13 with your file); for 07, 08, 11 and 12 the emulator's driver
 #                        (make emu-NN) then runs your file too. It says what it cannot check: speed, and
 #                        races that only real hardware shows.
 #   make emu-solutionN   the same for solutions/NN-*/*.cu
-EMU_GRADE_NUMS := 2 3 4 5 6 7 8 9 10 11 12 13
+# the lessons graded here: those whose descriptor names a runner-case emulator or a driver (a
+# lesson whose emulator is "own" defines emu-lessonN in its own fragment)
+EMU_GRADE_NUMS := $(call lessons_with,emulator,fp32 wmma warp driver)
 .PHONY: $(addprefix emu-lesson,$(EMU_GRADE_NUMS)) $(addprefix emu-solution,$(EMU_GRADE_NUMS))
 # the runner objects (mk/backward.mk builds them: build/hostsim/%.o)
 EMU_FWD_OBJ = $(HOSTSIM_FWD_OBJ)
@@ -34,7 +36,7 @@ emu-full-%:
 # path (exit 3, not a crash; built at -O0, EMU_OPT: a starter runs no kernel to speak of), then
 # solution 02 passes it (the other solutions' CPU path runs in
 # make test-full: emu-solutions; their emulators run in make test).
-EMU_STARTER_NUMS := $(EMU_GRADE_NUMS) 14
+EMU_STARTER_NUMS := $(filter-out $(call lessons_with,emu_starter,no),$(call lessons_with,emulator,fp32 wmma warp driver own))
 .PHONY: emu-starters emu-solutions
 emu-starters: $$(if $$(HOSTSIM_HAVE_CUDA),$$(EMU_FWD_OBJ) $$(EMU_BWD_OBJ) build/host/cpu_reference.o)
 	@for n in $(EMU_STARTER_NUMS); do \

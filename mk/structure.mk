@@ -31,3 +31,14 @@ check-starters:
 	@python3 reference/tools/starters.py --check && python3 tests/starters_selftest.py
 
 TEST_STEPS += check-starters
+
+# A new lesson from the template (reference/tools/new_lesson.py): make new-lesson NUM=16
+# NAME=paged-decode [TITLE="one line"] writes its solution, descriptor, text and starter.
+.PHONY: new-lesson
+new-lesson:
+	@python3 reference/tools/new_lesson.py "$(NUM)" "$(NAME)" "$(TITLE)"
+# make test-new-lesson (in make test): tests/new_lesson_test.sh, make new-lesson in a copy of the tree
+.PHONY: test-new-lesson
+test-new-lesson: $$(if $$(HOSTSIM_HAVE_CUDA),$$(EMU_FWD_OBJ) build/host/cpu_reference.o)
+	@bash tests/new_lesson_test.sh
+TEST_STEPS += test-new-lesson

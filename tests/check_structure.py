@@ -8,7 +8,7 @@
     out phases, each a device function of its own;
   - a solution file is longer than 850 lines (the starter generator's markup aside);
   - a PTX wrapper is defined outside its header in reference/include/ and the lesson that teaches
-    it (HEADERS below), or the teaching lesson's solution defines it differently from the header
+    it (its descriptor's `teaches`), or the teaching lesson's solution defines it differently from the header
     (compared token by token, comments and spacing aside): one definition, no drifting copies;
   - inline PTX (asm) appears in a lesson file outside the teaching lessons' wrappers: every other
     lesson calls the headers.
@@ -22,13 +22,23 @@ import re
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "reference", "tools"))
+
 MAX_KERNEL_LINES = 200
 MAX_SOLUTION_LINES = 850
 STARTER_MARKUP = re.compile(r"^\s*//(\||\s*(TODO\(\w+\)|solution) (begin|end)\b)")
-# header in reference/include -> the lesson (folder number) that teaches its wrappers, or None
-# when no lesson writes them (they are given wherever they are used)
-HEADERS = {"ptx_mma.h": "07", "ptx_cp_async.h": "08", "ptx_hopper.h": "09", "ptx_hopper_bwd.h": "13",
-           "ptx_hopper_fp8.h": "14", "ptx_memory.h": None}
+
+
+def teaching_lessons(root):
+    """header in reference/include/ptx_*.h -> the lesson (folder number) that teaches its wrappers,
+    from the descriptors' `teaches` (lessons/NN-*/lesson.mk), or None when no lesson writes them
+    (they are given wherever they are used)."""
+    from lessons import lessons
+    out = {os.path.basename(h): None for h in glob.glob(os.path.join(root, "reference", "include", "ptx_*.h"))}
+    for n, d in lessons(root).items():
+        for h in d["teaches"].split():
+            out[h] = "%02d" % n
+    return out
 
 
 def strip_comments(text):
@@ -92,8 +102,45 @@ def norm(text):
     return re.sub(r"\s+", "", text)
 
 
-def check(root):
+def descriptor_errors(root):
+    """Each lesson folder has a descriptor (lessons/NN-*/lesson.mk) whose source exists in lessons/
+    and solutions/, and the solution's LESSON struct (which the runner reads) says what the
+    descriptor says: dtypes in order, causal, head dims, Hopper-only (needs_cc 90) for sm_90a."""
+    from lessons import lessons
     errors = []
+    descs = lessons(root)
+    for d in sorted(glob.glob(os.path.join(root, "lessons", "[0-9][0-9]-*"))):
+        if int(os.path.basename(d)[:2]) not in descs:
+            errors.append("%s: no lesson.mk (make new-lesson writes one; CONTRIBUTING.md, \"The lesson "
+                          "descriptor\")" % os.path.relpath(d, root))
+    for n, desc in descs.items():
+        where = "%s/lesson.mk" % desc["dir"]
+        sol = os.path.join(root, "solutions", desc["name"], desc["source"])
+        for f in (os.path.join(root, desc["dir"], desc["source"]), sol):
+            if not os.path.isfile(f):
+                errors.append("%s: source := %s, but %s does not exist" % (where, desc["source"], os.path.relpath(f, root)))
+        if not os.path.isfile(sol):
+            continue
+        m = re.search(r"lesson_info LESSON = \{(.*?)\};", strip_comments(open(sol).read()), re.S)
+        if not m:
+            continue
+        body = m.group(1)
+        dims = re.search(r"\{([\d,\s]*)\}", body)
+        tail = body[dims.end():] if dims else ""
+        said = {"dtypes": " ".join(x.lower() for x in re.findall(r"DTYPE_BIT\(DTYPE_(\w+)\)", body)),
+                "head_dims": " ".join(x for x in re.findall(r"\d+", dims.group(1)) if x != "0") if dims else "",
+                "causal": "yes" if re.search(r"\)\s*,\s*1\s*,\s*\{", body) else "no",
+                "arch": "sm_90a" if re.search(r",\s*90\s*$", tail.strip()) else desc["arch"] if desc["arch"] != "sm_90a" else "?"}
+        for k, v in said.items():
+            if v != desc[k]:
+                errors.append("%s: %s := %s, but the LESSON struct of %s says %s" % (
+                    where, k, desc[k], os.path.relpath(sol, root), v if k != "arch" else "needs_cc 90 (Hopper only)" if v == "sm_90a" else "needs_cc is not 90"))
+    return errors
+
+
+def check(root):
+    errors = descriptor_errors(root) if os.path.isfile(os.path.join(root, "mk", "lessons.mk")) else []
+    HEADERS = teaching_lessons(root)
     rel = lambda p: os.path.relpath(p, root)
     sources = sorted(glob.glob(os.path.join(root, "lessons", "[0-9][0-9]-*", "*.cu")) +
                      glob.glob(os.path.join(root, "solutions", "[0-9][0-9]-*", "*.cu")) +
@@ -156,19 +203,23 @@ def selftest():
     }
     header = "__device__ __forceinline__ float ex2(float x) { return x; }\n"
     failures = 0
+
+    def fixture(d):  # the header, and lesson 07's descriptor: it teaches the header's wrappers
+        os.makedirs(os.path.join(d, "reference", "include"))
+        open(os.path.join(d, "reference", "include", "ptx_mma.h"), "w").write(header)
+        os.makedirs(os.path.join(d, "lessons", "07-x"))
+        open(os.path.join(d, "lessons", "07-x", "lesson.mk"), "w").write("teaches := ptx_mma.h\n")
     for what, (path, text) in sorted(bad.items()):
         with tempfile.TemporaryDirectory() as d:
-            os.makedirs(os.path.join(d, "reference", "include"))
-            open(os.path.join(d, "reference", "include", "ptx_mma.h"), "w").write(header)
-            os.makedirs(os.path.join(d, os.path.dirname(path)))
+            fixture(d)
+            os.makedirs(os.path.join(d, os.path.dirname(path)), exist_ok=True)
             open(os.path.join(d, path), "w").write(text)
             errs = check(d)
             ok = len(errs) >= 1
             print("check-structure selftest: %-13s %s" % (what, "caught" if ok else "MISSED"))
             failures += not ok
     with tempfile.TemporaryDirectory() as d:  # the teaching lesson's identical copy passes
-        os.makedirs(os.path.join(d, "reference", "include"))
-        open(os.path.join(d, "reference", "include", "ptx_mma.h"), "w").write(header)
+        fixture(d)
         os.makedirs(os.path.join(d, "solutions", "07-x"))
         open(os.path.join(d, "solutions", "07-x", "a.cu"), "w").write("/* mine */\n" + header)
         errs = check(d)

@@ -32,36 +32,25 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 CXX = os.environ.get("EMU_CXX", "g++")
 CUDA_INC = os.environ.get("CUDA_INC", "/usr/local/cuda/include")
 
-# Per lesson: the emulator (fp32: tests/fp32_emu; warp: tests/warp_emu), the runner (fwd, bwd)
-# and the cases, each a command line of the runner (dtypes: every one the lesson has, unless given).
-FWD_CASES_0204 = ["-b 2 -H 1 -n 77 -d 64", "-b 1 -H 2 -n 1 -d 128", "-b 1 -H 1 -n 130 -d 128"]
-FWD_CASES_CAUSAL = ["-b 2 -H 1 -n 77 -d 64", "-b 1 -H 1 -n 130 -d 128 --causal", "-b 1 -H 2 -n 65 -d 64 --causal"]
-LESSONS = {
-    2: ("fp32", "fwd", FWD_CASES_0204),
-    3: ("fp32", "fwd", FWD_CASES_0204),
-    4: ("fp32", "fwd", FWD_CASES_0204),
-    5: ("fp32", "fwd", FWD_CASES_CAUSAL),
-    6: ("wmma", "fwd", ["-b 1 -H 2 -n 77 -d 64", "-b 1 -H 1 -n 130 -d 128 --causal", "-b 1 -H 1 -n 1 -d 64 --causal"]),
-    7: ("warp", "fwd", ["-b 1 -H 2 -n 77 -d 64", "-b 1 -H 1 -n 130 -d 128 --causal", "-b 1 -H 1 -n 1 -d 64 --causal"]),
-    8: ("warp", "fwd", ["-b 1 -H 2 -n 100 -d 64", "-b 1 -H 1 -n 250 -d 128 --causal", "-b 1 -H 1 -n 1 -d 64 --causal"]),
-    10: ("fp32", "bwd", ["-b 2 -H 3 -n 77 -d 64", "-b 1 -H 2 -n 77 -d 64 --causal", "-b 1 -H 1 -n 130 -d 128 --causal"]),
-    11: ("warp", "bwd", ["-b 2 -H 1 -n 77 -d 64", "-b 1 -H 1 -n 130 -d 64 --causal", "-b 1 -H 1 -n 77 -d 128 --causal",
-                         "-b 1 -H 2 -n 150 -d 128"]),
-    12: ("warp", "fwd", ["-b 2 -H 8 --kv-heads 2 -n 1 --kv-seq 700 -d 64 --ragged",
-                         "-b 1 -H 4 --kv-heads 1 -n 16 --kv-seq 300 -d 128 --causal",
-                         "-b 1 -H 2 --kv-heads 2 -n 5 --kv-seq 5 -d 64 --causal",
-                         "-b 1 -H 2 -n 77 -d 64"]),
-}
-# A lesson whose file builds two designs by a macro the text teaches is graded in both: the first
-# build on every case, the others on the first two.
-BUILDS = {10: [("dQ by atomics", "-DDQ_ATOMIC=1"), ("dQ in a separate pass", "-DDQ_ATOMIC=0")]}
-DRIVERS = {9: "emu-09", 13: "emu-13"}
-# Lessons whose emulator driver checks more than the runner's cases can (x30 logits, other tile
-# configurations, cp.async copies landing at the retiring wait, forced split counts): once the
-# cases pass, the driver runs the file too (make emu-NN EMUNN_SRC=file, its quick set).
-DRIVER_AFTER = {7: "emu-07", 8: "emu-08", 11: "emu-11", 12: "emu-12"}
-DRIVER_VAR = {"emu-06": "EMU06_SRC", "emu-07": "EMU07_SRC", "emu-08": "EMU08_SRC", "emu-09": "EMU09_SRC",
-              "emu-11": "EMU11_SRC", "emu-12": "EMU12_SRC", "emu-13": "EMU13_SRC"}
+# Per lesson, from its descriptor (lessons/NN-*/lesson.mk, read by reference/tools/lessons.py):
+# LESSONS: the emulator (fp32: tests/fp32_emu; wmma: tests/wmma_emu; warp: tests/warp_emu), the
+# runner (fwd, bwd) and the cases, each a command line of the runner (emulator, runner, emu_cases);
+# BUILDS: a file that builds several designs by a macro the text teaches is graded in each, the
+# first on every case, the others on the first two (emu_builds); DRIVERS: the lessons graded by
+# their emulator's own driver (emulator := driver, emu_driver); DRIVER_AFTER: lessons whose driver
+# checks more than the runner's cases can (x30 logits, other tile configurations, copies landing
+# at the retiring wait, forced split counts): once the cases pass, make emu-NN runs the file too.
+# A driver takes the file as EMU<NN>_SRC.
+sys.path.insert(0, os.path.join(ROOT, "reference", "tools"))
+from lessons import lessons, split  # noqa: E402
+DESCRIPTORS = lessons(ROOT)
+LESSONS = {n: (d["emulator"], "bwd" if d["runner"] == "backward" else "fwd", split(d["emu_cases"]))
+           for n, d in DESCRIPTORS.items() if d["emulator"] in ("fp32", "wmma", "warp")}
+BUILDS = {n: [tuple(x.strip() for x in b.split(":", 1)) for b in split(d["emu_builds"])]
+          for n, d in DESCRIPTORS.items() if d["emu_builds"]}
+DRIVERS = {n: d["emu_driver"] for n, d in DESCRIPTORS.items() if d["emulator"] == "driver"}
+DRIVER_AFTER = {n: d["emu_driver"] for n, d in DESCRIPTORS.items() if d["emulator"] != "driver" and d["emu_driver"]}
+DRIVER_VAR = {d["emu_driver"]: "EMU%s_SRC" % d["emu_driver"][4:].upper() for d in DESCRIPTORS.values() if d["emu_driver"]}
 CANNOT = {
     "fp32": "speed, and races that only real hardware shows (blocks run one after another here)",
     "wmma": "speed, and races that only real hardware shows (blocks run one after another here); a wmma call "
@@ -156,9 +145,7 @@ def starter_switch(n, src):
 
 
 def lesson_dir(n):
-    import glob
-    d = sorted(glob.glob(os.path.join(ROOT, "lessons", "%02d-*" % n)))
-    return os.path.basename(d[0]) if d else "%02d" % n
+    return DESCRIPTORS[n]["name"] if n in DESCRIPTORS else "%02d" % n
 
 
 def main():
@@ -197,7 +184,8 @@ def main():
         if rc == 0 and n in DRIVER_AFTER:
             rc = run_driver(DRIVER_AFTER[n], src, name)
     else:
-        print("lesson %d has no emulator path (lesson 01 runs on the CPU: make lesson1 && ./lesson1)" % n)
+        print("lesson %d has no emulator path here (its descriptor's emulator: %s; lesson 01 runs on the CPU: "
+              "make lesson1 && ./lesson1)" % (n, DESCRIPTORS[n]["emulator"] if n in DESCRIPTORS else "no lesson"))
         return 2
     print("What the emulator cannot check: %s." % CANNOT[kind])
     return rc

@@ -161,17 +161,22 @@ def link_cmd(src, out):
     if src.endswith(".c"):
         return [env("CC", "cc")] + shlex.split(env("CFLAGS")) + ["-Ireference/include", "-Ireference", src, "build/host/runner_softmax.o"] + \
             c_obj + ["-o", out, "-lm"]
-    text = open(src, errors="replace").read()
-    runner = env("HARNESS_BWD_CU_OBJ") if re.search(r"attention_backward *\(", text) else env("HARNESS_CU_OBJ")
+    runner = env("HARNESS_BWD_CU_OBJ") if descriptor(src)["runner"] == "backward" else env("HARNESS_CU_OBJ")
     return [env("NVCC", "nvcc")] + shlex.split(env("NVCC_FLAGS")) + arch_flags(src) + \
         ["-Ireference/include", "-Ireference", src] + shlex.split(runner) + c_obj + ["-o", out, "-lgomp"]
 
 
+def descriptor(src):
+    """The descriptor (lessons/NN-*/lesson.mk) of the lesson whose folder holds src."""
+    sys.path.insert(0, os.path.join(ROOT, "reference", "tools"))
+    from lessons import lessons
+    return lessons(ROOT)[int(os.path.basename(os.path.dirname(os.path.abspath(src)))[:2])]
+
+
 def arch_flags(src):
-    """The Makefile's arch_of: a source with a line `// build: sm_90a` gets SM90A_FLAGS."""
-    with open(src, errors="replace") as f:
-        if re.search(r"^// build: sm_90a", f.read(), re.M):
-            return shlex.split(env("SM90A_FLAGS", "-gencode arch=compute_90a,code=sm_90a"))
+    """The Makefile's arch_of: a lesson whose descriptor says arch := sm_90a gets SM90A_FLAGS."""
+    if descriptor(src)["arch"] == "sm_90a":
+        return shlex.split(env("SM90A_FLAGS", "-gencode arch=compute_90a,code=sm_90a"))
     return shlex.split(env("ARCH_FLAGS"))
 
 

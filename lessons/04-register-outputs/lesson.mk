@@ -1,0 +1,11 @@
+# lessons/04-register-outputs/lesson.mk: lesson 04's facts, written here and nowhere else. Make reads
+# it (mk/lessons.mk), and so do the emulator grader, the structure check and the site:
+# KEY := value lines (CONTRIBUTING.md, "The lesson descriptor").
+source := registers.cu
+arch := portable
+runner := forward
+dtypes := fp32
+head_dims := 64 128
+causal := no
+emulator := fp32
+emu_cases := -b 2 -H 1 -n 77 -d 64 | -b 1 -H 2 -n 1 -d 128 | -b 1 -H 1 -n 130 -d 128

@@ -1,0 +1,11 @@
+# lessons/05-causal/lesson.mk: lesson 05's facts, written here and nowhere else. Make reads
+# it (mk/lessons.mk), and so do the emulator grader, the structure check and the site:
+# KEY := value lines (CONTRIBUTING.md, "The lesson descriptor").
+source := causal.cu
+arch := portable
+runner := forward
+dtypes := fp32
+head_dims := 64 128
+causal := yes
+emulator := fp32
+emu_cases := -b 2 -H 1 -n 77 -d 64 | -b 1 -H 1 -n 130 -d 128 --causal | -b 1 -H 2 -n 65 -d 64 --causal

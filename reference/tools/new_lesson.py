@@ -1,0 +1,72 @@
+#!/usr/bin/env python3
+"""reference/tools/new_lesson.py: `make new-lesson NUM=16 NAME=paged-decode [TITLE="..."]`.
+
+Writes a lesson that builds, grades on the GPU and on the CPU emulator, appears in `make grade`
+and on the site, with no other file edited: from reference/tools/lesson_template/,
+    solutions/NN-NAME/FILE     the solution, its TODO(1) marked (FILE: NAME with _ for -, .cu)
+    lessons/NN-NAME/lesson.mk  its descriptor (fp32, d 64 and 128, the fp32 emulator)
+    lessons/NN-NAME/README.md  the text's outline
+    lessons/NN-NAME/FILE       the starter, made from the solution (reference/tools/starters.py)
+Then replace the template's kernel with the lesson's, mark its TODOs, edit the descriptor and
+run `make starters` (CONTRIBUTING.md, "Adding a lesson").
+Errors (exit 2, nothing written): NUM not in 1..99, NAME not lower-case words joined by '-', a
+lesson NN that exists, a TITLE with a double quote or a backslash."""
+import os
+import re
+import subprocess
+import sys
+
+ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+TEMPLATE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "lesson_template")
+
+
+def fail(msg):
+    print("new-lesson: " + msg)
+    sys.exit(2)
+
+
+def main(argv):
+    if len(argv) < 2:
+        fail("usage: make new-lesson NUM=16 NAME=paged-decode [TITLE=\"one line\"]")
+    num, name = argv[0], argv[1]
+    title = argv[2] if len(argv) > 2 and argv[2] else name.replace("-", " ")
+    if not re.fullmatch(r"[0-9]{1,2}", num) or not 1 <= int(num) <= 99:
+        fail("NUM=%r: a lesson number from 1 to 99" % num)
+    if not re.fullmatch(r"[a-z][a-z0-9]*(-[a-z0-9]+)*", name):
+        fail("NAME=%r: lower-case words joined by '-' (e.g. paged-decode)" % name)
+    if '"' in title or "\\" in title:
+        fail("TITLE: no double quote or backslash (it becomes a C string)")
+    n = int(num)
+    nn = "%02d" % n
+    for kind in ("lessons", "solutions"):
+        taken = [d for d in os.listdir(os.path.join(ROOT, kind)) if d.startswith(nn + "-")]
+        if taken:
+            fail("lesson %s exists: %s/%s" % (nn, kind, taken[0]))
+    fname = name.replace("-", "_") + ".cu"
+    subst = {"@NN@": nn, "@N@": str(n), "@NAME@": name, "@TITLE@": title, "@FILE@": fname}
+
+    def fill(template):
+        text = open(os.path.join(TEMPLATE, template), encoding="utf-8").read()
+        for k, v in subst.items():
+            text = text.replace(k, v)
+        return text
+
+    folder = nn + "-" + name
+    files = {os.path.join("solutions", folder, fname): fill("kernel.cu"),
+             os.path.join("lessons", folder, "lesson.mk"): fill("lesson.mk"),
+             os.path.join("lessons", folder, "README.md"): fill("README.md")}
+    for path, text in files.items():
+        os.makedirs(os.path.join(ROOT, os.path.dirname(path)), exist_ok=True)
+        with open(os.path.join(ROOT, path), "w", encoding="utf-8") as f:
+            f.write(text)
+        print("new-lesson: wrote %s" % path)
+    r = subprocess.run([sys.executable, os.path.join(ROOT, "reference", "tools", "starters.py"), "--write",
+                        os.path.join("solutions", folder)], cwd=ROOT)
+    if r.returncode:
+        return r.returncode
+    print("new-lesson: lesson %s is %s: make lesson%d && ./lesson%d, make emu-lesson%d, make docs" % (nn, folder, n, n, n))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
