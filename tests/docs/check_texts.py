@@ -23,6 +23,9 @@ Fails (exit 1, one line per problem, FILE:LINE first) on:
       docs/filters/site.lua handles itself: sh, shell, text): pandoc would look such a name
       up by file extension, which loads every syntax it has (about 0.5 s per page), and
       leave the block unhighlighted. Without pandoc this part is skipped.
+  (g) the top-level README's lesson table is not the lessons of the descriptors
+      (lessons/NN-*/lesson.mk): a row per lesson, in order, linking its page, "(sm_90a)"
+      exactly where the descriptor says arch := sm_90a.
 ROOT may also be a fixture tree (tests/docs/selftest.sh). Standard library only (+ pandoc).
 """
 import glob
@@ -196,6 +199,34 @@ def is_worklog(md):
     return os.path.basename(md).upper().startswith("WORKLOG")
 
 
+def lesson_table_problems(root):
+    """The README's lesson table against the descriptors (lessons/NN-*/lesson.mk): a row per
+    lesson, in order, linking its page, marked "(sm_90a)" exactly where the descriptor says
+    arch := sm_90a. Nothing to check in a tree without a README table or descriptors."""
+    readme = os.path.join(root, "README.md")
+    if not os.path.exists(readme) or not os.path.exists(os.path.join(root, "mk", "lessons.mk")):
+        return []
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "reference", "tools"))
+    from lessons import lessons
+    descs = lessons(root)
+    rows = re.findall(r"^\| (\d\d) \| \[[^\]]*\]\(lessons/([^/)]+)/README\.md\) \|(.*)\|\s*$",
+                      open(readme, encoding="utf-8").read(), re.M)
+    errors = []
+    if [int(n) for n, _, _ in rows] != list(descs):
+        errors.append("README.md: the lesson table's rows (%s) are not the lessons (%s)" % (
+            " ".join(n for n, _, _ in rows), " ".join("%02d" % n for n in descs)))
+    for n, folder, idea in rows:
+        d = descs.get(int(n))
+        if not d:
+            continue
+        if folder != d["name"]:
+            errors.append("README.md: lesson %s's row links lessons/%s, not lessons/%s" % (n, folder, d["name"]))
+        if ("(sm_90a)" in idea) != (d["arch"] == "sm_90a"):
+            errors.append("README.md: lesson %s's row %s \"(sm_90a)\" but its descriptor says arch := %s" % (
+                n, "says" if "(sm_90a)" in idea else "does not say", d["arch"]))
+    return errors
+
+
 def main(root):
     errors = []
     lessons = sorted(d for d in glob.glob(os.path.join(root, "lessons", "[0-9][0-9]-*")) if os.path.isdir(d))
@@ -235,6 +266,7 @@ def main(root):
                     if not re.search(r"\]\(\s*(?:\./)?" + re.escape(os.path.basename(wl)) + r"(?:#[^)]*)?\s*\)", fh.read()):
                         errors.append(f"lessons/{name}/README.md: no link to its worklog "
                                       f"{os.path.basename(wl)} (end the page with one)")
+    errors += lesson_table_problems(root)                                          # (g)
     if counts:
         print("docs-texts: words of prose on each lesson's student path (code and math not counted):")
         for name, words, pages in counts:
