@@ -6,7 +6,7 @@
     (each lesson's worklog says how to rerun them);
   - a __global__ function (starter or solution) is longer than 200 lines: a kernel body hands
     out phases, each a device function of its own;
-  - a solution file is longer than 850 lines (the starter generator's markup aside);
+  - a solution file is longer than 850 lines (the markup for the starters and the site aside);
   - a PTX wrapper is defined outside its header in reference/include/ and the lesson that teaches
     it (its descriptor's `teaches`), or the teaching lesson's solution defines it differently from the header
     (compared token by token, comments and spacing aside): one definition, no drifting copies;
@@ -27,6 +27,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 MAX_KERNEL_LINES = 200
 MAX_SOLUTION_LINES = 850
 STARTER_MARKUP = re.compile(r"^\s*//(\||\s*(TODO\(\w+\)|solution) (begin|end)\b)")
+SITE_MARKUP = re.compile(r"^\s*// \[(region|end) [\w.\-]+\]\s*$")
 
 
 def teaching_lessons(root):
@@ -158,8 +159,10 @@ def check(root):
         code = strip_comments(text)
         is_solution = "/solutions/" in path.replace(os.sep, "/")
         lesson = os.path.basename(os.path.dirname(path))[:2]
-        # the starter generator's markup (reference/tools/starters.py) is not the solution's code
-        nlines = sum(1 for l in text.split("\n") if not STARTER_MARKUP.match(l)) - (1 if text.endswith("\n") else 0)
+        # the markup of the starter generator (reference/tools/starters.py) and of the site's
+        # excerpts is not the solution's text
+        nlines = sum(1 for l in text.split("\n") if not STARTER_MARKUP.match(l) and not SITE_MARKUP.match(l)) - \
+            (1 if text.endswith("\n") else 0)
         if is_solution and nlines > MAX_SOLUTION_LINES:
             errors.append("%s: %d lines; a solution holds one design in at most %d (experiments go to the "
                           "lesson's worklog as variant builds)" % (rel(path), nlines, MAX_SOLUTION_LINES))

@@ -89,8 +89,9 @@ struct Roles {
  * producer's arrive.expect_tx and the tile's bytes, empty one arrival per consumer warp. */
 enum MBar { FULL_Q, EMPTY_Q, FULL_K, FULL_V, EMPTY_K, EMPTY_V };
 
-/* The PTX wrappers this lesson teaches (also in ptx_hopper.h); the CPU emulator has its own. */
+/* The PTX wrappers this lesson teaches; the CPU emulator has its own. */
 #ifndef FA_EMULATOR
+// [region ptx-wrappers]
 /* Shared-memory stores and loads at a shared address. */
 __device__ __forceinline__ void st_shared_u32(uint32_t addr, uint32_t v) {
     asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(addr), "r"(v) : "memory");
@@ -268,6 +269,7 @@ template <int K> __device__ __forceinline__ void fence_acc(float (&d)[K]) {
     for (int i = 0; i < K; ++i) asm volatile("" : "+f"(d[i])::"memory");
 }
 // [end wgmma-order]
+// [end ptx-wrappers]
 #endif  // FA_EMULATOR
 
 // [region mbar-wait]

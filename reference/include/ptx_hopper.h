@@ -32,7 +32,7 @@
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #error "ptx_hopper.h: wgmma and setmaxnreg need sm_90a code (-gencode arch=compute_90a,code=sm_90a)"
 #endif
-
+// [generated from solutions/09-hopper-wgmma/hopper.cu, regions ptx-wrappers mbar-wait descriptor]
 /* Shared-memory stores and loads at a shared address. */
 __device__ __forceinline__ void st_shared_u32(uint32_t addr, uint32_t v) {
     asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(addr), "r"(v) : "memory");
@@ -202,11 +202,9 @@ template <int K> __device__ __forceinline__ void fence_acc(float (&d)[K]) {
 #pragma unroll
     for (int i = 0; i < K; ++i) asm volatile("" : "+f"(d[i])::"memory");
 }
-
 __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
     while (!mbar_try_wait(bar, parity)) {}
 }
-
 /* The 64-bit matrix descriptor of wgmma (PTX ISA, "Matrix Descriptor"): bits 0-13 start
  * address >> 4, 16-29 leading-dimension byte offset (LBO) >> 4, 32-45 stride-dimension byte
  * offset (SBO) >> 4, 49-51 base offset (0: every swizzle atom here starts on 1024 bytes), 62-63
@@ -230,4 +228,5 @@ template <int ROWS>
 __device__ __host__ __forceinline__ uint64_t desc_mnmajor(uint32_t tile, int ks) {
     return make_desc(tile + (uint32_t)ks * 16 * 128, ROWS * 128, 1024);
 }
+// [end generated]
 #endif

@@ -20,7 +20,7 @@
 #ifndef PTX_HOPPER_BWD_H
 #define PTX_HOPPER_BWD_H
 #include "ptx_hopper.h"
-
+// [generated from solutions/13-hopper-backward/hopper_backward.cu, regions ptx-wrappers]
 /* wgmma m64nNk16 with both operands MN-major (imm-trans-a = imm-trans-b = 1): A (64 x 16) read
  * from a tile whose rows are k and whose 64 columns are m (dS^T, keys as rows, read as dS), B
  * (16 x N) from rows k, columns n (K_j, keys as rows). The descriptors are desc_mnmajor's. */
@@ -57,4 +57,5 @@ __device__ __forceinline__ void bulk_reduce_add_f32(float *dst, uint32_t src, ui
     asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;\n"
                  ::"l"(dst), "r"(src), "r"(bytes) : "memory");
 }
+// [end generated]
 #endif

@@ -21,7 +21,10 @@
 #ifndef PTX_HOPPER_FP8_H
 #define PTX_HOPPER_FP8_H
 #include "ptx_hopper.h"
-
+// [generated from solutions/14-fp8-attention/fp8_attention.cu, regions ptx-wrappers descriptor]
+/* wgmma.mma_async m64nNk32 with e4m3 A and B, fp32 accumulators in lesson 09's layout. Both
+ * operands K-major (FP8 wgmma has no transpose immediates). "ss": A and B by descriptors; "rs": A
+ * from 4 registers of 4 codes each (rows g, g + 8; columns 4 t .. 4 t + 3 and 16 + 4 t .. + 3). */
 template <int N>
 __device__ void wgmma_ss_e4m3(float (&d)[N / 2], uint64_t desc_a, uint64_t desc_b, int scale_d);
 template <int N>
@@ -59,11 +62,11 @@ __device__ __forceinline__ uint16_t cvt_e4m3x2(float hi, float lo) {
     asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;\n" : "=h"(r) : "f"(hi), "f"(lo));
     return r;
 }
-
 /* K-major e4m3 operand with 128 columns (d = 128 bytes: one swizzle atom wide): rows
  * [row0, row0 + 64 or N) of a tile of ROWS rows, k-slice kk (columns 32 kk .. 32 kk + 31). */
 template <int ROWS>
 __device__ __host__ __forceinline__ uint64_t desc_kmajor_e4m3(uint32_t tile, int row0, int kk) {
     return make_desc(tile + (uint32_t)row0 * 128 + (uint32_t)kk * 32, 16, 1024);
 }
+// [end generated]
 #endif

@@ -25,6 +25,18 @@ So a solution reads as a textbook page: each TODO's instructions, then its answe
                                                           --force
     python3 reference/tools/starters.py --show FILE       print the starter FILE makes
 
+The same commands keep the shared headers made from the solutions: a header in reference/include/
+or tests/ (an emulator's) holds, between
+
+    // [generated from solutions/09-hopper-wgmma/hopper.cu, regions ptx-wrappers descriptor]
+    // [end generated]
+
+those regions of that solution, in that order, as the solution has them ("// [region NAME]" ...
+"// [end NAME]"), without the starter markup and without the markers of regions nested in
+them. So a PTX wrapper is written once, in the lesson that teaches it; a later lesson includes
+the header, and the teaching lesson's starter, which has TODOs in their place, is not handed
+the answers through a header it includes.
+
 DIR is a lesson folder (lessons/NN-name or solutions/NN-name); none: every lesson. The pair
 is solutions/NN-name/F and lessons/NN-name/F, for each F of the solution's folder that has
 markers (a lesson's folder may hold other files, which this leaves alone). "Last made" is the
@@ -101,6 +113,51 @@ def markup_only_in_comments(text, path):
         raise MarkError("%s: the markers change the code the compiler sees" % path)
 
 
+GEN_BEGIN = re.compile(r"^// \[generated from (\S+), regions? ([\w\- ]+)\]\s*$")
+GEN_END = re.compile(r"^// \[end generated\]\s*$")
+REGION = re.compile(r"^\s*// \[(region|end) ([\w.\-]+)\]\s*$")
+
+
+def region_of(text, name, path):
+    """Region NAME of a marked solution, as its solution compiles it (no markup, no nested markers)."""
+    lines = text.split("\n")
+    start = [i for i, l in enumerate(lines) if re.match(r"^\s*// \[region %s\]\s*$" % re.escape(name), l)]
+    end = [i for i, l in enumerate(lines) if re.match(r"^\s*// \[end %s\]\s*$" % re.escape(name), l)]
+    if len(start) != 1 or len(end) != 1 or end[0] < start[0]:
+        raise MarkError("%s: no single region '%s' (a line '// [region %s]', then '// [end %s]')" % (path, name, name, name))
+    return [l for l in lines[start[0] + 1:end[0]]
+            if not (BEGIN.match(l) or END.match(l) or STARTER_LINE.match(l) or REGION.match(l))]
+
+
+def header_of(text, path):
+    """The header `text` with every generated span made anew from its solution's regions."""
+    out, lines, i = [], text.split("\n"), 0
+    while i < len(lines):
+        out.append(lines[i])
+        m = GEN_BEGIN.match(lines[i])
+        i += 1
+        if not m:
+            continue
+        src = os.path.join(ROOT, m.group(1))
+        body = read(src)
+        if body is None:
+            raise MarkError("%s:%d: cannot read %s" % (path, i, m.group(1)))
+        for name in m.group(2).split():
+            out.extend(region_of(body, name, m.group(1)))
+        while i < len(lines) and not GEN_END.match(lines[i]):
+            i += 1
+        if i == len(lines):
+            raise MarkError("%s:%d: '[generated from' without '// [end generated]'" % (path, i))
+    return "\n".join(out)
+
+
+def headers():
+    """Every header with a generated span: reference/include/*.h and the emulators' in tests/."""
+    paths = glob.glob(os.path.join(ROOT, "reference", "include", "*.h")) + \
+        glob.glob(os.path.join(ROOT, "tests", "*", "*.h"))
+    return sorted(p for p in paths if any(GEN_BEGIN.match(l) for l in read(p).split("\n")))
+
+
 def pairs(dirs):
     """(solution path, starter path) for every marked file of the given lesson folders."""
     names = sorted({os.path.basename(os.path.normpath(d)) for d in dirs}) if dirs else \
@@ -147,8 +204,18 @@ def check(dirs):
     if not n:
         print("starters: no marked solution found")
         return 1
+    hs = [] if dirs else headers()
+    for h in hs:
+        have = read(h)
+        if header_of(have, rel(h)) != have:
+            bad += 1
+            print("starters: %s is not what its solution's regions make (make starters writes it):" % rel(h))
+            diff = list(difflib.unified_diff(have.splitlines(), header_of(have, rel(h)).splitlines(),
+                                             rel(h) + " (committed)", "made from the solution", lineterm=""))
+            print("\n".join(diff[:40]))
     if not bad:
-        print("starters: each of the %d starters is what its solution makes" % n)
+        print("starters: each of the %d starters is what its solution makes%s" % (
+            n, ", and so are the %d shared headers' generated parts" % len(hs) if hs else ""))
     return 1 if bad else 0
 
 
@@ -170,6 +237,13 @@ def write(dirs, force):
         with open(keep, "w", encoding="utf-8") as f:
             f.write(want)
         print("starters: wrote %s" % rel(starter))
+    for h in [] if dirs else headers():
+        have = read(h)
+        want = header_of(have, rel(h))
+        if want != have:
+            with open(h, "w", encoding="utf-8") as f:
+                f.write(want)
+            print("starters: wrote %s (its generated part)" % rel(h))
     return 1 if refused else 0
 
 

@@ -41,8 +41,13 @@ const lesson_info LESSON = {
     13, "13-hopper-backward", "backward pass on Hopper: wgmma, TMA, dQ by bulk reduce-add",
     DTYPE_BIT(DTYPE_FP16) | DTYPE_BIT(DTYPE_BF16), 1, {64, 128, 0}, LESSON_ATOMIC_ACCUMULATION, 90};
 
-/* The PTX wrappers this lesson teaches (also in ptx_hopper_bwd.h); the CPU emulator has its own. */
+//| /* The PTX wrappers this lesson teaches; the CPU emulator has its own. */
+// solution begin
+/* The PTX wrappers this lesson teaches; reference/include/ptx_hopper_bwd.h is made from this region for the
+ * lessons after this one (make starters). The CPU emulator has its own. */
+// solution end
 #ifndef FA_EMULATOR
+// [region ptx-wrappers]
 // [region ptx-wgmma-mn]
 /* wgmma m64nNk16 with both operands MN-major (imm-trans-a = imm-trans-b = 1): A (64 x 16) read
  * from a tile whose rows are k and whose 64 columns are m (dS^T, keys as rows, read as dS), B
@@ -83,6 +88,7 @@ __device__ __forceinline__ void bulk_reduce_add_f32(float *dst, uint32_t src, ui
                  ::"l"(dst), "r"(src), "r"(bytes) : "memory");
 }
 // [end ptx-bulk]
+// [end ptx-wrappers]
 #endif  // FA_EMULATOR
 
 // [region tiles]

@@ -66,8 +66,13 @@ enum NamedBarrier : int { TURN_WG0 = 1 };
  * slot's K_j and V_j^T, empty (one arrival per consumer warp) of each slot. */
 enum MBar { FULL_Q, FULL_K, FULL_V, EMPTY_K, EMPTY_V };
 
-/* The PTX wrappers this lesson teaches (also in ptx_hopper_fp8.h); the CPU emulator has its own. */
+//| /* The PTX wrappers this lesson teaches; the CPU emulator has its own. */
+// solution begin
+/* The PTX wrappers this lesson teaches; reference/include/ptx_hopper_fp8.h is made from this region for the
+ * lessons after this one (make starters). The CPU emulator has its own. */
+// solution end
 #ifndef FA_EMULATOR
+// [region ptx-wrappers]
 // [region ptx-e4m3]
 /* wgmma.mma_async m64nNk32 with e4m3 A and B, fp32 accumulators in lesson 09's layout. Both
  * operands K-major (FP8 wgmma has no transpose immediates). "ss": A and B by descriptors; "rs": A
@@ -110,6 +115,7 @@ __device__ __forceinline__ uint16_t cvt_e4m3x2(float hi, float lo) {
     return r;
 }
 // [end ptx-e4m3]
+// [end ptx-wrappers]
 #endif  // FA_EMULATOR
 
 // [region descriptor]

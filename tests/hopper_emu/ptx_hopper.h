@@ -12,14 +12,14 @@
 #include "hemu.h"
 
 /* Lesson 13 includes ptx_hopper.h (it does not write these): its emulator driver (emu13.cpp)
- * defines EMU_PTX_HOPPER_PLAIN, and gets the real header's plain C++ part here, the same text
- * (make check-13 compares them). Lesson 09 defines its own and leaves the macro undefined. */
+ * defines EMU_PTX_HOPPER_PLAIN, and gets the real header's plain C++ part here, made from lesson
+ * 09's solution as the real header's is (make starters). Lesson 09 defines its own and leaves the
+ * macro undefined. */
 #ifdef EMU_PTX_HOPPER_PLAIN
-// [region plain]
+// [generated from solutions/09-hopper-wgmma/hopper.cu, regions mbar-wait descriptor]
 __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
     while (!mbar_try_wait(bar, parity)) {}
 }
-
 /* The 64-bit matrix descriptor of wgmma (PTX ISA, "Matrix Descriptor"): bits 0-13 start
  * address >> 4, 16-29 leading-dimension byte offset (LBO) >> 4, 32-45 stride-dimension byte
  * offset (SBO) >> 4, 49-51 base offset (0: every swizzle atom here starts on 1024 bytes), 62-63
@@ -43,5 +43,5 @@ template <int ROWS>
 __device__ __host__ __forceinline__ uint64_t desc_mnmajor(uint32_t tile, int ks) {
     return make_desc(tile + (uint32_t)ks * 16 * 128, ROWS * 128, 1024);
 }
-// [end plain]
+// [end generated]
 #endif
