@@ -9,7 +9,7 @@
 #   B4k C4k               B H_kv = 32 (B = 4) and 512 (B = 64) at 4096
 #   Abf16 Ad64            B H_kv = 8 at 32768, bf16 / fp16 with d = 64
 # On every shape, each variant of the solution (make decode-variant V=..., mk/decode.mk: the
-# solution with patches from lessons/12-flash-decoding/variants/ and macros; every one carries
+# solution with patches from lessons/12-flash-decoding/worklog/variants/ and macros; every one carries
 # plan.patch, whose fd-plan line gives the split count) run as bench/decode.sh runs it
 # (--bench-only, CUDA events, median of R launches, L2 flushed by the harness before each):
 #   base          the solution's kernel (the wave rule over one slot per SM; last-block merge,

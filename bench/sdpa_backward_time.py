@@ -6,8 +6,8 @@ max(2 x L2, 64 MiB) read before each (no input left in L2), the median of 20.
     python3 bench/sdpa_backward_time.py DTYPE B,H,N,d,causal [...]
 DTYPE: fp16 or bf16. Prints one CSV line per backend and shape: name,B,H,N,d,causal,ms, or the
 exception's name in place of ms where the backend has no kernel for the shape or runs out of
-memory. Needs PyTorch with CUDA. Used by lessons/11-backward-tensor-cores/sweep.sh and
-lessons/13-hopper-backward/bench.sh."""
+memory. Needs PyTorch with CUDA. Used by lessons/11-backward-tensor-cores/worklog/sweep.sh and
+lessons/13-hopper-backward/worklog/bench.sh."""
 import statistics, sys
 import torch
 import torch.nn.functional as F

@@ -4,8 +4,10 @@
 # Pages, in reading order (previous/next follow it):
 #   index.html        from docs/index.md
 #   NN-name.html      from lessons/NN-name/README.md, every lesson that exists, by NN
-#   NN-name-x.html    from any other lessons/NN-name/X.md (e.g. WORKLOG.md -> -worklog):
-#                     a page of that lesson, linked from its page, not in the top navigation
+#   NN-name-x.html    from any other lessons/NN-name/X.md (X.md -> -x), and NN-name-worklog.html
+#                     from lessons/NN-name/worklog/README.md (the folder of the lesson's
+#                     experiments): a page of that lesson, linked from its page, not in the
+#                     top navigation
 #   results.html      from docs/results.md + docs/results/*.csv (+ charts)
 # Filters (docs/filters/): include.lua pulls code from the real files, site.lua
 # sets titles, navigation, rewrites links and names code blocks' languages for the
@@ -60,6 +62,11 @@ for dir in "$ROOT"/lessons/[0-9][0-9]-*/; do
     t=$(title_of "$md"); [[ -n $t ]] || t=${md##*/}
     printf '%s\tlessons/%s/%s\t%s\t%s\n' "$(extra_id "$name" "$md")" "$name" "${md##*/}" "$t" "$name" >> "$PAGES"
   done
+  # the lesson's worklog: its experiments' folder, worklog/, opens with README.md
+  if [[ -f $dir/worklog/README.md ]]; then
+    t=$(title_of "$dir/worklog/README.md"); [[ -n $t ]] || t="$name worklog"
+    printf '%s-worklog\tlessons/%s/worklog/README.md\t%s\t%s\n' "$name" "$name" "$t" "$name" >> "$PAGES"
+  fi
 done
 printf 'results\tdocs/results.md\t%s\t\n' "$(title_of "$DOCS/results.md")" >> "$PAGES"
 

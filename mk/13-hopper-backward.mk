@@ -2,7 +2,7 @@
 # reduce-add). Its source carries `// build: sm_90a`, so every build here is for sm_90a alone.
 # In `make test` (no GPU needed):
 #   make check-13   the starter and the solution compile for sm_90a (the solution also with each
-#                   variant of lessons/13-hopper-backward/variants/ but the ladder's rungs, which
+#                   variant of lessons/13-hopper-backward/worklog/variants/ but the ladder's rungs, which
 #                   make check-13-ladder builds, in make test-full), with no ptxas warning and no
 #                   spill, and the main kernel uses exactly the 168 registers per thread that its
 #                   setmaxnreg split assumes (24 + 2 x 240 = 3 x 168), or the budget a variant
@@ -23,7 +23,7 @@
 #                   EMU13_VARIANTS="deterministic" the kernel with variant files (a ladder rung,
 #                   ladder-K-NAME, brings the rungs above it: see below); EMU_QUICK=0 more shapes
 # On a Hopper GPU (H100/H200):
-#   make bench-13   lessons/13-hopper-backward/bench.sh: the solution (and its variants) timed on the
+#   make bench-13   lessons/13-hopper-backward/worklog/bench.sh: the solution (and its variants) timed on the
 #                   course's shapes next to lesson 11 and PyTorch's SDPA backward (flash and cuDNN)
 #                   (BENCH13_ARGS='...', bench.sh --help)
 #   make solution13-VARIANT   ./solution13-VARIANT: the solution with variants/VARIANT.var applied
@@ -38,8 +38,8 @@
 
 SOL13_SRC := $(call src_of,solutions,13)
 LES13_SRC := $(call src_of,lessons,13)
-VARIANT13_SH := lessons/13-hopper-backward/variant.sh
-VARIANT13_NAMES := $(patsubst lessons/13-hopper-backward/variants/%.var,%,$(wildcard lessons/13-hopper-backward/variants/*.var))
+VARIANT13_SH := lessons/13-hopper-backward/worklog/variant.sh
+VARIANT13_NAMES := $(patsubst lessons/13-hopper-backward/worklog/variants/%.var,%,$(wildcard lessons/13-hopper-backward/worklog/variants/*.var))
 # the rungs from the top (ladder-4-*) down; a rung's chain: the rungs from the top down to it
 LADDER13_DOWN := $(shell printf '%s\n' $(filter ladder-%,$(VARIANT13_NAMES)) | sort -t- -k2,2nr)
 LADDER13_SP := $() $()
@@ -65,7 +65,7 @@ check-13:
 	  if [ -n "$$1" ]; then \
 	    chain=$$(echo "$$1" | tr + ' '); \
 	    bash $(VARIANT13_SH) $(SOL13_SRC) "$$tmp/v.cu" $$chain || exit 1; src="$$tmp/v.cu"; what="solution + $$chain"; \
-	    for v in $$chain; do b=$$(sed -n 's/^registers: *//p' lessons/13-hopper-backward/variants/$$v.var | head -n1); [ -z "$$b" ] || budget=$$b; done; \
+	    for v in $$chain; do b=$$(sed -n 's/^registers: *//p' lessons/13-hopper-backward/worklog/variants/$$v.var | head -n1); [ -z "$$b" ] || budget=$$b; done; \
 	  fi; \
 	  out=$$(compile $$src) || { echo "$$out"; echo "check-13: $$what does not compile"; exit 1; }; \
 	  if echo "$$out" | grep -qiE 'warning|C7519'; then \
@@ -108,10 +108,10 @@ TEST_FULL_STEPS += emu-full-13 check-13-ladder
 
 BENCH13_ARGS ?=
 bench-13:
-	@bash lessons/13-hopper-backward/bench.sh $(BENCH13_ARGS)
+	@bash lessons/13-hopper-backward/worklog/bench.sh $(BENCH13_ARGS)
 LADDER13_ARGS ?=
 ladder-13:
-	@bash lessons/13-hopper-backward/bench.sh --ladder $(LADDER13_ARGS)
+	@bash lessons/13-hopper-backward/worklog/bench.sh --ladder $(LADDER13_ARGS)
 
 .PHONY: FORCE_SOL13
 FORCE_SOL13:

@@ -8,7 +8,7 @@
 #                     compile for sm_90a with no ptxas warning (C7519 included), the solution with no
 #                     spill and 168 registers per thread in its main kernel (24 + 2 x 240 = 3 x 168);
 #                     the header is made from the solution's wrappers (make starters); the same build
-#                     checks for the solution with each variant (lessons/14-fp8-attention/variants/,
+#                     checks for the solution with each variant (lessons/14-fp8-attention/worklog/variants/,
 #                     applied by its variant.sh: transpose-in-kernel, V^T made inside the kernel;
 #                     persistent, at most one block per SM taking several work items; wide, key tiles
 #                     of 224 keys).
@@ -69,8 +69,8 @@ check-14:
 EMU14_SRC ?= $(SOL14_SRC)
 EMU14_VARIANTS ?=
 EMU14_MODE = $(if $(filter 0,$(EMU_QUICK)),full,quick)
-VARIANT14_SH := lessons/14-fp8-attention/variant.sh
-VARIANT14_NAMES := $(patsubst lessons/14-fp8-attention/variants/%.var,%,$(wildcard lessons/14-fp8-attention/variants/*.var))
+VARIANT14_SH := lessons/14-fp8-attention/worklog/variant.sh
+VARIANT14_NAMES := $(patsubst lessons/14-fp8-attention/worklog/variants/%.var,%,$(wildcard lessons/14-fp8-attention/worklog/variants/*.var))
 define EMU14_RUN
 	@if [ ! -f $(CUDA_INC)/cuda_runtime_api.h ]; then echo "$(2): SKIP (no CUDA headers: install the CUDA toolkit)"; exit 0; fi; \
 	[ -n "$(1)" ] || { echo "$(2): no source (expected $(3)/14-*/*.cu)"; exit 2; }; \
@@ -95,8 +95,8 @@ build/fp8scalar: $(FP8_SCALAR_SRC) $(HARNESS_H)
 TEST_STEPS += check-14 emu-14
 
 # make quant-error-14: where FP8 attention's error comes from on the outlier inputs (CPU, no GPU):
-# lessons/14-fp8-attention/quant_error.c with the harness's quantization (reference/fp8.c)
-QUANT14 := lessons/14-fp8-attention/quant_error.c
+# lessons/14-fp8-attention/worklog/quant_error.c with the harness's quantization (reference/fp8.c)
+QUANT14 := lessons/14-fp8-attention/worklog/quant_error.c
 build/quant_error14: $(QUANT14) reference/fp8.c reference/fp8.h reference/cpu_reference.c reference/rng.c
 	@mkdir -p build
 	$(CC) $(CFLAGS) -Ireference/include -Ireference $(QUANT14) reference/fp8.c reference/cpu_reference.c reference/rng.c -o $@ -lm

@@ -20,33 +20,33 @@
 #                     and ptx_cp_async.h (first on the include path); the file is compiled
 #                     whole, its launch rewritten (tests/emu/prep.py), host code unused.
 # Not in `make test`:
-#   make solution7-no-swizzle, make solution8-no-lpt   (and any lessons/0N-*/variants/X.patch:
+#   make solution7-no-swizzle, make solution8-no-lpt   (and any lessons/0N-*/worklog/variants/X.patch:
 #                     make solutionN-X) the solution with one experiment of the lesson's
 #                     worklog patched in, as ./solutionN-X; the patched source stays in
 #                     build/variants/solutionN-X.cu. check-07-08 checks that every patch
 #                     applies and compiles.
 #   make sweep8-variant SWEEP8_DEFS="-DFA64_BR=..." SWEEP8_OUT=build/sweep8/x
 #                     one build of solution 8 with another tile configuration, ptxas -v in
-#                     $(SWEEP8_OUT).ptxas (lessons/08-async-pipeline/sweep.sh runs these)
+#                     $(SWEEP8_OUT).ptxas (lessons/08-async-pipeline/worklog/sweep.sh runs these)
 
 .PHONY: check-07-08 emu-07 emu-08 sweep8-variant
 
-# The worklogs' experiments, one patch each against the solution (lessons/0N-*/variants/).
-VARIANT_PATCHES_07_08 := $(wildcard lessons/07-*/variants/*.patch lessons/08-*/variants/*.patch)
+# The worklogs' experiments, one patch each against the solution (lessons/0N-*/worklog/variants/).
+VARIANT_PATCHES_07_08 := $(wildcard lessons/07-*/worklog/variants/*.patch lessons/08-*/worklog/variants/*.patch)
 # $(call variant_src,N,NAME): patch solution N with lesson N's variants/NAME.patch into
 # build/variants/solutionN-NAME.cu (a shell fragment that fails when the patch does not apply)
 variant_src = mkdir -p build/variants && \
 	patch -s -o build/variants/solution$(1)-$(2).cu $(call src_of,solutions,$(1)) \
-	  $(dir $(call src_of,lessons,$(1)))variants/$(2).patch >/dev/null \
-	  || { echo "$(dir $(call src_of,lessons,$(1)))variants/$(2).patch no longer applies to $(call src_of,solutions,$(1))"; exit 1; }
+	  $(dir $(call src_of,lessons,$(1)))worklog/variants/$(2).patch >/dev/null \
+	  || { echo "$(dir $(call src_of,lessons,$(1)))worklog/variants/$(2).patch no longer applies to $(call src_of,solutions,$(1))"; exit 1; }
 define build_variant
 	@$(call variant_src,$(1),$(2))
 	$(NVCC) $(NVCC_FLAGS) $(ARCH_FLAGS) -Ireference/include -Ireference build/variants/solution$(1)-$(2).cu \
 	  $(HARNESS_CU_OBJ) $(HARNESS_C_OBJ) -o solution$(1)-$(2) -lgomp
 endef
-solution7-%: lessons/07-mma-ldmatrix/variants/%.patch $(call src_of,solutions,7) $(ARCH_STAMP) $(HARNESS_C_OBJ) $(HARNESS_CU_OBJ)
+solution7-%: lessons/07-mma-ldmatrix/worklog/variants/%.patch $(call src_of,solutions,7) $(ARCH_STAMP) $(HARNESS_C_OBJ) $(HARNESS_CU_OBJ)
 	$(call build_variant,7,$*)
-solution8-%: lessons/08-async-pipeline/variants/%.patch $(call src_of,solutions,8) $(ARCH_STAMP) $(HARNESS_C_OBJ) $(HARNESS_CU_OBJ)
+solution8-%: lessons/08-async-pipeline/worklog/variants/%.patch $(call src_of,solutions,8) $(ARCH_STAMP) $(HARNESS_C_OBJ) $(HARNESS_CU_OBJ)
 	$(call build_variant,8,$*)
 
 # Lesson 08's measured d=64 choice (128x128 tiles, Q re-read from shared memory) spills

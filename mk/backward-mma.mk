@@ -19,7 +19,7 @@
 #   make hostsim-11 the real backward runner on the CPU over lesson 11's emulated kernels (below)
 # Not in `make test`:
 #   make variant11  writes the options variant, build/variants11/backward_options.cu: the
-#                   solution with lessons/11-backward-tensor-cores/variants/options.patch,
+#                   solution with lessons/11-backward-tensor-cores/worklog/variants/options.patch,
 #                   every tile shape and step option the lesson's worklog measured, as macros
 #                   (FB64_*, FB128_*; defaults: the solution's kernels). To change the variant,
 #                   edit that file and run `make variant11-patch`, which rewrites the patch.
@@ -27,14 +27,14 @@
 #                   with those macros, on the emulator (what make sweep-11 times)
 #   make sweep-11   (GPU) builds the variant once per configuration and times each on a few
 #                   grid shapes, with PyTorch's SDPA backward (flash, cuDNN) timed beside them
-#                   (lessons/11-backward-tensor-cores/sweep.sh; SWEEP11_ARGS="--quick" etc.)
+#                   (lessons/11-backward-tensor-cores/worklog/sweep.sh; SWEEP11_ARGS="--quick" etc.)
 #   make sweep11-variant SWEEP11_DEFS="-DFB64_BR=..." SWEEP11_OUT=build/sweep11/x
 #                   one build of the variant with those macros, ptxas -v beside it
 #                   (SWEEP11_SRC=file builds another source the same way)
 .PHONY: check-11 emu-11 emu-11-variant variant11 variant11-patch sweep-11 sweep11-variant
 
 VARIANT11 := build/variants11/backward_options.cu
-VARIANT11_PATCH := lessons/11-backward-tensor-cores/variants/options.patch
+VARIANT11_PATCH := lessons/11-backward-tensor-cores/worklog/variants/options.patch
 # The patch must apply exactly (no fuzz): a solution edit that moves its context fails here
 # (make check-11), and the patch is then brought up to date with make variant11-patch.
 $(VARIANT11): $(call src_of,solutions,11) $(VARIANT11_PATCH)
@@ -53,7 +53,7 @@ variant11-patch:
 
 # The kernels use all 255 registers. The defaults spill nothing with nvcc 13.0 (sm_80 and
 # sm_90); option sets of make sweep-11 spill 4-28 bytes on sm_90 and were timed all the same
-# (lessons/11-backward-tensor-cores/WORKLOG.md). More than 24 in the defaults is a regression.
+# (lessons/11-backward-tensor-cores/worklog/README.md). More than 24 in the defaults is a regression.
 SPILL_BUDGET_11_SM80 := 24
 SPILL_BUDGET_11_SM90 := 24
 check-11: $(if $(shell command -v $(NVCC) 2>/dev/null),$(VARIANT11))
@@ -118,7 +118,7 @@ sweep11-variant: $(HARNESS_C_OBJ) $(HARNESS_BWD_CU_OBJ) $(if $(filter $(VARIANT1
 	  || { cat $(SWEEP11_OUT).ptxas; exit 1; }
 
 sweep-11:
-	@bash lessons/11-backward-tensor-cores/sweep.sh $(SWEEP11_ARGS)
+	@bash lessons/11-backward-tensor-cores/worklog/sweep.sh $(SWEEP11_ARGS)
 
 # ---- lesson 11 through the real backward runner, on the CPU (no GPU) ----
 #   make hostsim-11           reference/runner_backward.cu over tests/hostsim's fake CUDA runtime

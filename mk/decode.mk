@@ -13,9 +13,9 @@
 #   make decode-selftest the decode benchmark's scripts on made-up data (bench/decode_selftest.sh)
 #   make decode-cli      the binaries refuse what does not fit, exit 2: decode options for another
 #                        lesson (naming lesson 12), H_kv not dividing H, causal with N_kv < N
-#   make decode-variants-apply  every variant's patches (lessons/12-flash-decoding/variants/)
+#   make decode-variants-apply  every variant's patches (lessons/12-flash-decoding/worklog/variants/)
 #                        still apply to the solution
-# The experiments of lessons/12-flash-decoding/WORKLOG.md, each a variant of the solution:
+# The experiments of lessons/12-flash-decoding/worklog/README.md, each a variant of the solution:
 #   make decode-variant V=NAME   build/decode-variants/NAME: the solution with the variant's
 #                        patches applied (its source NAME.cu and ptxas -v report NAME.ptxas beside
 #                        it); names: $(DV_NAMES). Or DV_PATCHES="plan rules" DV_DEFS="-DFD_RULE=2"
@@ -114,9 +114,9 @@ bench-decode-quick:
 decode-plots:
 	@bash bench/decode.sh --plots-only
 
-# The variants: V=NAME picks patches (lessons/12-flash-decoding/variants/NAME.patch, applied in
-# order to a copy of the solution with `patch`) and macros; WORKLOG.md says what each measured.
-DV_DIR := lessons/12-flash-decoding/variants
+# The variants: V=NAME picks patches (lessons/12-flash-decoding/worklog/variants/NAME.patch, applied in
+# order to a copy of the solution with `patch`) and macros; worklog/README.md says what each measured.
+DV_DIR := lessons/12-flash-decoding/worklog/variants
 DV_NAMES := base splits1 rule-resident rule-tiles rule-fill merge-kernel merge-pdl stages2 stages4 bc-alt \
             trace evict-first
 DV.base.patches := plan

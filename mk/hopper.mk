@@ -1,8 +1,8 @@
 # mk/hopper.mk: lesson 09 (Hopper: wgmma, TMA, mbarriers, warp specialization). Its source
 # carries `// build: sm_90a`, so every build here is for sm_90a alone (SM90A_FLAGS).
 # The source builds steps 5-7 of the lesson's ladder (FA9_STEP, default 7); steps 1-4 and the
-# experiments that lost (lessons/09-hopper-wgmma/WORKLOG.md) are variant files,
-# lessons/09-hopper-wgmma/variants/NAME.var, applied by lessons/09-hopper-wgmma/variant.sh.
+# experiments that lost (lessons/09-hopper-wgmma/worklog/README.md) are variant files,
+# lessons/09-hopper-wgmma/worklog/variants/NAME.var, applied by lessons/09-hopper-wgmma/worklog/variant.sh.
 # In `make test` (no GPU needed):
 #   make check-09   the starter and the solution compile for sm_90a: the solution as shipped (in
 #                   make test; make check-09-full, in make test-full: at every step of the ladder,
@@ -29,9 +29,9 @@
 #   make ladder-09  builds FA9_STEP=1..7 (and any --variant), grades each on a few cases, times
 #                   each on the course shapes next to PyTorch's SDPA (flash and cuDNN
 #                   backends); tables of TFLOP/s and of ratios to cuDNN
-#                   (LADDER_ARGS='...', lessons/09-hopper-wgmma/ladder.sh --help)
+#                   (LADDER_ARGS='...', lessons/09-hopper-wgmma/worklog/ladder.sh --help)
 #   make ncu-09     Nsight Compute, per step, on one shape: tensor-pipe activity, issue
-#                   stalls (lessons/09-hopper-wgmma/ncu.sh)
+#                   stalls (lessons/09-hopper-wgmma/worklog/ncu.sh)
 #   make hopper-variant HOPPER_DEFS="-DFA9_STEP=3" HOPPER_VARIANTS="..." HOPPER_OUT=build/ladder09/step3
 #                   one build of solution 9 (HOPPER_SRC=... another source) with extra -D flags
 #                   and variant files (steps-1-4 is added for FA9_STEP=1..4): what ladder.sh runs
@@ -42,8 +42,8 @@ CHECK09_FULL ?= 0
 
 HOPPER_SRC := $(call src_of,solutions,9)
 HOPPER_STARTER := $(call src_of,lessons,9)
-HOPPER_VARIANT_SH := lessons/09-hopper-wgmma/variant.sh
-HOPPER_VARIANT_NAMES := $(patsubst lessons/09-hopper-wgmma/variants/%.var,%,$(wildcard lessons/09-hopper-wgmma/variants/*.var))
+HOPPER_VARIANT_SH := lessons/09-hopper-wgmma/worklog/variant.sh
+HOPPER_VARIANT_NAMES := $(patsubst lessons/09-hopper-wgmma/worklog/variants/%.var,%,$(wildcard lessons/09-hopper-wgmma/worklog/variants/*.var))
 # the variant files a build needs: its own, and steps-1-4 for the ladder's first steps
 hopper_variants = $(strip $(if $(filter -DFA9_STEP=1 -DFA9_STEP=2 -DFA9_STEP=3 -DFA9_STEP=4,$(1)),steps-1-4) $(2))
 
@@ -140,7 +140,7 @@ solution9-step%: FORCE_HOPPER
 	@$(MAKE) --no-print-directory hopper-variant HOPPER_DEFS="-DFA9_STEP=$* -DFA64_WG=2" HOPPER_OUT=$@
 
 ladder-09:
-	@bash lessons/09-hopper-wgmma/ladder.sh $(LADDER_ARGS)
+	@bash lessons/09-hopper-wgmma/worklog/ladder.sh $(LADDER_ARGS)
 
 ncu-09:
-	@bash lessons/09-hopper-wgmma/ncu.sh $(NCU_ARGS)
+	@bash lessons/09-hopper-wgmma/worklog/ncu.sh $(NCU_ARGS)

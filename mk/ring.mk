@@ -14,7 +14,7 @@
 #                                        ring runs on the CPU over a fake CUDA runtime (and fake
 #                                        NCCL), graded against float64 (tests/ring_hostrun.cu,
 #                                        tests/ring_logic.cu); the timeline tool compiles
-#   bash lessons/15-ring-attention/bench.sh OUTDIR   (on P >= 2 Hopper GPUs) the measurements
+#   bash lessons/15-ring-attention/worklog/bench.sh OUTDIR   (on P >= 2 Hopper GPUs) the measurements
 # NCCL is looked for in NCCL_HOME, /usr (libnccl-dev), the CUDA toolkit nvcc belongs to, and the
 # nvidia-nccl Python wheel (pip install nvidia-nccl-cu13), in that order: include/nccl.h and
 # libnccl.so.2, linked with an rpath.
@@ -63,7 +63,7 @@ lesson15: $(RING_STARTER) $(RING_GIVEN) $(RING_STAMP) $(call deps_of,$(RING_STAR
 
 # bench.sh's binaries: NAME:RING:P:NAIVE; each a solution (build/ring15/solution-NAME) and a
 # timeline tool (build/ring15/timeline-NAME). The NCCL ones only where NCCL is found.
-RING_TOOL := lessons/15-ring-attention/tools/ring_timeline.cu
+RING_TOOL := lessons/15-ring-attention/worklog/tools/ring_timeline.cu
 # NAME:RING:P:NAIVE[:SMS_LEFT] (RING_SMS_LEFT, ring_block.h: SMs lesson 09's grid leaves to NCCL).
 RING_BUILDS := virtual2:virtual:2:0 $(if $(NCCL_ROOT),nccl:nccl:2:0 nccl-naive:nccl:2:1 nccl-left4:nccl:2:0:4 \
   nccl-left16:nccl:2:0:16 nccl-naive-left4:nccl:2:1:4)

@@ -13,7 +13,7 @@
   an image alone in a paragraph becomes a figure captioned by its alt text.
 - Navigation: every page gets the list of the main pages (index, lessons,
   results), previous and next.
-- A lesson's extra pages (another .md in its folder, e.g. WORKLOG.md) are not in
+- A lesson's extra pages (another .md in its folder, and worklog/README.md) are not in
   that list: the lesson page ends with a "More in this lesson" section linking
   them, and an extra page starts with a line naming its lesson, has the lesson as
   previous page and the page after the lesson as next.
@@ -43,7 +43,7 @@ if PAGES_FILE then
     if id then
       pages[#pages + 1] = { id = id, src = src, title = title, parent = parent ~= '' and parent or nil }
       page_of_path[src] = id
-      local dir = src:match('^(lessons/[^/]+)/README%.md$')
+      local dir = src:match('^(lessons/[^/]+)/README%.md$') or src:match('^(lessons/[^/]+/worklog)/README%.md$')
       if dir then page_of_path[dir] = id end
     end
   end

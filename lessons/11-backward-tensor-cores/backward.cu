@@ -55,7 +55,7 @@ const lesson_info LESSON = {
 /* The tiles and the order of one step, per head dimension: Br query rows per
  * step, Bc keys per block, warps per block (BwdTiles: how they split the
  * work), and three choices inside a step, each the fastest measured on an
- * H100 (the lesson's WORKLOG.md: the runs, and the variant build that times
+ * H100 (the lesson's worklog/README.md: the runs, and the variant build that times
  * other tiles and orders):
  *   P_ORDER   P^T after dP^T (after_dp), or between the slices of dP^T so
  *             that its exponentials run while the tensor cores work (in_dp);

@@ -188,7 +188,7 @@ struct Descales {
 /* K's and V's descales of the key tiles of one work item, visited from tile last_tile down: the
  * block of the current tile and how many tiles below it stay in that block, so that the next tile
  * costs a compare, not Descales::of's two integer divisions (which took 17% of the consumer warps'
- * time when done per tile: WORKLOG.md, section 9). Block scales over a multiple of B_c rows. */
+ * time when done per tile: worklog/README.md, section 9). Block scales over a multiple of B_c rows. */
 struct KvScales {
     const float *k, *v;  // this head's descales (per tensor: the one of each)
     int blk, rem, tpb;   // block of the tile, tiles below it in the block, tiles per block (0: per tensor)
@@ -419,7 +419,7 @@ struct Kernel {
      * walker (KvScales), the tiles that need a mask are counted before the loop. (In the SASS,
      * ptxas moves the wait for P V to the top of the softmax's basic block; a branch that holds it
      * after the softmax ran 12% slower: the two warpgroups' softmaxes then overlap and share the
-     * issue slots, instead of taking turns with the tensor cores. WORKLOG.md, section 9.) */
+     * issue slots, instead of taking turns with the tensor cores. worklog/README.md, section 9.) */
     __device__ __forceinline__ void mma_loop(const Warpgroup &wg, Consumer &w, const Work &wk, int row) const {
         const int n_tiles = wk.n_tiles;
         const float sq = scale_log2 * ds.of(ds.q, ds.q_rows, wk.bh, wk.q0 + wg.wg_row0);

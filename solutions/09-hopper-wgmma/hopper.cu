@@ -7,7 +7,7 @@
 //|  * epilogue. What you write: the TODO(n) below, in order; README.md explains each. Climb the
 //|  * ladder as you go (TODO(0) says how far you are): after TODO(1)-(3) step 1 runs, after (4)-(6)
 //|  * step 2, (7) step 3, (8) step 4, (9) steps 5, 6 and 7, the default build. Steps 1-4 build
-//|  * from this file with lessons/09-hopper-wgmma/variants/steps-1-4.var: make lesson9-step1 (and
+//|  * from this file with lessons/09-hopper-wgmma/worklog/variants/steps-1-4.var: make lesson9-step1 (and
 //|  * make emu-lesson9 EMU_STEP=1 on the CPU).
 //|  * Source: Shah, Bikshandi, Zhang, Thakkar, Ramani, Dao, "FlashAttention-3" (2024): Algorithm 1
 //|  * (producer and consumer warpgroups, a ring of K/V stages), Section 3.1 (ping-pong between

@@ -38,7 +38,7 @@
  * bf16, d in {64, 128}, H % H_kv == 0, scale > 0, an sm_80+ GPU, 1 <= seqlens_kv[b] <= N_kv,
  * and with causal seqlens_kv[b] >= N (else a row that sees no key gets O = 0, L = -inf).
  * Any N works; N <= 16 is what it is for (longer query blocks are lesson 08's territory).
- * Experiments on this design are patches in lessons/12-flash-decoding/variants/ (WORKLOG.md).
+ * Experiments on this design are patches in lessons/12-flash-decoding/worklog/variants/ (worklog/README.md).
  */
 #include <cuda_runtime.h>
 #include <stdio.h>

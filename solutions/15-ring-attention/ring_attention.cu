@@ -125,7 +125,7 @@ struct Rank {
     float *o_acc, *l_acc, *l_blk;
 };
 
-/* Optional events, indexed [step][rank], for lessons/15-ring-attention/tools (the timeline). */
+/* Optional events, indexed [step][rank], for lessons/15-ring-attention/worklog/tools (the timeline). */
 struct RingTimeline {
     cudaEvent_t compute_begin[RING_MAX_RANKS][RING_MAX_RANKS], compute_end[RING_MAX_RANKS][RING_MAX_RANKS];
     cudaEvent_t comm_begin[RING_MAX_RANKS][RING_MAX_RANKS], comm_end[RING_MAX_RANKS][RING_MAX_RANKS];

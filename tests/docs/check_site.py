@@ -3,7 +3,7 @@
 
 Fails (exit 1, one line per problem) on:
   - a lesson folder lessons/NN-*/ without its page SITE/NN-*.html, or no index/results page;
-  - another Markdown file of a lesson (lessons/NN-name/X.md, e.g. WORKLOG.md) without its page
+  - another Markdown file of a lesson (lessons/NN-name/X.md, or its worklog, worklog/README.md) without its page
     SITE/NN-name-x.html, or that page not linked from the lesson's page in its last section
     ("More in this lesson", which site.lua adds at the end), or not linking back;
   - a broken internal link or anchor: a[href], img[src], link[href], ... that points to a
@@ -175,9 +175,12 @@ def main(root, site):
     # Extra pages of a lesson (docs/build.sh: id <lesson>-<file name in lower case, no .md>).
     extras = {}
     for d in lessons:
-        for f in sorted(os.listdir(os.path.join(lessons_dir, d))):
-            if f.endswith(".md") and f != "README.md":
-                extra = d + "-" + re.sub(r"[^a-z0-9-]", "-", f[:-3].lower()) + ".html"
+        found = [f for f in sorted(os.listdir(os.path.join(lessons_dir, d))) if f.endswith(".md") and f != "README.md"]
+        if os.path.exists(os.path.join(lessons_dir, d, "worklog", "README.md")):
+            found.append("worklog/README.md")  # the folder of the lesson's experiments: page <lesson>-worklog
+        for f in found:
+            if True:
+                extra = d + "-" + ("worklog" if f == "worklog/README.md" else re.sub(r"[^a-z0-9-]", "-", f[:-3].lower())) + ".html"
                 extras[extra] = d + ".html"
                 if extra not in pages:
                     errors.append(f"lessons/{d}/{f}: no page {extra} in the site")

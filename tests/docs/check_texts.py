@@ -13,11 +13,11 @@ Fails (exit 1, one line per problem, FILE:LINE first) on:
   (c) an include fence whose body is not the one line naming its file and region
       (tests/docs/fence_bodies.py has the rule and the fix).
   (d) a lesson whose student path (README.md and any other page of the folder but the
-      worklog, WORKLOG*.md) has more than MAX_WORDS words of prose: words of text, headings,
+      worklog, worklog/README.md or WORKLOG*.md) has more than MAX_WORDS words of prose: words of text, headings,
       lists, tables, link texts and hints; code blocks, math and raw HTML not counted; a
       `code span` counts as one word. Counted on pandoc's reading of the page (pandoc -t
       json); every lesson's count is printed. Without pandoc this part is skipped.
-  (e) a lesson with a WORKLOG.md whose README.md does not link to it.
+  (e) a lesson with a worklog (worklog/README.md, or a WORKLOG.md) whose README.md does not link to it.
   (f) a code block whose language the site's highlighter does not know (pandoc
       --list-highlight-languages, plus cuda, docs/syntax/cuda.xml, and the names
       docs/filters/site.lua handles itself: sh, shell, text): pandoc would look such a name
@@ -196,7 +196,9 @@ def known_languages(pandoc):
 
 
 def is_worklog(md):
-    return os.path.basename(md).upper().startswith("WORKLOG")
+    """A lesson's worklog: worklog/README.md (the folder of its experiments), or a WORKLOG*.md."""
+    return os.path.basename(md).upper().startswith("WORKLOG") or \
+        os.path.basename(os.path.dirname(md)) == "worklog"
 
 
 def lesson_table_problems(root):
@@ -235,7 +237,7 @@ def main(root):
     languages = known_languages(pandoc) if pandoc else None
     for d in lessons:
         name = os.path.basename(d)
-        pages = sorted(glob.glob(os.path.join(d, "*.md")))
+        pages = sorted(glob.glob(os.path.join(d, "*.md")) + glob.glob(os.path.join(d, "worklog", "README.md")))
         for md in pages:
             rel = os.path.relpath(md, root)
             with open(md, encoding="utf-8") as fh:
@@ -258,14 +260,15 @@ def main(root):
             counts.append((name, words, [os.path.basename(p) for p in pages if not is_worklog(p)]))
             if words > MAX_WORDS:
                 errors.append(f"lessons/{name}: the student path has {words} words of prose "
-                              f"(at most {MAX_WORDS}; move history and sweeps to WORKLOG.md)")
+                              f"(at most {MAX_WORDS}; move history and sweeps to the worklog, worklog/README.md)")
         readme = os.path.join(d, "README.md")                                      # (e)
         for wl in (p for p in pages if is_worklog(p)):
             if os.path.exists(readme):
+                target = os.path.relpath(wl, d)  # worklog/README.md, or WORKLOG.md
                 with open(readme, encoding="utf-8") as fh:
-                    if not re.search(r"\]\(\s*(?:\./)?" + re.escape(os.path.basename(wl)) + r"(?:#[^)]*)?\s*\)", fh.read()):
+                    if not re.search(r"\]\(\s*(?:\./)?" + re.escape(target) + r"(?:#[^)]*)?\s*\)", fh.read()):
                         errors.append(f"lessons/{name}/README.md: no link to its worklog "
-                                      f"{os.path.basename(wl)} (end the page with one)")
+                                      f"{target} (end the page with one)")
     errors += lesson_table_problems(root)                                          # (g)
     if counts:
         print("docs-texts: words of prose on each lesson's student path (code and math not counted):")

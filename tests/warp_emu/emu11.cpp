@@ -2,7 +2,7 @@
  * CPU warp emulator (emu.h and the stand-ins of ptx_mma.h, ptx_cp_async.h,
  * ptx_memory.h in this directory), for the configurations of one source file:
  * the solution's two (BwdConfig<64>, BwdConfig<128>), and more when the file is
- * the options variant (lessons/11-backward-tensor-cores/variants/options.patch:
+ * the options variant (lessons/11-backward-tensor-cores/worklog/variants/options.patch:
  * its BwdOptions template, other tiles and options of the sweep). The source
  * comes whole, host code included (tests/emu/prep.py rewrites
  * its <<<...>>> launches); this driver calls the kernels itself.

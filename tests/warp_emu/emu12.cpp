@@ -96,7 +96,7 @@ static int run(const char *tn, const Shape &sh, unsigned seed) {
     a.H = sh.H; a.H_kv = sh.H_kv; a.N = sh.N; a.N_kv = sh.N_kv; a.G = G; a.R = R; a.n_rc = p.n_rc;
     a.S = p.S; a.chunk = p.chunk; a.causal = sh.causal; a.scale_log2 = scale * 1.4426950408889634f;
     constexpr int smem = fd_smem_bytes<D, BC, WR, MT, FD_STAGES>();
-#ifdef FD_MERGE /* the merge-kernel variant (lessons/12-flash-decoding/variants): a second kernel merges */
+#ifdef FD_MERGE /* the merge-kernel variant (lessons/12-flash-decoding/worklog/variants): a second kernel merges */
     a.merge_kernel = p.S > 1;
     a.pdl = 0;
 #endif

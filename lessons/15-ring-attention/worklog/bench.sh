@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# lessons/15-ring-attention/worklog/bench.sh OUTDIR: lesson 15's measurements on a machine with 2 (or more)
+# Hopper GPUs, in one go (about 5 minutes): writes OUTDIR/summary.md (the tables the lesson page
+# quotes), OUTDIR/ring.csv (one row per run), OUTDIR/steps.md (the per-step timelines),
+# OUTDIR/checks.log (the graders' output), OUTDIR/runs.log (each timed run's messages and exit
+# status) and OUTDIR/torch.csv (PyTorch's ring).
+#   1. builds build/ring15/ (make ring15-tools: the solution and the timeline tool with NCCL,
+#      NCCL with the naive causal layout, the same three with RING_SMS_LEFT = 4 or 16 (SMs
+#      lesson 09's grid leaves to NCCL's kernels: ring_block.h), and the virtual ring of 2 ranks
+#      on one GPU)
+#   2. grades the solution builds (--check-only: the case matrix, and shapes of 4096 rows)
+#   3. times, fp16, B = 1, H = 16, d = 128: lesson 09's kernel (step 6, as the ring runs it) on
+#      one GPU at N = 32768; the NCCL ring over P GPUs at N = P x 32768, non-causal, causal
+#      balanced, causal naive (and the RING_SMS_LEFT builds); the virtual ring (2 ranks on GPU 0)
+#      at N = 2 x 32768; with the
+#      per-step timeline of each ring
+#   4. PyTorch's context_parallel ring attention (torch.distributed.tensor.experimental) on the
+#      same GPUs and shapes (lessons/15-ring-attention/worklog/torch_ring.py, torchrun over P GPUs)
+# Environment: B, H, D, NPER (rows per GPU, 32768), REPS (10), SKIP_TORCH=1, SKIP_CHECKS=1.
+set -uo pipefail
+out=${1:?usage: bash lessons/15-ring-attention/worklog/bench.sh OUTDIR}
+cd "$(dirname "$0")/../../.."
+mkdir -p "$out"
+export NCCL_NVLS_ENABLE=0  # the ring only sends and receives: no NVLink multicast objects
+B=${B:-1}; H=${H:-16}; D=${D:-128}; NPER=${NPER:-32768}; REPS=${REPS:-10}
+gpus=$(nvidia-smi -L 2>/dev/null | wc -l)
+[ "$gpus" -ge 2 ] || { echo "bench.sh: needs 2 or more GPUs, found $gpus"; exit 4; }
+P=$gpus; [ "$P" -gt 8 ] && P=8
+N=$((P * NPER))
+gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -n1)
+echo "bench.sh: $P x $gpu, B=$B H=$H d=$D, $NPER rows per GPU (N = $N), fp16, $REPS repetitions" | tee "$out/summary.md"
+
+t0=$SECONDS
+make -s GPU_ARCH=90 -j"$(nproc)" ring15-tools 2>&1 | tee "$out/build.log" | tail -n 5
+[ -x build/ring15/timeline-virtual2 ] || { echo "bench.sh: the build failed (see $out/build.log)"; exit 1; }
+nccl=1; [ -x build/ring15/timeline-nccl ] || { nccl=0; echo "bench.sh: NCCL not found (see build.log): the virtual ring only" | tee -a "$out/summary.md"; }
+echo "built in $((SECONDS - t0)) s"
+
+: > "$out/checks.log"
+if [ "${SKIP_CHECKS:-0}" != 1 ]; then
+  big="--check-only --seed 1 -b 1 -H 4 -n 4096 -d 128"  # chunks of 1024 or 2048 rows
+  for run in "nccl|--check-only --seed 1" "nccl|$big" "nccl|$big --causal" "nccl-naive|$big --causal" \
+             "virtual2|--check-only --seed 1 --dtype fp16" "virtual2|$big --causal"; do
+    b=${run%%|*}; args=${run#*|}
+    [ -x build/ring15/solution-$b ] || continue
+    echo "+ build/ring15/solution-$b $args" >> "$out/checks.log"
+    timeout 300 build/ring15/solution-$b $args >> "$out/checks.log" 2>&1
+    echo "exit $? (solution-$b $args)" | tee -a "$out/checks.log"
+  done
+fi
+
+csv="$out/ring.csv"
+: > "$out/steps.md"
+echo "label,P,B,H,N,d,causal,dtype,whole_ms,ring_ms,ring_tflops,whole_tflops" > "$csv"
+run() {  # run LABEL BINARY ARGS...: one CSV row
+  local label=$1 bin=$2; shift 2
+  echo "+ $bin $* --label $label"
+  timeout 120 "build/ring15/$bin" -b "$B" -H "$H" -d "$D" --reps "$REPS" --label "$label" --steps "$out/steps.md" "$@" \
+    2>>"$out/runs.log" | tail -n 1 | tee -a "$csv"
+  echo "exit ${PIPESTATUS[0]}: $bin $* --label $label" >> "$out/runs.log"
+}
+run one-gpu timeline-virtual2 -n "$NPER" --one-gpu
+run one-gpu-causal timeline-virtual2 -n "$NPER" --one-gpu --causal
+if [ $nccl = 1 ]; then
+run nccl timeline-nccl -n "$N"
+run nccl-causal-balanced timeline-nccl -n "$N" --causal
+run nccl-causal-naive timeline-nccl-naive -n "$N" --causal
+# The same with lesson 09's grid leaving SMs free for NCCL's kernels (RING_SMS_LEFT, ring_block.h)
+for left in 4 16; do
+  [ -x build/ring15/timeline-nccl-left$left ] || continue
+  run nccl-left$left timeline-nccl-left$left -n "$N"
+  run nccl-causal-balanced-left$left timeline-nccl-left$left -n "$N" --causal
+done
+[ -x build/ring15/timeline-nccl-naive-left4 ] && run nccl-causal-naive-left4 timeline-nccl-naive-left4 -n "$N" --causal
+fi
+run virtual2 timeline-virtual2 -n $((2 * NPER))
+run virtual2-causal timeline-virtual2 -n $((2 * NPER)) --causal
+
+if [ "${SKIP_TORCH:-0}" != 1 ]; then
+  timeout 240 python3 -m torch.distributed.run --standalone --nproc-per-node "$P" lessons/15-ring-attention/worklog/torch_ring.py \
+    --batch "$B" --heads "$H" --seqlen "$N" --head-dim "$D" --reps "$REPS" --csv "$out/torch.csv" 2>&1 | tail -n 20 | tee "$out/torch.log"
+fi
+
+python3 - "$out" "$P" <<'EOF'
+import csv, os, sys
+out, P = sys.argv[1], int(sys.argv[2])
+rows = {r["label"]: r for r in csv.DictReader(open(os.path.join(out, "ring.csv")))}
+def tf(label, key="ring_tflops"):
+    return float(rows[label][key]) if label in rows and rows[label].get(key) else None
+lines = ["", "| run | P | N | ring ms | ring TFLOP/s | / (P x one GPU) | whole call ms | whole TFLOP/s |",
+         "|---|---|---|---|---|---|---|---|"]
+for label, base in [("one-gpu", "one-gpu"), ("one-gpu-causal", "one-gpu-causal"), ("nccl", "one-gpu"),
+                    ("nccl-causal-balanced", "one-gpu-causal"), ("nccl-causal-naive", "one-gpu-causal"),
+                    ("nccl-left4", "one-gpu"), ("nccl-left16", "one-gpu"),
+                    ("nccl-causal-balanced-left4", "one-gpu-causal"), ("nccl-causal-balanced-left16", "one-gpu-causal"),
+                    ("nccl-causal-naive-left4", "one-gpu-causal"),
+                    ("virtual2", "one-gpu"), ("virtual2-causal", "one-gpu-causal")]:
+    if label not in rows:
+        lines.append("| %s | | | | (no result) | | | |" % label)
+        continue
+    r = rows[label]
+    p = int(r["P"])
+    gpus = 1 if label.startswith("virtual") or label.startswith("one-gpu") else p
+    ratio = tf(label) / (gpus * tf(base)) if tf(base) else float("nan")
+    lines.append("| %s | %s | %s | %s | %s | %.3f | %s | %s |" % (label, p, r["N"], r["ring_ms"], r["ring_tflops"], ratio,
+                                                                r["whole_ms"], r["whole_tflops"]))
+tpath = os.path.join(out, "torch.csv")
+if os.path.exists(tpath):
+    lines += ["", "PyTorch context_parallel (same GPUs, shapes; TFLOP/s of the SDPA call inside the context):", "",
+              "| run | backend | rotate | N | causal | ms | TFLOP/s | course ring / PyTorch |", "|---|---|---|---|---|---|---|---|"]
+    for r in csv.DictReader(open(tpath)):
+        mine = tf("nccl-causal-balanced" if r["causal"] == "1" else "nccl")
+        t = float(r["tflops"]) if r["tflops"] else None
+        lines.append("| torch | %s | %s | %s | %s | %s | %s | %s |" % (r["backend"], r["rotate"], r["N"], r["causal"], r["ms"],
+                     r["tflops"] or r.get("error", ""), "%.2f" % (mine / t) if mine and t else ""))
+open(os.path.join(out, "summary.md"), "a").write("\n".join(lines) + "\n")
+print("\n".join(lines))
+EOF
+echo "bench.sh: done in $((SECONDS - t0)) s; $out/summary.md, $out/steps.md"

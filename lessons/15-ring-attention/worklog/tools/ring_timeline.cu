@@ -1,0 +1,150 @@
+/* ring_timeline.cu: times lesson 15's ring (bench.sh runs it; mk/ring.mk builds it per transport
+ * and layout as build/ring15/timeline-NAME). It includes the solution as it is and measures,
+ * from CUDA events recorded on each rank's streams:
+ *   whole   the whole call, as the grader times it (scatter from GPU 0, ring, gather)
+ *   ring    the ring alone, on the slowest rank: its first step's start to its last step's end
+ *           (in training the chunks already live on their GPUs: no scatter, no gather)
+ *   per step and rank: compute (the pairs and merges), transfer (send + receive on the comm
+ *           stream), and the wait before the step (compute idle for its block: the part of the
+ *           transfer the compute did not hide)
+ * --one-gpu times lesson 09's kernel as the ring runs it (step 6), alone on GPU 0, on the whole
+ * sequence: the baseline of the scaling. TFLOP/s: 4 B H N^2 d, halved when causal.
+ * Usage: timeline-NAME -b B -H H -n N -d d [--causal] [--bf16] [--reps R] [--one-gpu]
+ *        [--label TEXT] [--steps FILE]   (prints one CSV row; --steps appends the per-step table) */
+#include "../../../../solutions/15-ring-attention/ring_attention.cu"
+#include <algorithm>
+#include <string.h>
+#include <vector>
+
+#define TOOL_CUDA(call)                                                                                  \
+    do {                                                                                                 \
+        cudaError_t e_ = (call);                                                                         \
+        if (e_ != cudaSuccess) {                                                                         \
+            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_));      \
+            exit(EXIT_CUDA_ERROR);                                                                       \
+        }                                                                                                \
+    } while (0)
+
+/* Uniform values in [-1, 1) from a hash of the index (the timing does not depend on them). */
+template <typename T>
+__global__ void fill_uniform(T *x, long long n, unsigned seed) {
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
+        unsigned h = (unsigned)i * 2654435761u ^ seed;
+        h ^= h >> 15; h *= 2246822519u; h ^= h >> 13; h *= 3266489917u; h ^= h >> 16;
+        x[i] = (T)((h >> 8) * (2.0f / 16777216.0f) - 1.0f);
+    }
+}
+
+static float elapsed(cudaEvent_t a, cudaEvent_t b) {
+    float ms = 0.f;
+    TOOL_CUDA(cudaEventElapsedTime(&ms, a, b));
+    return ms;
+}
+
+static double median(std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v.empty() ? 0.0 : v[v.size() / 2];
+}
+
+int main(int argc, char **argv) {
+    int B = 1, H = 16, N = 65536, d = 128, causal = 0, reps = 10, one_gpu = 0;
+    dtype_t dt = DTYPE_FP16;
+    const char *label = "", *steps_path = NULL;
+    for (int i = 1; i < argc; ++i) {
+        const char *o = argv[i];
+        const bool more = i + 1 < argc;
+        if (!strcmp(o, "-b") && more) B = atoi(argv[++i]);
+        else if (!strcmp(o, "-H") && more) H = atoi(argv[++i]);
+        else if (!strcmp(o, "-n") && more) N = atoi(argv[++i]);
+        else if (!strcmp(o, "-d") && more) d = atoi(argv[++i]);
+        else if (!strcmp(o, "--reps") && more) reps = atoi(argv[++i]);
+        else if (!strcmp(o, "--label") && more) label = argv[++i];
+        else if (!strcmp(o, "--steps") && more) steps_path = argv[++i];
+        else if (!strcmp(o, "--causal")) causal = 1;
+        else if (!strcmp(o, "--bf16")) dt = DTYPE_BF16;
+        else if (!strcmp(o, "--one-gpu")) one_gpu = 1;
+        else {
+            fprintf(stderr, "usage: %s -b B -H H -n N -d d [--causal] [--bf16] [--reps R] [--one-gpu] [--label TEXT] "
+                    "[--steps FILE]\n", argv[0]);
+            return EXIT_USAGE;
+        }
+    }
+    if (B < 1 || H < 1 || N < 1 || (d != 64 && d != 128) || reps < 1) {
+        fprintf(stderr, "bad shape: B, H, N >= 1, d 64 or 128, reps >= 1\n");
+        return EXIT_USAGE;
+    }
+    int dev0 = 0;
+    TOOL_CUDA(cudaGetDevice(&dev0));
+    const size_t n = (size_t)B * H * N * d;
+    void *Q, *K, *V, *O;
+    float *L;
+    TOOL_CUDA(cudaMalloc(&Q, n * 2)); TOOL_CUDA(cudaMalloc(&K, n * 2)); TOOL_CUDA(cudaMalloc(&V, n * 2));
+    TOOL_CUDA(cudaMalloc(&O, n * 2)); TOOL_CUDA(cudaMalloc((void **)&L, (size_t)B * H * N * 4));
+    void *bufs[] = {Q, K, V};
+    for (int t = 0; t < 3; ++t)
+        if (dt == DTYPE_FP16) fill_uniform<<<1024, 256>>>((__half *)bufs[t], (long long)n, 17u + t);
+        else fill_uniform<<<1024, 256>>>((__nv_bfloat16 *)bufs[t], (long long)n, 17u + t);
+    cudaStream_t stream;
+    TOOL_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    attn_args a = {};
+    a.B = B; a.H = H; a.N = N; a.d = d; a.causal = causal; a.scale = 1.f / sqrtf((float)d); a.dtype = dt;
+    a.Q = Q; a.K = K; a.V = V; a.O = O; a.L = L; a.stream = stream; a.N_kv = N; a.H_kv = H;
+    const double flops = 4.0 * B * H * (double)N * N * d * (causal ? 0.5 : 1.0);
+    cudaEvent_t t0, t1;
+    TOOL_CUDA(cudaEventCreate(&t0)); TOOL_CUDA(cudaEventCreate(&t1));
+    std::vector<double> whole, ring;
+    if (one_gpu) {  // lesson 09's kernel alone, as the ring calls it
+        if (block_prepare_device(dev0)) return EXIT_NO_GPU;
+        for (int r = -2; r < reps; ++r) {
+            TOOL_CUDA(cudaEventRecord(t0, stream));
+            if (block_attention(Q, K, V, O, L, B, H, N, d, dt, a.scale, causal, stream) != ATTN_OK) return EXIT_FAILED;
+            TOOL_CUDA(cudaEventRecord(t1, stream));
+            TOOL_CUDA(cudaEventSynchronize(t1));
+            if (r >= 0) whole.push_back(elapsed(t0, t1));
+        }
+        ring = whole;
+    } else {
+        if (ring_forward(&a, NULL) != ATTN_OK) return EXIT_FAILED;  // makes the ranks
+        TOOL_CUDA(cudaStreamSynchronize(stream));
+        const Ring &g = the_ring;
+        static RingTimeline tl;
+        for (int s = 0; s < g.P; ++s)
+            for (int r = 0; r < g.P; ++r) {
+                TOOL_CUDA(cudaSetDevice(g.rank[r].dev));
+                TOOL_CUDA(cudaEventCreate(&tl.compute_begin[s][r])); TOOL_CUDA(cudaEventCreate(&tl.compute_end[s][r]));
+                TOOL_CUDA(cudaEventCreate(&tl.comm_begin[s][r])); TOOL_CUDA(cudaEventCreate(&tl.comm_end[s][r]));
+            }
+        TOOL_CUDA(cudaSetDevice(dev0));
+        for (int rep = -2; rep < reps; ++rep) {
+            TOOL_CUDA(cudaEventRecord(t0, stream));
+            if (ring_forward(&a, &tl) != ATTN_OK) return EXIT_FAILED;
+            TOOL_CUDA(cudaEventRecord(t1, stream));
+            TOOL_CUDA(cudaEventSynchronize(t1));
+            double slowest = 0;
+            for (int r = 0; r < g.P; ++r)
+                slowest = std::max(slowest, (double)elapsed(tl.compute_begin[0][r], tl.compute_end[g.P - 1][r]));
+            if (rep >= 0) { whole.push_back(elapsed(t0, t1)); ring.push_back(slowest); }
+        }
+        FILE *f = steps_path ? fopen(steps_path, "a") : NULL;
+        if (f) {  // the last repetition, step by step
+            fprintf(f, "\n%s: B=%d H=%d N=%d d=%d%s, %d ranks, chunk %d rows (ms)\n\n", label, B, H, N, d,
+                    causal ? " causal" : "", g.P, g.lay.c);
+            fprintf(f, "| step | rank | wait for block | compute | transfer (next block) |\n|---|---|---|---|---|\n");
+            for (int s = 0; s < g.P; ++s)
+                for (int r = 0; r < g.P; ++r) {
+                    const double wait = s ? elapsed(tl.compute_end[s - 1][r], tl.compute_begin[s][r]) : 0.0;
+                    char comm[32] = "-";
+                    if (s + 1 < g.P) snprintf(comm, sizeof comm, "%.3f", elapsed(tl.comm_begin[s][r], tl.comm_end[s][r]));
+                    fprintf(f, "| %d | %d | %.3f | %.3f | %s |\n", s, r, wait,
+                            elapsed(tl.compute_begin[s][r], tl.compute_end[s][r]), comm);
+                }
+            fclose(f);
+        }
+    }
+    const int P = one_gpu ? 1 : the_ring.P;
+    const double w = median(whole), rg = median(ring);
+    printf("label,P,B,H,N,d,causal,dtype,whole_ms,ring_ms,ring_tflops,whole_tflops\n");
+    printf("%s,%d,%d,%d,%d,%d,%d,%s,%.3f,%.3f,%.1f,%.1f\n", label, P, B, H, N, d, causal,
+           dt == DTYPE_FP16 ? "fp16" : "bf16", w, rg, flops / (rg * 1e-3) / 1e12, flops / (w * 1e-3) / 1e12);
+    return EXIT_PASS;
+}
