@@ -23,11 +23,15 @@ export CUDA_INC
 # some 120 times, and a version manager's shim (pyenv's is a bash script) adds about 0.6 s of
 # CPU to each start. Asked once (exported, so sub-makes do not ask again); a small sh script
 # rather than a link, so that a virtual environment's interpreter keeps its environment.
+# `make -n` writes nothing: the shim and the stamps below are written only when make runs recipes.
+DRY_RUN := $(findstring n,$(firstword -$(MAKEFLAGS)))
 ifeq ($(origin FA_PYTHON),undefined)
 FA_PYTHON := $(shell python3 -c 'import sys; print(sys.executable)' 2>/dev/null)
 ifneq ($(FA_PYTHON),)
+ifeq ($(DRY_RUN),)
 $(shell mkdir -p build/python-bin && printf '#!/bin/sh\nexec "%s" "$$@"\n' '$(FA_PYTHON)' > build/python-bin/python3.$$$$ && \
         chmod +x build/python-bin/python3.$$$$ && mv build/python-bin/python3.$$$$ build/python-bin/python3)
+endif
 export PATH := $(CURDIR)/build/python-bin:$(PATH)
 endif
 endif
@@ -116,7 +120,7 @@ nvcc_with_ptxas_log = @echo '$(3)'; mkdir -p build/ptxas; rm -f build/ptxas/$(1)
 
 # Binaries depend on the target architecture: changing GPU_ARCH relinks them.
 ARCH_STAMP := build/arch-stamp
-$(shell mkdir -p build; [ "$$(cat $(ARCH_STAMP) 2>/dev/null)" = "$(ARCH_TAG)" ] || echo "$(ARCH_TAG)" > $(ARCH_STAMP))
+$(if $(DRY_RUN),,$(shell mkdir -p build; [ "$$(cat $(ARCH_STAMP) 2>/dev/null)" = "$(ARCH_TAG)" ] || echo "$(ARCH_TAG)" > $(ARCH_STAMP)))
 deps_of = $(ARCH_STAMP) $(HARNESS_C_OBJ) $(if $(filter %.cu,$(1)),$(call runner_obj_of,$(1)),build/host/runner_softmax.o)
 .SECONDEXPANSION:
 lesson%: $$(call src_of,lessons,$$*) $$(call deps_of,$$(call src_of,lessons,$$*))

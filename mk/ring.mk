@@ -44,7 +44,7 @@ RING_LIBS := $(call ring_libs,$(RING))
 
 # A change of RING, P or RING_NAIVE rebuilds the binaries (like GPU_ARCH, ARCH_STAMP).
 RING_STAMP := build/ring-stamp
-$(shell mkdir -p build; [ "$$(cat $(RING_STAMP) 2>/dev/null)" = "$(RING_FLAGS) $(RING_LIBS)" ] || echo "$(RING_FLAGS) $(RING_LIBS)" > $(RING_STAMP))
+$(if $(DRY_RUN),,$(shell mkdir -p build; [ "$$(cat $(RING_STAMP) 2>/dev/null)" = "$(RING_FLAGS) $(RING_LIBS)" ] || echo "$(RING_FLAGS) $(RING_LIBS)" > $(RING_STAMP)))
 RING_SOL := $(call src_of,solutions,15)
 RING_STARTER := $(call src_of,lessons,15)
 RING_GIVEN := lessons/15-ring-attention/ring_block.h $(call src_of,solutions,9) $(HARNESS_H)

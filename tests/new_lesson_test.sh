@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# tests/new_lesson_test.sh (make test-new-lesson, in make test): `make new-lesson` in a copy of the
-# tree writes a lesson that works with no other file edited: its starter is what its solution
+# tests/new_lesson_test.sh (make test-new-lesson, in make test): in a copy of the tree, `make -n`
+# writes nothing, and `make new-lesson` writes a lesson that works with no other file edited: its starter is what its solution
 # makes, the structure check passes, `make lesson99` builds it from its descriptor, the solution
 # passes the CPU emulator and the starter says "not implemented" there, and the site (where pandoc
 # is found) has its page. Exit 0, or 1 naming the step that failed.
@@ -12,11 +12,14 @@ if git rev-parse --git-dir >/dev/null 2>&1; then
 else
     tar --exclude=./build --exclude=./.git -cf - . | tar -xf - -C "$tmp"
 fi
-# the emulator's runner objects, already built (make test-new-lesson depends on them)
-for d in build/host build/hostsim; do [ -d "$d" ] && mkdir -p "$tmp/$d" && cp -p "$d"/*.o "$tmp/$d/" 2>/dev/null; done
 cd "$tmp" || exit 1
 step() { local what=$1; shift; out=$("$@" 2>&1); rc=$?; }
 fail() { echo "$out" | tail -n 30; echo "test-new-lesson: $1"; exit 1; }
+# first, in the fresh copy: make -n writes nothing (no stamp, no shim, no build/ at all)
+step dry make --no-print-directory -n all test grade results
+[ ! -e build ] || { out=$(find build | head); fail "make -n wrote files: $(echo $out)"; }
+# the emulator's runner objects, already built (make test-new-lesson depends on them)
+for d in build/host build/hostsim; do [ -d "$root/$d" ] && mkdir -p "$d" && cp -p "$root/$d"/*.o "$d/" 2>/dev/null; done
 step new make --no-print-directory new-lesson NUM=99 NAME=scaffold-check TITLE="a scaffolded lesson"
 [ $rc = 0 ] || fail "make new-lesson failed"
 step starters python3 reference/tools/starters.py --check
@@ -43,4 +46,4 @@ if command -v pandoc >/dev/null 2>&1; then
 else
     site="site SKIP (no pandoc)"
 fi
-echo "test-new-lesson: make new-lesson writes lesson 99: its starter is generated, the structure check passes, make builds it; $emu; $site"
+echo "test-new-lesson: make -n writes nothing; make new-lesson writes lesson 99: its starter is generated, the structure check passes, make builds it; $emu; $site"
