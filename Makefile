@@ -132,7 +132,7 @@ solution%: $$(call src_of,solutions,$$*) $$(call deps_of,$$(call src_of,solution
 kind_of = $(if $(filter solution%,$(1)),solutions,lessons)
 num_of = $(patsubst solution%,%,$(patsubst lesson%,%,$(1)))
 ptxas-%:
-	@src=$(call src_of,$(call kind_of,$*),$(call num_of,$*)); echo "== nvcc -Xptxas -v $$src ($(ARCH_TAG))"; \
+	@src=$(call src_of,$(call kind_of,$*),$(call num_of,$*)); echo "== nvcc -Xptxas -v $$src ($(if $(filter sm_90a,$(L$(call num_of,$*)_arch)),sm_90a,$(ARCH_TAG)))"; \
 	$(NVCC) $(NVCC_FLAGS) $(call arch_of,$(call src_of,$(call kind_of,$*),$(call num_of,$*))) -Ireference/include -Ireference -Xptxas -v -c $$src -o /dev/null 2>&1 \
 	  | grep -E 'Compiling entry|Function properties|registers|spill|stack frame' | sed -E 's/^ptxas info *: //'
 sass-%: %

@@ -10,6 +10,10 @@
 #                        (make emu-NN) then runs your file too. It says what it cannot check: speed, and
 #                        races that only real hardware shows.
 #   make emu-solutionN   the same for solutions/NN-*/*.cu
+#   EMU_FILE=path        grade that file instead (a copy of yours, say), as lesson N's
+#   EMU_STEP=k           a lesson built in steps (its descriptor's `steps`: 09) is graded at the step
+#                        the file's STARTER_DONE_STEP says it has reached, or at step k when that
+#                        is not above it; the run says which step it graded
 # the lessons graded here: those whose descriptor names a runner-case emulator or a driver (a
 # lesson whose emulator is "own" defines emu-lessonN in its own fragment)
 EMU_GRADE_NUMS := $(call lessons_with,emulator,fp32 wmma warp driver)
@@ -19,7 +23,7 @@ EMU_FWD_OBJ = $(HOSTSIM_FWD_OBJ)
 EMU_BWD_OBJ = $(HOSTSIM_OBJ)
 define EMU_GRADE
 	@if [ ! -f $(CUDA_INC)/cuda_runtime_api.h ]; then echo "$@: SKIP (no CUDA headers: install the CUDA toolkit)"; exit 0; fi; \
-	n=$(1); src=$(call src_of,$(2),$(1)); [ -n "$$src" ] || { echo "$@: no $(2)/$(call pad,$(1))-*/*.cu"; exit 2; }; \
+	n=$(1); src=$(or $(EMU_FILE),$(call src_of,$(2),$(1))); [ -n "$$src" ] || { echo "$@: no $(2)/$(call pad,$(1))-*/*.cu"; exit 2; }; \
 	$(if $(EMU_OBJS_BUILT),,$(MAKE) --no-print-directory -s $(EMU_FWD_OBJ) $(EMU_BWD_OBJ) build/host/cpu_reference.o &&) \
 	EMU_FWD_OBJ='$(EMU_FWD_OBJ)' EMU_BWD_OBJ='$(EMU_BWD_OBJ)' EMU_CXX='$(EMU_CXX)' EMU_OPT='$(EMU_OPT)' CUDA_INC='$(CUDA_INC)' \
 	  MAKE='$(MAKE)' python3 tests/emu/grade.py $(1) $$src $(3)
@@ -50,3 +54,15 @@ emu-solutions:
 	@for n in $(EMU_GRADE_NUMS); do $(MAKE) --no-print-directory emu-solution$$n || exit 1; done
 TEST_STEPS += emu-starters
 TEST_FULL_STEPS += emu-solutions
+
+# The step ladders (a descriptor's `steps`): each step passes with its TODOs written, fails
+# without the last (tests/step_ladder_test.sh); make test checks each ladder's first step,
+# make test-full every step.
+.PHONY: test-step-ladder test-step-ladder-full
+test-step-ladder: $$(if $$(HOSTSIM_HAVE_CUDA),$$(EMU_FWD_OBJ) $$(EMU_BWD_OBJ) build/host/cpu_reference.o)
+	@if [ ! -f $(CUDA_INC)/cuda_fp16.h ]; then echo "test-step-ladder: SKIP (no CUDA headers)"; exit 0; fi; \
+	bash tests/step_ladder_test.sh
+test-step-ladder-full: $$(if $$(HOSTSIM_HAVE_CUDA),$$(EMU_FWD_OBJ) $$(EMU_BWD_OBJ) build/host/cpu_reference.o)
+	@bash tests/step_ladder_test.sh all
+TEST_STEPS += test-step-ladder
+TEST_FULL_STEPS += test-step-ladder-full

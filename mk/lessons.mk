@@ -3,7 +3,7 @@
 # shell runs here. For lesson N (no leading zero), L<N>_<key> holds each key's value (empty when
 # the descriptor leaves it out); LESSON_NUMS lists the lessons in order.
 LESSON_KEYS := source arch runner dtypes head_dims causal teaches emulator emu_cases emu_driver emu_builds \
-  emu_starter racecheck
+  emu_starter racecheck steps speed_todos
 LESSON_FILES := $(sort $(wildcard lessons/[0-9][0-9]-*/lesson.mk))
 # lessons/09-hopper-wgmma/lesson.mk (or any path in that folder) -> 9
 lesson_num_of_path = $(patsubst 0%,%,$(firstword $(subst -, ,$(notdir $(patsubst %/,%,$(dir $(1)))))))

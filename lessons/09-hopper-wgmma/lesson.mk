@@ -11,3 +11,5 @@ teaches := ptx_hopper.h
 emulator := driver
 emu_driver := emu-09
 racecheck := advisory
+steps := 1:3 2:6 3:7 4:8 7:9
+speed_todos := 7 8

@@ -8,5 +8,5 @@ dtypes := fp16 bf16
 head_dims := 64 128
 causal := yes
 emulator := warp
-emu_cases := -b 2 -H 1 -n 77 -d 64 | -b 1 -H 1 -n 130 -d 64 --causal | -b 1 -H 1 -n 77 -d 128 --causal | -b 1 -H 2 -n 150 -d 128
+emu_cases := -b 2 -H 1 -n 77 -d 64 | -b 1 -H 2 -n 130 -d 64 --causal | -b 1 -H 1 -n 77 -d 128 --causal | -b 1 -H 2 -n 150 -d 128
 emu_driver := emu-11

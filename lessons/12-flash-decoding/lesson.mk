@@ -8,5 +8,5 @@ dtypes := fp16 bf16
 head_dims := 64 128
 causal := yes
 emulator := warp
-emu_cases := -b 2 -H 8 --kv-heads 2 -n 1 --kv-seq 700 -d 64 --ragged | -b 1 -H 4 --kv-heads 1 -n 16 --kv-seq 300 -d 128 --causal | -b 1 -H 2 --kv-heads 2 -n 5 --kv-seq 5 -d 64 --causal | -b 1 -H 2 -n 77 -d 64
+emu_cases := -b 2 -H 8 --kv-heads 2 -n 1 --kv-seq 700 -d 64 --ragged | -b 2 -H 4 --kv-heads 1 -n 16 --kv-seq 300 -d 128 --causal --ragged | -b 1 -H 2 --kv-heads 2 -n 5 --kv-seq 5 -d 64 --causal | -b 1 -H 2 -n 77 -d 64
 emu_driver := emu-12

@@ -24,6 +24,9 @@ So a solution reads as a textbook page: each TODO's instructions, then its answe
                                                           kept, and named (exit 1), unless
                                                           --force
     python3 reference/tools/starters.py --show FILE       print the starter FILE makes
+    python3 reference/tools/starters.py --upto N FILE     print it with TODO(1)..TODO(N) written (the
+                                                          solution's answers): a student's file at
+                                                          that point, for the step ladders' tests
 
 The same commands keep the shared headers made from the solutions: a header in reference/include/
 or tests/ (an emulator's) holds, between
@@ -70,8 +73,10 @@ def has_markers(text):
     return any(BEGIN.match(l) or STARTER_LINE.match(l) for l in text.splitlines())
 
 
-def starter_of(text, path="solution"):
-    """The starter that the marked solution `text` makes (see the module's docstring)."""
+def starter_of(text, path="solution", answered=()):
+    """The starter that the marked solution `text` makes (see the module's docstring); with the
+    TODO numbers `answered`, the starter with those TODOs written: their blocks keep the
+    solution's lines and drop their //| lines (a student's file part of the way through)."""
     out, block = [], None  # block: (name, line of its begin)
     for i, line in enumerate(text.split("\n"), 1):
         b, e, s = BEGIN.match(line), END.match(line), STARTER_LINE.match(line)
@@ -89,8 +94,9 @@ def starter_of(text, path="solution"):
             if line.endswith("\\"):
                 raise MarkError("%s:%d: a //| line ends in a backslash: in the solution it continues the "
                                 "comment onto the next line" % (path, i))
-            out.append(s.group(1) + s.group(2) if s.group(2) is not None else "")
-        elif not block:
+            if not (block and block[0] in answered):
+                out.append(s.group(1) + s.group(2) if s.group(2) is not None else "")
+        elif not block or block[0] in answered:
             out.append(line)
     if block:
         raise MarkError("%s:%d: '%s begin' has no '%s end'" % (path, block[1], block[0], block[0]))
@@ -250,6 +256,9 @@ def write(dirs, force):
 def main(argv):
     if len(argv) >= 2 and argv[0] == "--show":
         sys.stdout.write(starter_of(read(argv[1]), argv[1]))
+        return 0
+    if len(argv) >= 3 and argv[0] == "--upto" and argv[1].isdigit():
+        sys.stdout.write(starter_of(read(argv[2]), argv[2], {"TODO(%d)" % k for k in range(1, int(argv[1]) + 1)}))
         return 0
     force = "--force" in argv
     args = [a for a in argv if a != "--force"]

@@ -124,12 +124,18 @@ def run_cases(n, binary, name, cases=None, label=""):
     return 0 if passed == len(cases) else 1
 
 
-def run_driver(target, src, name):
-    """make TARGET with the file as its source: 0 when it passes, else 1."""
-    print("== %s: make %s %s=%s (the emulator's own driver)" % (name, target, DRIVER_VAR[target], os.path.relpath(src, ROOT)))
+def run_driver(target, src, name, step=None):
+    """make TARGET with the file as its source (and EMU_STEP=step: that step of the ladder
+    alone): 0 when it passes, else 1."""
+    extra = ["EMU_STEP=%d" % step] if step else []
+    print("== %s: make %s %s=%s%s (the emulator's own driver)" % (name, target, DRIVER_VAR[target],
+          os.path.relpath(src, ROOT), "".join(" " + e for e in extra)))
     sys.stdout.flush()
+    env = dict(os.environ)
+    if step:
+        env["EMU_STEP"] = str(step)
     p = subprocess.run([os.environ.get("MAKE", "make"), "--no-print-directory", target,
-                        "%s=%s" % (DRIVER_VAR[target], os.path.relpath(src, ROOT))], cwd=ROOT)
+                        "%s=%s" % (DRIVER_VAR[target], os.path.relpath(src, ROOT))] + extra, cwd=ROOT, env=env)
     print("%s, the emulator's driver: %s" % (name, "PASS" if p.returncode == 0 else "FAIL"))
     return 0 if p.returncode == 0 else 1
 
@@ -140,8 +146,32 @@ def starter_switch(n, src):
     if re.search(r"^#define STARTER_NOT_DONE 1\b", text, re.M):
         return True
     m = re.search(r"^#define STARTER_DONE_STEP (\d+)", text, re.M)
-    step = re.search(r"^#define FA9_STEP (\d+)", text, re.M)
-    return bool(m and step and int(step.group(1)) > int(m.group(1)))
+    return bool(m and int(m.group(1)) == 0)
+
+
+def step_to_grade(n, src):
+    """For a lesson with a ladder of steps (its descriptor's `steps`, "STEP:LAST_TODO ..."): the
+    step to grade and why, or (None, why) when there is nothing to grade. The step is the one
+    the file says it has reached (STARTER_DONE_STEP), or EMU_STEP when that is not above it; a
+    file with no STARTER_DONE_STEP (a solution) is graded at every step, or at EMU_STEP."""
+    steps = [int(s.split(":")[0]) for s in split(DESCRIPTORS[n]["steps"], " ")]
+    asked = os.environ.get("EMU_STEP", "")
+    asked = int(asked) if asked.isdigit() and int(asked) > 0 else None
+    if asked is not None and asked not in steps:
+        return None, "EMU_STEP=%d is not a step of lesson %02d's ladder (%s)" % (asked, n, " ".join(map(str, steps)))
+    m = re.search(r"^#define STARTER_DONE_STEP (\d+)", open(src).read(), re.M)
+    if not m:
+        return asked, ("step %d (EMU_STEP)" % asked) if asked else "every step"
+    done = int(m.group(1))
+    reached = max([s for s in steps if s <= done], default=0)
+    if not reached:
+        return None, "STARTER_DONE_STEP is %d: no step reached yet" % done
+    if asked is not None and asked <= reached:
+        return asked, "step %d (EMU_STEP; your file says STARTER_DONE_STEP %d)" % (asked, done)
+    why = "step %d, the one your file says it has reached (STARTER_DONE_STEP %d)" % (reached, done)
+    if asked is not None:
+        why += "; EMU_STEP=%d is above it: write its TODOs and raise STARTER_DONE_STEP first" % asked
+    return reached, why
 
 
 def lesson_dir(n):
@@ -165,6 +195,14 @@ def main():
                   "  Open lessons/%s/ and work through TODO(1), TODO(2), ... then run make emu-%s again." %
                   (n, lesson_dir(n), name))
             rc = 3
+        elif DESCRIPTORS[n]["steps"]:
+            step, why = step_to_grade(n, src)
+            if step is None and why != "every step":
+                print("%s: %s" % (name, why))
+                return 2
+            print("%s: grading %s" % (name, why))
+            rc = run_driver(DRIVERS[n], src, name, step)
+            print("%s: %s %s" % (name, why.split(" (")[0].split(",")[0], "PASS" if rc == 0 else "FAIL"))
         else:
             rc = run_driver(DRIVERS[n], src, name)
     elif n in LESSONS:

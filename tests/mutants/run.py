@@ -22,7 +22,8 @@ Usage (normally through make, which passes the compiler flags in the environment
          hang mutant as a timeout and goes on with the next lesson
   all    both
   apply  check that every mutant still applies to its solution (nothing is built)
-  emu    the mutants marked `emu: N` on the CPU emulator alone (`make emu-NN EMUNN_SRC=...`,
+  emu    the mutants marked `emu: N` on the CPU emulator alone (`make emu-NN EMUNN_SRC=...`;
+         `emu: cases`: the lesson's CPU path, `make emu-solutionN EMU_FILE=...`,
          no GPU needed): each must make the emulator fail (exit status != 0); its first
          EMU ERROR / EMU HANG / EMU FAILED line is the diagnosis shown (MUTANTS="a b": those)
   build  apply and compile the GPU mutants only (no GPU needed); with --equiv
@@ -322,8 +323,7 @@ def run_one(m):
         # a bug whose window the hardware never opens (e.g. a missing cp.async wait that
         # the copy engine always beats): the CPU warp emulator lands copies as late as
         # the PTX rules allow and tracks every cp.async hazard (tests/warp_emu)
-        n = m.meta["emu"].strip()
-        ecmd = ["make", "-s", "--no-print-directory", "emu-%02d" % int(n), "EMU%02d_SRC=%s" % (int(n), os.path.relpath(m.src, ROOT))]
+        ecmd = emu_command(m)
         try:
             erc, eout = sh(ecmd, timeout=RUN_LIMIT_S)
         except subprocess.TimeoutExpired:
@@ -402,6 +402,17 @@ def apply_all():
     return 1 if bad else 0
 
 
+def emu_command(m):
+    """The emulator run of mutant m: `emu: N`, lesson N's emulator driver (make emu-NN
+    EMUNN_SRC=...); `emu: cases`, the lesson's CPU path with its descriptor's runner cases
+    (make emu-solutionN EMU_FILE=...), which is what a student's make emu-lessonN runs."""
+    n = m.meta["emu"].strip()
+    if n == "cases":
+        return ["make", "-s", "--no-print-directory", "emu-solution%d" % m.lesson,
+                "EMU_FILE=%s" % os.path.relpath(m.src, ROOT)]
+    return ["make", "-s", "--no-print-directory", "emu-%02d" % int(n), "EMU%02d_SRC=%s" % (int(n), os.path.relpath(m.src, ROOT))]
+
+
 def emu_diagnosis(out):
     """The emulator's verdict in one line: its hang report or first error, else the first failed case."""
     for pattern in (r"^EMU HANG.*$", r"^EMU ERROR.*$", r"^.*\bFAIL\b.*$", r"^EMU FAILED.*$"):
@@ -416,8 +427,7 @@ def emu_one(m):
     err = m.apply()
     if err:
         return "does not apply", False, err
-    n = int(m.meta["emu"].strip())
-    ecmd = ["make", "-s", "--no-print-directory", "emu-%02d" % n, "EMU%02d_SRC=%s" % (n, os.path.relpath(m.src, ROOT))]
+    ecmd = emu_command(m)
     try:
         erc, eout = sh(ecmd, timeout=RUN_LIMIT_S)
     except subprocess.TimeoutExpired:
@@ -468,6 +478,8 @@ def main():
     want = set(int(x) for x in env("LESSONS").replace(",", " ").split())
     mutants = [Mutant(p) for p in sorted(glob.glob(os.path.join(HERE, "[0-9][0-9]", "*.mut")))]
     mutants = [m for m in mutants if not want or m.lesson in want]
+    names = env("MUTANTS").split()  # MUTANTS="causal-bh-remap ...": those only
+    mutants = [m for m in mutants if not names or m.name in names]
     if mode == "cpu":
         mutants = [m for m in mutants if not m.gpu]
     elif mode in ("gpu", "build"):
