@@ -75,6 +75,21 @@ def main():
         steps += [("the hand edit kept", None, open(starter).read().endswith("// a student's edit\n"))]
         steps += [("write --force", run("--write", "--force"), 0),
                   ("check after --force", run("--check"), 0)]
+        # a shared header made from the solution's region: the answer, without the markup
+        header = os.path.join(root, "reference/include/x.h")
+        os.makedirs(os.path.dirname(header))
+        open(header, "w").write("#pragma once\n// [generated from solutions/99-x/x.cu, regions r]\nstale\n"
+                                "// [end generated]\n")
+        open(os.path.join(root, "solutions/99-x/x.cu"), "w").write(
+            GOOD.replace("int f(int a) {", "// [region r]\nint f(int a) {").replace("}\n", "}\n// [end r]\n", 1))
+        run("--write", "--force")
+        steps += [("check of a header made fresh", run("--check"), 0),
+                  ("the header holds the answer, no markup", None,
+                   open(header).read() == "#pragma once\n// [generated from solutions/99-x/x.cu, regions r]\n"
+                                          "int f(int a) {\n    return 2 * a;\n}\n// [end generated]\n")]
+        stale = open(header).read().replace("2 * a", "3 * a")
+        open(header, "w").write(stale)
+        steps += [("check of a stale header", run("--check"), 1)]
         for name, r, want in steps:
             ok = (r is None and want is True) or (r is not None and r.returncode == want)
             if not ok:

@@ -54,6 +54,7 @@ constexpr int BR = 64, BC = 64, NT = 128;  // NT: threads per block, 4 warps
 /* mma.m16n8k16 with bf16 needs sm_80; the portable build also makes sm_75
  * code, where the kernel compiles to an empty body and the host refuses to
  * launch it (ATTN_UNSUPPORTED). */
+// [region sm80]
 #ifndef FA_SM80
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
 #define FA_SM80 0
@@ -61,6 +62,7 @@ constexpr int BR = 64, BC = 64, NT = 128;  // NT: threads per block, 4 warps
 #define FA_SM80 1
 #endif
 #endif
+// [end sm80]
 
 #ifndef FA_EMULATOR  // the CPU emulator brings its own: tests/warp_emu/ptx_mma.h
 // [region mma]
@@ -108,9 +110,11 @@ __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t r[4], uint32_t addr) 
     (void)addr;
 #endif
 }
+// [end ldmatrix]
+// [region smem-u32]
 /* Generic pointer -> 32-bit shared-space address, what ldmatrix takes. */
 __device__ __forceinline__ uint32_t smem_u32(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
-// [end ldmatrix]
+// [end smem-u32]
 
 // [region ex2]
 /* 2^x in one MUFU.EX2 instruction (ex2(-inf) = 0, which the masking relies on). */

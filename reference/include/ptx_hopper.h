@@ -14,13 +14,13 @@
  *                            128-byte swizzled layout TMA writes (reference/include/tma_params.h)
  *
  * Source: PTX ISA, sections on wgmma.mma_async (and its matrix descriptor), cp.async.bulk.tensor,
- * mbarrier, bar.sync, setmaxnreg, fence.proxy.async. Lesson 09's text explains each; lesson 09's
- * file is the other place they are written (by you). A CPU emulator (tests/hopper_emu) puts its
+ * mbarrier, bar.sync, setmaxnreg, fence.proxy.async. Lesson 09's text explains each; the code below
+ * is made from lesson 09's solution, where they are written (make starters; edit them there). A CPU emulator (tests/hopper_emu) puts its
  * own header of this name first on the include path, with the same functions computed as the
  * ISA defines them.
  *
  * Preconditions: sm_90a code (wgmma and setmaxnreg exist only there: a source that includes
- * this header carries a line `// build: sm_90a`, see CONTRIBUTING.md); shared addresses are
+ * this header is built for sm_90a: its lesson's descriptor says arch := sm_90a, CONTRIBUTING.md); shared addresses are
  * 32-bit shared-window addresses (smem_u32, ptx_mma.h); tiles start on 1024 bytes. */
 #ifndef PTX_HOPPER_H
 #define PTX_HOPPER_H

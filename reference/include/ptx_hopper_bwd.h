@@ -10,8 +10,8 @@
  *                         bulk_wait_read<N> of ptx_hopper.h)
  *
  * Source: PTX ISA, sections on wgmma.mma_async (imm-trans-a, imm-trans-b), cp.async.bulk and
- * cp.reduce.async.bulk. Lesson 13's text explains each; lesson 13's file is the other place they
- * are written (by you). A CPU emulator (tests/hopper_emu) puts its own header of this name first
+ * cp.reduce.async.bulk. Lesson 13's text explains each; the code below is made from lesson
+ * 13's solution, where they are written (make starters; edit them there). A CPU emulator (tests/hopper_emu) puts its own header of this name first
  * on the include path, with the same functions computed as the ISA defines them.
  *
  * Preconditions: sm_90a code (see ptx_hopper.h, which this header needs: its FA_REGS32 and

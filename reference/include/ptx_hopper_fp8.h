@@ -16,8 +16,10 @@
  * 4 registers of 4 e4m3 codes each: rows g and g + 8 (g = lane / 4) of the warp's 16-row slice,
  * k columns 4 t .. 4 t + 3 and 16 + 4 t .. 16 + 4 t + 3 (t = lane % 4): not the accumulator's
  * pairs of columns, which is why lesson 14 reorders P (or the keys of V) before the PV wgmma.
+ * The code below is made from lesson 14's solution, where they are written (make starters;
+ * edit them there).
  *
- * Preconditions: as ptx_hopper.h (sm_90a code, `// build: sm_90a`, tiles on 1024 bytes). */
+ * Preconditions: as ptx_hopper.h (sm_90a code: its lesson's descriptor says arch := sm_90a; tiles on 1024 bytes). */
 #ifndef PTX_HOPPER_FP8_H
 #define PTX_HOPPER_FP8_H
 #include "ptx_hopper.h"
