@@ -84,7 +84,7 @@ src_of = $(firstword $(wildcard $(1)/$(call pad,$(2))-*/$(L$(2)_source)))
 .PHONY: all lessons solutions grade test clean results help
 .DEFAULT_GOAL := help
 help:
-	@sed -n "2,10p" Makefile | sed "s/^# \{0,1\}//"; echo "  make docs / docs-check / docs-browser-check, make bench / bench-quick, make mutants / fuzz"; echo "  make gpu-check             maintainers, on a GPU: the full check, a summary table (CONTRIBUTING.md)"
+	@sed -n "2,10p" Makefile | sed "s/^# \{0,1\}//"; echo "  make docs / docs-check / docs-browser-check, make bench / bench-quick, make mutants / fuzz"; echo "  make gpu-check             maintainers, on a GPU: the full check, a summary table (CONTRIBUTING.md)"; echo "  make starters / new-lesson  maintainers: the starters from the solutions; a new lesson (CONTRIBUTING.md)"
 
 all: lessons solutions
 lessons: $(addprefix lesson,$(LESSON_NUMS))

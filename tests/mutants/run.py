@@ -27,7 +27,7 @@ Usage (normally through make, which passes the compiler flags in the environment
          no GPU needed): each must make the emulator fail (exit status != 0); its first
          EMU ERROR / EMU HANG / EMU FAILED line is the diagnosis shown (MUTANTS="a b": those)
   build  apply and compile the GPU mutants only (no GPU needed); with --equiv
-         also compare each mutant's SASS with the solution's (same SASS = the
+         also compare each mutant's machine code, kernels and host code, with the solution's (the same = the
          planted bug changes nothing = a useless mutant)
 Environment: CC CFLAGS NVCC NVCC_FLAGS ARCH_FLAGS SM90A_FLAGS ARCH_TAG HARNESS_C_OBJ
 HARNESS_CU_OBJ HARNESS_BWD_CU_OBJ (from make), LESSONS="2 7" (subset), MUTANTS_SEED (default 1),
@@ -181,8 +181,9 @@ def arch_flags(src):
     return shlex.split(env("ARCH_FLAGS"))
 
 
-def elf_text(path):
-    """Bytes of every .text.* section (the kernels' machine code) of an ELF cubin, by name."""
+def elf_text(path, host=False):
+    """Bytes of every .text.* section (the kernels' machine code) of an ELF cubin, by name; with
+    host, of every .text and .text.* section of a host object (its functions' machine code)."""
     import struct
     with open(path, "rb") as f:
         b = f.read()
@@ -193,21 +194,25 @@ def elf_text(path):
     out = {}
     for name, _typ, _fl, _addr, off, size, *_ in secs:
         nm = b[stroff + name:b.index(b"\0", stroff + name)].decode()
-        if nm.startswith(".text."):
+        if nm.startswith(".text.") or (host and nm == ".text"):
             out[nm] = b[off:off + size]
     return out
 
 
 def sass(src, out):
-    """Machine code of one .cu compiled for the single target arch (no line info), or None."""
-    cubin = out + ".cubin"
+    """Machine code of one .cu: its kernels compiled for the single target arch (no line info) and
+    its host functions, or None. A bug in host code (the launch, the ring's bookkeeping) changes
+    only the second."""
+    cubin, obj = out + ".cubin", out + ".host.o"
     flags = [f for f in shlex.split(env("NVCC_FLAGS")) if f != "-lineinfo"]
-    rc, log = sh([env("NVCC", "nvcc")] + flags + arch_flags(src) +
-                 ["-Ireference/include", "-Ireference", "-cubin", "-o", cubin, src])
+    base = [env("NVCC", "nvcc")] + flags + arch_flags(src) + ["-Ireference/include", "-Ireference"]
+    rc, log = sh(base + ["-cubin", "-o", cubin, src])
+    if rc == 0:
+        rc, log = sh(base + ["-c", "-o", obj, src])
     if rc:
         return None
     try:
-        return elf_text(cubin)
+        return elf_text(cubin), elf_text(obj, host=True)
     except Exception:
         return None
 
@@ -249,7 +254,7 @@ def build(m, equiv=False):
         if a is None or b is None:
             return False, "machine-code comparison failed (needs GPU_ARCH=<one arch>)"
         if a == b:
-            return False, "EQUIVALENT: the mutant compiles to the solution's machine code (the planted bug changes nothing)"
+            return False, "EQUIVALENT: the mutant compiles to the solution's machine code, kernels and host code (the planted bug changes nothing)"
     return True, "builds"
 
 

@@ -23,8 +23,14 @@ cd "$(dirname "$0")/../../.."
 mkdir -p "$out"
 export NCCL_NVLS_ENABLE=0  # the ring only sends and receives: no NVLink multicast objects
 B=${B:-1}; H=${H:-16}; D=${D:-128}; NPER=${NPER:-32768}; REPS=${REPS:-10}
+# the GPUs this process can see: CUDA_VISIBLE_DEVICES (a comma-separated list) when it is set, as
+# the ring and PyTorch see them, else every GPU nvidia-smi lists
 gpus=$(nvidia-smi -L 2>/dev/null | wc -l)
-[ "$gpus" -ge 2 ] || { echo "bench.sh: needs 2 or more GPUs, found $gpus"; exit 4; }
+if [ -n "${CUDA_VISIBLE_DEVICES+x}" ]; then
+    visible=$(tr ',' '\n' <<<"$CUDA_VISIBLE_DEVICES" | grep -c .)
+    [ "$visible" -lt "$gpus" ] && gpus=$visible
+fi
+[ "$gpus" -ge 2 ] || { echo "bench.sh: needs 2 or more GPUs visible, found $gpus${CUDA_VISIBLE_DEVICES+ (CUDA_VISIBLE_DEVICES=$CUDA_VISIBLE_DEVICES)}"; exit 4; }
 P=$gpus; [ "$P" -gt 8 ] && P=8
 N=$((P * NPER))
 gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -n1)
