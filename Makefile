@@ -56,19 +56,25 @@ endif
 BUILD := build/$(ARCH_TAG)
 
 # Shared C part of the harness (no CUDA): lesson 01 and the unit tests link only this.
-HARNESS_C := reference/cli.c reference/grade.c reference/cpu_reference.c reference/fp8.c reference/cpu_reference_bwd.c reference/diagnose.c reference/diagnose_bwd.c reference/rng.c
-HARNESS_H := $(wildcard reference/*.h reference/include/*.h)
-HARNESS_C_OBJ := $(patsubst reference/%.c,build/host/%.o,$(HARNESS_C))
+HARNESS_C := reference/harness/cli.c reference/harness/grade.c reference/cpu/cpu_reference.c reference/cpu/fp8.c reference/cpu/cpu_reference_bwd.c reference/harness/diagnose.c reference/harness/diagnose_bwd.c reference/harness/rng.c
+HARNESS_H := $(wildcard reference/*/*.h)
+HARNESS_C_OBJ := $(addprefix build/host/,$(notdir $(HARNESS_C:.c=.o)))
+# reference/ by role: harness/ (command line, runners, grading, diagnoses), cpu/ (the float64 CPU
+# references, FP8 inputs), gpu/ (the unfused baseline, the float64 GPU forward), include/ (what a
+# lesson includes), tools/ (the scripts that make and check the course)
+REF_INC := -Ireference/include -Ireference/harness -Ireference/cpu -Ireference/gpu
+vpath %.c reference/harness reference/cpu
+vpath %.cu reference/harness reference/gpu
 # GPU part: what every GPU binary links (runner_main: main, the one runner skeleton; runner_grade:
 # the grading pieces; runner_common: options, cases, CSV; the device report, timing, watchdog,
 # poison), plus the kind of lesson it plugs in (runner_main.h). HARNESS_CU_OBJ is what a forward
 # lesson links (runner_attention: forward and decode); a source that defines attention_backward
 # (lessons 10-11) links HARNESS_BWD_CU_OBJ (runner_backward) instead.
-HARNESS_CU_COMMON := $(filter-out reference/runner_attention.cu reference/runner_backward.cu,$(wildcard reference/runner_*.cu))
-HARNESS_CU_COMMON_OBJ := $(patsubst reference/%.cu,$(BUILD)/%.o,$(HARNESS_CU_COMMON))
+HARNESS_CU_COMMON := $(filter-out reference/harness/runner_attention.cu reference/harness/runner_backward.cu,$(wildcard reference/harness/runner_*.cu))
+HARNESS_CU_COMMON_OBJ := $(addprefix $(BUILD)/,$(notdir $(HARNESS_CU_COMMON:.cu=.o)))
 HARNESS_CU_OBJ := $(HARNESS_CU_COMMON_OBJ) $(BUILD)/runner_attention.o
 HARNESS_BWD_CU_OBJ := $(HARNESS_CU_COMMON_OBJ) $(BUILD)/runner_backward.o
-HARNESS_ALL_CU_OBJ := $(HARNESS_CU_OBJ) $(if $(wildcard reference/runner_backward.cu),$(BUILD)/runner_backward.o)
+HARNESS_ALL_CU_OBJ := $(HARNESS_CU_OBJ) $(if $(wildcard reference/harness/runner_backward.cu),$(BUILD)/runner_backward.o)
 # Which runner a source links, and which GPU code it gets, are its lesson's descriptor's (runner,
 # arch; mk/lessons.mk): a lesson whose kernels need sm_90a (wgmma, setmaxnreg; 09, 13-15) is
 # built for sm_90a alone, whatever GPU_ARCH is (its binary refuses other GPUs at run time, exit 4).
@@ -90,20 +96,20 @@ all: lessons solutions
 lessons: $(addprefix lesson,$(LESSON_NUMS))
 solutions: $(addprefix solution,$(LESSON_NUMS))
 
-build/host/%.o: reference/%.c $(HARNESS_H) | build/host
-	$(CC) $(CFLAGS) -Ireference/include -Ireference -c $< -o $@
-$(BUILD)/%.o: reference/%.cu $(HARNESS_H) | $(BUILD)
-	$(NVCC) $(NVCC_FLAGS) $(ARCH_FLAGS) -DBUILD_TARGET='"$(ARCH_TAG)"' -Ireference/include -Ireference -c $< -o $@
+build/host/%.o: %.c $(HARNESS_H) | build/host
+	$(CC) $(CFLAGS) $(REF_INC) -c $< -o $@
+$(BUILD)/%.o: %.cu $(HARNESS_H) | $(BUILD)
+	$(NVCC) $(NVCC_FLAGS) $(ARCH_FLAGS) -DBUILD_TARGET='"$(ARCH_TAG)"' $(REF_INC) -c $< -o $@
 build/host $(BUILD):
 	@mkdir -p $@
 
 # A lesson is one source file: .c (CPU, lesson 01) links the C harness with
-# reference/runner_softmax.c (build/host/runner_softmax.o); .cu links the GPU runner.
+# reference/harness/runner_softmax.c (build/host/runner_softmax.o); .cu links the GPU runner.
 define link_lesson
 	@if [ -z "$(2)" ]; then echo "no source for $(1) (expected lessons/NN-*/*.cu)"; exit 2; fi
 	$(if $(filter %.c,$(2)),\
-	  $(CC) $(CFLAGS) -Ireference/include -Ireference $(2) build/host/runner_softmax.o $(HARNESS_C_OBJ) -o $(1) -lm,\
-	  $(call nvcc_with_ptxas_log,$(1),$(2),$(NVCC) $(NVCC_FLAGS) $(call arch_of,$(2)) -Ireference/include -Ireference $(2) $(call runner_obj_of,$(2)) $(HARNESS_C_OBJ) -o $(1) -lgomp))
+	  $(CC) $(CFLAGS) $(REF_INC) $(2) build/host/runner_softmax.o $(HARNESS_C_OBJ) -o $(1) -lm,\
+	  $(call nvcc_with_ptxas_log,$(1),$(2),$(NVCC) $(NVCC_FLAGS) $(call arch_of,$(2)) $(REF_INC) $(2) $(call runner_obj_of,$(2)) $(HARNESS_C_OBJ) -o $(1) -lgomp))
 endef
 # $(call nvcc_with_ptxas_log,BINARY,SOURCE,COMMAND): run the nvcc COMMAND with -Xptxas -v and keep
 # ptxas's report (registers, spills, stack per kernel and architecture) in build/ptxas/BINARY.log;
@@ -133,7 +139,7 @@ kind_of = $(if $(filter solution%,$(1)),solutions,lessons)
 num_of = $(patsubst solution%,%,$(patsubst lesson%,%,$(1)))
 ptxas-%:
 	@src=$(call src_of,$(call kind_of,$*),$(call num_of,$*)); echo "== nvcc -Xptxas -v $$src ($(if $(filter sm_90a,$(L$(call num_of,$*)_arch)),sm_90a,$(ARCH_TAG)))"; \
-	$(NVCC) $(NVCC_FLAGS) $(call arch_of,$(call src_of,$(call kind_of,$*),$(call num_of,$*))) -Ireference/include -Ireference -Xptxas -v -c $$src -o /dev/null 2>&1 \
+	$(NVCC) $(NVCC_FLAGS) $(call arch_of,$(call src_of,$(call kind_of,$*),$(call num_of,$*))) $(REF_INC) -Xptxas -v -c $$src -o /dev/null 2>&1 \
 	  | grep -E 'Compiling entry|Function properties|registers|spill|stack frame' | sed -E 's/^ptxas info *: //'
 sass-%: %
 	@mkdir -p build && cuobjdump --dump-sass ./$* > build/$*.sass
@@ -163,10 +169,10 @@ sanitize-%: %
 	  done; done
 
 grade:
-	@bash reference/grade.sh $(if $(SOLUTIONS),solutions,lessons)
+	@bash reference/tools/grade.sh $(if $(SOLUTIONS),solutions,lessons)
 
 results:
-	@NVCC=$(NVCC) bash reference/results.sh
+	@NVCC=$(NVCC) bash reference/tools/results.sh
 
 # Tests: Criterion unit tests (CPU), the binaries as a student runs them (GPU
 # parts skip without a GPU), and the freshness of the GPU results. Fragments in
@@ -176,10 +182,10 @@ results:
 TEST_UNIT_SRC := tests/test_reference.c tests/test_fp8.c tests/test_grade.c tests/test_diagnose.c tests/test_cli.c tests/test_lesson01.c
 tests/bin/unit: $(TEST_UNIT_SRC) $(HARNESS_C_OBJ) solutions/01-online-softmax/online_softmax.c $(HARNESS_H)
 	@mkdir -p tests/bin
-	$(CC) $(CFLAGS) -Ireference/include -Ireference $(filter %.c %.o,$^) -o $@ -lcriterion -lm
+	$(CC) $(CFLAGS) $(REF_INC) $(filter %.c %.o,$^) -o $@ -lcriterion -lm
 tests/bin/binaries: tests/test_binaries.c $(HARNESS_H)
 	@mkdir -p tests/bin
-	$(CC) $(CFLAGS) -Ireference/include -Ireference $< -o $@ -lcriterion
+	$(CC) $(CFLAGS) $(REF_INC) $< -o $@ -lcriterion
 .PHONY: test-toolkit test-unit test-binaries test-results
 test-unit: tests/bin/unit
 	tests/bin/unit --jobs 2

@@ -1,5 +1,5 @@
 /* bench/copy_bandwidth.cu: the roofline of a memory-bound kernel, measured: a device-to-device
- * copy (cudaMemcpyAsync), timed like the course's harness (reference/runner_device.cu,
+ * copy (cudaMemcpyAsync), timed like the course's harness (reference/harness/runner_device.cu,
  * time_launches: CUDA events around the one operation, warm-up first, the median of the timed
  * ones, L2 flushed before each by reading a max(2 x L2, 64 MiB) buffer outside the events).
  *

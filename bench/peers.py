@@ -20,7 +20,7 @@ memory is the allocator's peak over the forward and one backward (the saved tens
 gradients included; torch-math-matmul keeps S and P for its backward, the flash backends only O
 and the logsumexp).
 
-Timing, the same method as the harness (reference/runner_device.cu, time_launches): W untimed
+Timing, the same method as the harness (reference/harness/runner_device.cu, time_launches): W untimed
 warm-up launches, then R launches, each timed alone with CUDA events on the current stream,
 with a buffer of max(2 x L2, 64 MiB) overwritten before each launch outside the events so that
 no launch finds its inputs in L2; the median of the R times is reported. R is chosen so that
@@ -100,7 +100,7 @@ def main():
     gpu_mem = a.gpu_mem or props.total_memory
     l2 = getattr(props, "L2_cache_size", 50 << 20)
     # The L2 flush before each timed launch reads a 2 x L2 buffer (as the harness does,
-    # reference/runner_device.cu): writing it would leave L2 full of dirty lines that the timed
+    # reference/harness/runner_device.cu): writing it would leave L2 full of dirty lines that the timed
     # kernel then writes back to HBM, some 10 us charged to it on an H100.
     flush = torch.zeros(max(2 * l2, 64 << 20) // 4, dtype=torch.int32, device=dev)
 

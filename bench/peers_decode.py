@@ -12,7 +12,7 @@ queries see the whole cache) under each backend:
 A backend that has no kernel for the shape (GQA, the dtype, ...) gets the status
 `unsupported` and the reason PyTorch gives; out of memory gets `oom`.
 
-Timing, the harness's method (reference/runner_device.cu, time_launches): W warm-up launches,
+Timing, the harness's method (reference/harness/runner_device.cu, time_launches): W warm-up launches,
 then R launches each timed alone with CUDA events, a buffer of max(2 x L2, 64 MiB) overwritten
 before each one outside the events (so that K and V come from HBM, not L2), the median.
 Bandwidth: the bytes of K and V, 2 B H_kv N_kv d x element size, over that time (GB/s), the
@@ -59,7 +59,7 @@ def main():
     gpu = a.gpu or props.name
     l2 = getattr(props, "L2_cache_size", 50 << 20)
     # The L2 flush before each timed launch reads a 2 x L2 buffer (as the harness does,
-    # reference/runner_device.cu): writing it would leave L2 full of dirty lines that the timed
+    # reference/harness/runner_device.cu): writing it would leave L2 full of dirty lines that the timed
     # kernel then writes back to HBM, some 10 us charged to it on an H100.
     flush = torch.zeros(max(2 * l2, 64 << 20) // 4, dtype=torch.int32, device=dev)
 

@@ -54,10 +54,10 @@ awk -v k=$kind -v B=$B -v H=$H -v N=$N -v d=$d -v c=$c -v es=$es -v dt=$dt 'BEGI
   print "HEADER"
   printf "%s,pass,0,0,%s,%d,%d,%d,%d,%d,%.4f,%.2f,1.0,%.0f,%d,%d,0,\n", k, dt, B, H, N, d, c, t, f/(t*1e-3)/1e12, mem, N, H }'
 EOF
-# the harness's own header (reference/cli.h), decode columns after mem_bytes included, so that a
+# the harness's own header (reference/harness/cli.h), decode columns after mem_bytes included, so that a
 # change of the CSV row is seen here (bench.sh once read mem_bytes as the rest of the row)
-HEADER=$(sed -n '/#define CSV_HEADER/,/^$/p' "$ROOT/reference/cli.h" | grep -o '"[^"]*"' | tr -d '"\n')
-case "$HEADER" in lesson,status,*,mem_bytes,N_kv,H_kv,ragged,kv_gbps) ;; *) fail "reference/cli.h's CSV_HEADER changed ('$HEADER'): update the fake harness's row";; esac
+HEADER=$(sed -n '/#define CSV_HEADER/,/^$/p' "$ROOT/reference/harness/cli.h" | grep -o '"[^"]*"' | tr -d '"\n')
+case "$HEADER" in lesson,status,*,mem_bytes,N_kv,H_kv,ragged,kv_gbps) ;; *) fail "reference/harness/cli.h's CSV_HEADER changed ('$HEADER'): update the fake harness's row";; esac
 sed -i "s/\"HEADER\"/\"$HEADER\"/" "$TMP/fake"
 chmod +x "$TMP/nvidia-smi" "$TMP/fake"
 printf '#!/usr/bin/env bash\nexec %s standard "$@"\n' "$TMP/fake" >"$TMP/repo/standard"

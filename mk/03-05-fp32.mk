@@ -4,7 +4,7 @@
 #                      solution 04 does get a stack frame (the lesson's claim). SKIPs without nvcc
 #   make emu-03-05     the three solutions run on the CPU through an emulated CUDA
 #                      (tests/fp32_emu over the emulator core tests/emu/core.h: a fiber per
-#                      CUDA thread, barriers and shuffles) and graded on small shapes against reference/cpu_reference.c.
+#                      CUDA thread, barriers and shuffles) and graded on small shapes against reference/cpu/cpu_reference.c.
 #                      EMU_SRC=lessons/04-register-outputs/registers.cu runs your file instead
 #                      (with STARTER_NOT_DONE set to 0)
 # Lesson 04's register experiments, the `make ptxas-lesson4` report with one extra flag:
@@ -26,7 +26,7 @@ check-03-05:
 	  if echo "$$out" | grep -qE '[1-9][0-9]* bytes spill'; then \
 	    echo "check-03-05: $$f spills:"; echo "$$out" | grep -E 'entry function|spill|registers'; exit 1; fi; \
 	done; \
-	out=$$($(NVCC) -O3 -std=c++17 -DRUNTIME_INDEX -gencode arch=compute_90,code=sm_90 -Ireference/include -Ireference \
+	out=$$($(NVCC) -O3 -std=c++17 -DRUNTIME_INDEX -gencode arch=compute_90,code=sm_90 $(REF_INC) \
 	       -Xptxas -v -c solutions/04-register-outputs/registers.cu -o /dev/null 2>&1); \
 	if ! echo "$$out" | grep -qE '[1-9][0-9]* bytes stack frame'; then \
 	  echo "check-03-05: -DRUNTIME_INDEX no longer puts o[][] in local memory; lesson 04's text is wrong:"; \
@@ -34,7 +34,7 @@ check-03-05:
 	echo "check-03-05: lessons 03-05 (starters, solutions) build for sm_75 and sm_90 without warnings or spills"
 
 # The emulator's driver (emu_fp32.cpp) is one object, compiled once for the three kernels.
-EMU0305_CXXFLAGS = -O2 -std=c++20 -Wall -Wno-unknown-pragmas -Itests/fp32_emu -Ireference/include -Ireference
+EMU0305_CXXFLAGS = -O2 -std=c++20 -Wall -Wno-unknown-pragmas -Itests/fp32_emu $(REF_INC)
 build/emu0305/emu_fp32.o: tests/fp32_emu/emu_fp32.cpp $(wildcard tests/fp32_emu/*.h) $(HARNESS_H)
 	@mkdir -p build/emu0305
 	$(CXX_0305) $(EMU0305_CXXFLAGS) -c $< -o $@
@@ -63,7 +63,7 @@ $(R4_PTXAS): ptxas-%:
 	  NVCC_FLAGS='$(NVCC_FLAGS) $(R4_FLAGS_$(call r4_variant,$*))'
 
 $(R4_BINS): %: $(HARNESS_C_OBJ) $(HARNESS_CU_OBJ) FORCE_R4
-	$(NVCC) $(NVCC_FLAGS) $(R4_FLAGS_$(call r4_variant,$@)) $(ARCH_FLAGS) -Ireference/include -Ireference \
+	$(NVCC) $(NVCC_FLAGS) $(R4_FLAGS_$(call r4_variant,$@)) $(ARCH_FLAGS) $(REF_INC) \
 	  $(call src_of,$(call r4_kind,$@)s,4) $(HARNESS_CU_OBJ) $(HARNESS_C_OBJ) -o $@ -lgomp
 .PHONY: FORCE_R4
 FORCE_R4:

@@ -27,7 +27,7 @@ emu-06: build/host/cpu_reference.o
 	@if [ ! -f $(CUDA_INC_06)/cuda_fp16.h ]; then echo "emu-06: SKIP (no CUDA headers)"; exit 0; fi; \
 	mkdir -p build/emu06 && \
 	python3 tests/emu/prep.py $(EMU06_SRC) > build/emu06/kernel.inc && \
-	$(CXX_06) -O2 -std=c++20 -w -Itests/wmma_emu -I$(CUDA_INC_06) -Ireference/include -Ireference -include emu_host.h \
+	$(CXX_06) -O2 -std=c++20 -w -Itests/wmma_emu -I$(CUDA_INC_06) $(REF_INC) -include emu_host.h \
 	  -DEMU_KERNEL='"$(CURDIR)/build/emu06/kernel.inc"' tests/wmma_emu/emu06.cpp build/host/cpu_reference.o \
 	  -o build/emu06/emu06 -lpthread -lm && \
 	echo "emu-06: $(EMU06_SRC) on the CPU (wmma emulated, scrambled fragment layout)" && \

@@ -84,7 +84,7 @@ check-13:
 	check "" || exit 1; \
 	for v in $(foreach v,$(CHECK13_VARIANTS),$(subst $(LADDER13_SP),+,$(strip $(call ladder13_chain,$(v))))); do check $$v || exit 1; done; \
 	printf '#include "ptx_mma.h"\n#include "ptx_hopper_bwd.h"\n__global__ void k(float *o, float *g) {\n  float d[32] = {};\n  wgmma_fence(); wgmma_ss_mn<__half, 64>(d, 0, 0, 0); wgmma_ss_mn<__nv_bfloat16, 64>(d, 0, 0, 1); wgmma_commit(); wgmma_wait<0>(); fence_acc(d);\n  bulk_load_1d(0, o, 16, 8); bulk_reduce_add_f32(g, 0, 16); bulk_commit(); bulk_wait_read<0>();\n  o[threadIdx.x] = d[0] + ld_shared_f32x2(0).x;\n}\n' > "$$tmp/h.cu"; \
-	out=$$($(NVCC) -O3 -std=c++17 $(SM90A_FLAGS) -Ireference/include -Ireference -cubin "$$tmp/h.cu" -o /dev/null 2>&1) || \
+	out=$$($(NVCC) -O3 -std=c++17 $(SM90A_FLAGS) $(REF_INC) -cubin "$$tmp/h.cu" -o /dev/null 2>&1) || \
 	  { echo "$$out"; echo "check-13: reference/include/ptx_hopper_bwd.h does not compile for sm_90a"; exit 1; }; \
 	echo "check-13: the starter, the solution, its variants and ptx_hopper_bwd.h build for sm_90a"
 
@@ -96,9 +96,9 @@ emu-13:
 	mkdir -p build/emu && emu=$$(mktemp -d "$(CURDIR)/build/emu/emu-13.XXXXXX") && trap 'rm -rf "$$emu"' EXIT && \
 	bash $(VARIANT13_SH) $(EMU13_SRC) "$$emu/full.cu" $(EMU13_CHAIN) && \
 	python3 tests/emu/prep.py "$$emu/full.cu" > "$$emu/kernel.cu" && \
-	$(CC) -O2 -std=c11 -Ireference/include -Ireference -c reference/cpu_reference.c -o "$$emu/ref.o" && \
-	$(CC) -O2 -std=c11 -Ireference/include -Ireference -c reference/cpu_reference_bwd.c -o "$$emu/ref_bwd.o" && \
-	$(EMU_CXX) -std=c++20 $(or $(EMU_OPT),-O1) -w -Wno-psabi -I$(EMU_CUDA_INC) -Itests/hopper_emu -Ireference/include -Ireference \
+	$(CC) -O2 -std=c11 $(REF_INC) -c reference/cpu/cpu_reference.c -o "$$emu/ref.o" && \
+	$(CC) -O2 -std=c11 $(REF_INC) -c reference/cpu/cpu_reference_bwd.c -o "$$emu/ref_bwd.o" && \
+	$(EMU_CXX) -std=c++20 $(or $(EMU_OPT),-O1) -w -Wno-psabi -I$(EMU_CUDA_INC) -Itests/hopper_emu $(REF_INC) \
 	  -DEMU_SRC="\"$$emu/kernel.cu\"" -DEMU_NAME='"$(EMU13_SRC)$(if $(EMU13_CHAIN), + $(EMU13_CHAIN))"' \
 	  -x c++ tests/hopper_emu/emu13.cpp -x none "$$emu/ref.o" "$$emu/ref_bwd.o" -o "$$emu/emu13" -lpthread -lm && \
 	"$$emu/emu13" $(EMU_ARG) && EMU_WGMMA=late EMU_TMA=late EMU_SCHED=reverse "$$emu/emu13" $(EMU_ARG)
@@ -118,5 +118,5 @@ FORCE_SOL13:
 solution13-%: FORCE_SOL13 $(HARNESS_C_OBJ) $(HARNESS_BWD_CU_OBJ)
 	@mkdir -p build/variant13 && bash $(VARIANT13_SH) $(SOL13_SRC) build/variant13/$*.cu $(call ladder13_chain,$*) && \
 	echo "$(NVCC) ... build/variant13/$*.cu (solution 13 + variants $(strip $(call ladder13_chain,$*))) -o $@" && \
-	$(NVCC) $(NVCC_FLAGS) $(SM90A_FLAGS) -Ireference/include -Ireference build/variant13/$*.cu \
+	$(NVCC) $(NVCC_FLAGS) $(SM90A_FLAGS) $(REF_INC) build/variant13/$*.cu \
 	  $(HARNESS_BWD_CU_OBJ) $(HARNESS_C_OBJ) -o $@ -lgomp

@@ -1,6 +1,6 @@
 # mk/14-fp8.mk: lesson 14 (FP8 attention on Hopper: e4m3 wgmma, block scales, incoherent
 # processing). Its source carries `// build: sm_90a` (make solution14 / lesson14 build it for sm_90a
-# through the Makefile's own rule). The harness's FP8 inputs: --dtype e4m3 (reference/fp8.c,
+# through the Makefile's own rule). The harness's FP8 inputs: --dtype e4m3 (reference/cpu/fp8.c,
 # tests/test_fp8.c, make hostsim-forward's FP8 stand-in); the wrappers: reference/include/ptx_hopper_fp8.h.
 # In `make test` (no GPU needed):
 #   make check-14     reference/include/ptx_hopper_fp8.h compiles for sm_90a with every wrapper
@@ -34,7 +34,7 @@ SOL14_SRC := $(call src_of,solutions,14)
 LES14_SRC := $(call src_of,lessons,14)
 check-14:
 	@if ! command -v $(NVCC) >/dev/null 2>&1; then echo "check-14: SKIP (no nvcc)"; exit 0; fi; \
-	mkdir -p build && $(NVCC) $(SM90A_FLAGS) -Ireference/include -Ireference -Xptxas -v -cubin tests/gpu_fp8/header_check.cu \
+	mkdir -p build && $(NVCC) $(SM90A_FLAGS) $(REF_INC) -Xptxas -v -cubin tests/gpu_fp8/header_check.cu \
 	  -o build/fp8_header_check.cubin 2>build/fp8_header_check.log || { cat build/fp8_header_check.log; exit 1; }; \
 	if grep -q "warning" build/fp8_header_check.log; then cat build/fp8_header_check.log; exit 1; fi; \
 	echo "check-14: reference/include/ptx_hopper_fp8.h compiles for sm_90a (e4m3 wgmma ss and rs, N = 64 and 128; cvt e4m3x2)"; \
@@ -86,20 +86,20 @@ emu-lesson14: $$(if $$(HOSTSIM_HAVE_CUDA),$$(HOSTSIM_FWD_OBJ))
 emu-solution14: $$(if $$(HOSTSIM_HAVE_CUDA),$$(HOSTSIM_FWD_OBJ))
 	$(call EMU14_RUN,$(SOL14_SRC),emu-solution14,solutions)
 
-FP8_SCALAR_SRC := tests/gpu_fp8/scalar_fp8.cu $(filter-out reference/runner_backward.cu,$(wildcard reference/runner_*.cu)) $(HARNESS_C)
+FP8_SCALAR_SRC := tests/gpu_fp8/scalar_fp8.cu $(filter-out reference/harness/runner_backward.cu,$(wildcard reference/harness/runner_*.cu)) $(HARNESS_C)
 fp8-scalar: build/fp8scalar
 build/fp8scalar: $(FP8_SCALAR_SRC) $(HARNESS_H)
 	@mkdir -p build
-	$(NVCC) -O2 -std=c++17 $(SM90A_FLAGS) -Xcompiler -fopenmp -Ireference/include -Ireference $(FP8_SCALAR_SRC) -o $@ -lgomp
+	$(NVCC) -O2 -std=c++17 $(SM90A_FLAGS) -Xcompiler -fopenmp $(REF_INC) $(FP8_SCALAR_SRC) -o $@ -lgomp
 
 TEST_STEPS += check-14 emu-14
 
 # make quant-error-14: where FP8 attention's error comes from on the outlier inputs (CPU, no GPU):
-# lessons/14-fp8-attention/worklog/quant_error.c with the harness's quantization (reference/fp8.c)
+# lessons/14-fp8-attention/worklog/quant_error.c with the harness's quantization (reference/cpu/fp8.c)
 QUANT14 := lessons/14-fp8-attention/worklog/quant_error.c
-build/quant_error14: $(QUANT14) reference/fp8.c reference/fp8.h reference/cpu_reference.c reference/rng.c
+build/quant_error14: $(QUANT14) reference/cpu/fp8.c reference/cpu/fp8.h reference/cpu/cpu_reference.c reference/harness/rng.c
 	@mkdir -p build
-	$(CC) $(CFLAGS) -Ireference/include -Ireference $(QUANT14) reference/fp8.c reference/cpu_reference.c reference/rng.c -o $@ -lm
+	$(CC) $(CFLAGS) $(REF_INC) $(QUANT14) reference/cpu/fp8.c reference/cpu/cpu_reference.c reference/harness/rng.c -o $@ -lm
 .PHONY: quant-error-14
 quant-error-14: build/quant_error14
 	build/quant_error14 $(QUANT14_SEED)
@@ -110,7 +110,7 @@ FORCE_SOL14:
 solution14-%: FORCE_SOL14 $(HARNESS_C_OBJ) $(HARNESS_CU_OBJ)
 	@mkdir -p build/variant14 && bash $(VARIANT14_SH) $(SOL14_SRC) build/variant14/$*.cu $* && \
 	echo "$(NVCC) ... build/variant14/$*.cu (solution 14 + variants/$*.var) -o $@" && \
-	$(NVCC) $(NVCC_FLAGS) $(SM90A_FLAGS) -Ireference/include -Ireference build/variant14/$*.cu \
+	$(NVCC) $(NVCC_FLAGS) $(SM90A_FLAGS) $(REF_INC) build/variant14/$*.cu \
 	  $(HARNESS_CU_OBJ) $(HARNESS_C_OBJ) -o $@ -lgomp
 
 # make sanitize-solution14 / sanitize-lesson14 (the Makefile's sanitize-%): FP8 inputs, d = 128 only

@@ -41,7 +41,7 @@ variant_src = mkdir -p build/variants && \
 	  || { echo "$(dir $(call src_of,lessons,$(1)))worklog/variants/$(2).patch no longer applies to $(call src_of,solutions,$(1))"; exit 1; }
 define build_variant
 	@$(call variant_src,$(1),$(2))
-	$(NVCC) $(NVCC_FLAGS) $(ARCH_FLAGS) -Ireference/include -Ireference build/variants/solution$(1)-$(2).cu \
+	$(NVCC) $(NVCC_FLAGS) $(ARCH_FLAGS) $(REF_INC) build/variants/solution$(1)-$(2).cu \
 	  $(HARNESS_CU_OBJ) $(HARNESS_C_OBJ) -o solution$(1)-$(2) -lgomp
 endef
 solution7-%: lessons/07-mma-ldmatrix/worklog/variants/%.patch $(call src_of,solutions,7) $(ARCH_STAMP) $(HARNESS_C_OBJ) $(HARNESS_CU_OBJ)
@@ -65,7 +65,7 @@ check-07-08:
 	  n=$$(echo "$$p" | sed -E 's@lessons/0?([0-9]+)-.*@\1@'); v=$$(basename "$$p" .patch); \
 	  case $$n in 7) $(call variant_src,7,$$v) ;; 8) $(call variant_src,8,$$v) ;; esac; \
 	  [ "$(VARIANT_BUILDS)" = 0 ] && continue; \
-	  out=$$($(NVCC) -O3 -std=c++17 -gencode arch=compute_90,code=sm_90 -Ireference/include -Ireference \
+	  out=$$($(NVCC) -O3 -std=c++17 -gencode arch=compute_90,code=sm_90 $(REF_INC) \
 	         -c build/variants/solution$$n-$$v.cu -o /dev/null 2>&1) || { echo "$$out"; echo "check-07-08: variant $$p does not build"; exit 1; }; \
 	done; \
 	echo "check-07-08: starters and solutions build for sm_75 and sm_90, solutions spill at most $(SPILL_BUDGET) bytes; $(words $(VARIANT_PATCHES_07_08)) worklog variants apply$(if $(filter 0,$(VARIANT_BUILDS)), (their builds: make test-full), and build)"
@@ -81,7 +81,7 @@ EMU_CUDA_INC := $(CUDA_INC)
 EMU_BUILD = if [ ! -f $(EMU_CUDA_INC)/cuda_fp16.h ]; then echo "$@: SKIP (no CUDA headers)"; exit 0; fi; \
 	mkdir -p build/emu && emu=$$(mktemp -d "$(CURDIR)/build/emu/$@.XXXXXX") && trap 'rm -rf "$$emu"' EXIT && \
 	python3 tests/emu/prep.py $(1) > "$$emu/kernel.cu" && \
-	$(EMU_CXX) -std=c++20 -O1 -w -DFA_EMULATOR -I$(EMU_CUDA_INC) -Itests/warp_emu -Ireference/include -Ireference \
+	$(EMU_CXX) -std=c++20 -O1 -w -DFA_EMULATOR -I$(EMU_CUDA_INC) -Itests/warp_emu $(REF_INC) \
 	  -DEMU_SRC="\"$$emu/kernel.cu\"" -DEMU_NAME='"$(1)"' -x c++ tests/warp_emu/emu$(2).cpp \
 	  -o "$$emu/emu$(2)" -lpthread
 EMU_ARG = $(if $(filter 1,$(EMU_QUICK)),quick,)
@@ -100,6 +100,6 @@ SWEEP8_DEFS ?=
 SWEEP8_OUT ?= build/sweep8/solution8
 sweep8-variant: $(HARNESS_C_OBJ) $(HARNESS_CU_OBJ)
 	@mkdir -p $(dir $(SWEEP8_OUT))
-	$(NVCC) $(NVCC_FLAGS) $(ARCH_FLAGS) $(SWEEP8_DEFS) -Xptxas -v -Ireference/include -Ireference $(SWEEP8_SRC) \
+	$(NVCC) $(NVCC_FLAGS) $(ARCH_FLAGS) $(SWEEP8_DEFS) -Xptxas -v $(REF_INC) $(SWEEP8_SRC) \
 	  $(HARNESS_CU_OBJ) $(HARNESS_C_OBJ) -o $(SWEEP8_OUT) -lgomp 2> $(SWEEP8_OUT).ptxas \
 	  || { cat $(SWEEP8_OUT).ptxas; exit 1; }

@@ -71,7 +71,7 @@ check-11: $(if $(shell command -v $(NVCC) 2>/dev/null),$(VARIANT11))
 	  done; \
 	done; \
 	if [ "$(VARIANT_BUILDS)" != 0 ]; then \
-	  out=$$($(NVCC) -O3 -std=c++17 -Xcompiler -Wall -gencode arch=compute_90,code=sm_90 -Ireference/include -Ireference \
+	  out=$$($(NVCC) -O3 -std=c++17 -Xcompiler -Wall -gencode arch=compute_90,code=sm_90 $(REF_INC) \
 	         -c $(VARIANT11) -o /dev/null 2>&1) || { echo "$$out"; echo "check-11: the options variant does not build"; exit 1; }; \
 	fi; \
 	echo "check-11: starter and solution build for sm_75, sm_80 and sm_90 without warnings; the solution spills at most $(SPILL_BUDGET_11_SM90) bytes on sm_90, $(SPILL_BUDGET_11_SM80) on sm_80; the options variant applies$(if $(filter 0,$(VARIANT_BUILDS)), (its build: make test-full), and builds)"
@@ -84,9 +84,9 @@ EMU11_SRC ?= $(call src_of,solutions,11)
 EMU11_BUILD = if [ ! -f $(EMU_CUDA_INC)/cuda_fp16.h ]; then echo "$@: SKIP (no CUDA headers)"; exit 0; fi; \
 	mkdir -p build/emu && emu=$$(mktemp -d "$(CURDIR)/build/emu/$@.XXXXXX") && trap 'rm -rf "$$emu"' EXIT && \
 	python3 tests/emu/prep.py $(1) > "$$emu/kernel.cu" && \
-	$(CC) -O2 -std=c11 -Ireference/include -Ireference -c reference/cpu_reference.c -o "$$emu/ref.o" && \
-	$(CC) -O2 -std=c11 -Ireference/include -Ireference -c reference/cpu_reference_bwd.c -o "$$emu/ref_bwd.o" && \
-	$(EMU_CXX) -std=c++20 -O1 -w -I$(EMU_CUDA_INC) -Itests/warp_emu -Ireference/include -Ireference $(2) \
+	$(CC) -O2 -std=c11 $(REF_INC) -c reference/cpu/cpu_reference.c -o "$$emu/ref.o" && \
+	$(CC) -O2 -std=c11 $(REF_INC) -c reference/cpu/cpu_reference_bwd.c -o "$$emu/ref_bwd.o" && \
+	$(EMU_CXX) -std=c++20 -O1 -w -I$(EMU_CUDA_INC) -Itests/warp_emu $(REF_INC) $(2) \
 	  -DEMU_SRC="\"$$emu/kernel.cu\"" -DEMU_NAME='"$(1)$(if $(2), $(2))"' -x c++ tests/warp_emu/emu11.cpp \
 	  -x none "$$emu/ref.o" "$$emu/ref_bwd.o" -o "$$emu/emu11" -lpthread -lm
 
@@ -113,7 +113,7 @@ SWEEP11_DEFS ?=
 SWEEP11_OUT ?= build/sweep11/solution11
 sweep11-variant: $(HARNESS_C_OBJ) $(HARNESS_BWD_CU_OBJ) $(if $(filter $(VARIANT11),$(SWEEP11_SRC)),$(VARIANT11))
 	@mkdir -p $(dir $(SWEEP11_OUT))
-	$(NVCC) $(NVCC_FLAGS) $(ARCH_FLAGS) $(SWEEP11_DEFS) -Xptxas -v -Ireference/include -Ireference $(SWEEP11_SRC) \
+	$(NVCC) $(NVCC_FLAGS) $(ARCH_FLAGS) $(SWEEP11_DEFS) -Xptxas -v $(REF_INC) $(SWEEP11_SRC) \
 	  $(HARNESS_BWD_CU_OBJ) $(HARNESS_C_OBJ) -o $(SWEEP11_OUT) -lgomp 2> $(SWEEP11_OUT).ptxas \
 	  || { cat $(SWEEP11_OUT).ptxas; exit 1; }
 
@@ -121,7 +121,7 @@ sweep-11:
 	@bash lessons/11-backward-tensor-cores/worklog/sweep.sh $(SWEEP11_ARGS)
 
 # ---- lesson 11 through the real backward runner, on the CPU (no GPU) ----
-#   make hostsim-11           reference/runner_backward.cu over tests/hostsim's fake CUDA runtime
+#   make hostsim-11           reference/harness/runner_backward.cu over tests/hostsim's fake CUDA runtime
 #                             (objects from mk/backward.mk), with lesson 11's source, host code
 #                             included, on the warp emulator: attention_backward, its workspace and
 #                             launches, and the runner's grading, re-run and causal tests, on a few

@@ -1,6 +1,6 @@
 # mk/backward.mk: the backward pass: lesson 10, the standard backward, their checks.
 #   make standard_backward   ./standard_backward: unfused cuBLAS backward (S, P in HBM), graded and
-#                            timed by the backward runner like a lesson (reference/standard_attention_bwd.cu)
+#                            timed by the backward runner like a lesson (reference/gpu/standard_attention_bwd.cu)
 #   make solution10-dq-pass  lesson 10 with dQ in a separate pass instead of atomics (-DDQ_ATOMIC=0),
 #                            for the text's comparison (also lesson10-dq-pass, and ...-dq-atomic for
 #                            the default)
@@ -15,14 +15,14 @@
 # sanitize-solution10/lesson10 run in fp32 (the Makefile's default for lessons after 05 is fp16).
 .PHONY: check-10 emu-10 test-backward-unit
 
-standard_backward: reference/standard_attention_bwd.cu $(HARNESS_BWD_CU_OBJ) $(HARNESS_C_OBJ) $(HARNESS_H)
-	$(NVCC) $(NVCC_FLAGS) $(ARCH_FLAGS) -Ireference/include -Ireference reference/standard_attention_bwd.cu $(HARNESS_BWD_CU_OBJ) \
+standard_backward: reference/gpu/standard_attention_bwd.cu $(HARNESS_BWD_CU_OBJ) $(HARNESS_C_OBJ) $(HARNESS_H)
+	$(NVCC) $(NVCC_FLAGS) $(ARCH_FLAGS) $(REF_INC) reference/gpu/standard_attention_bwd.cu $(HARNESS_BWD_CU_OBJ) \
 	  $(HARNESS_C_OBJ) -o standard_backward -lcublas -lgomp
 
 L10_VARIANTS := solution10-dq-pass lesson10-dq-pass solution10-dq-atomic lesson10-dq-atomic
 l10_kind = $(if $(filter solution%,$(1)),solutions,lessons)
 $(L10_VARIANTS): %: $(HARNESS_C_OBJ) $(HARNESS_BWD_CU_OBJ) FORCE_L10
-	$(NVCC) $(NVCC_FLAGS) -DDQ_ATOMIC=$(if $(findstring dq-pass,$@),0,1) $(ARCH_FLAGS) -Ireference/include -Ireference \
+	$(NVCC) $(NVCC_FLAGS) -DDQ_ATOMIC=$(if $(findstring dq-pass,$@),0,1) $(ARCH_FLAGS) $(REF_INC) \
 	  $(call src_of,$(call l10_kind,$@),10) $(HARNESS_BWD_CU_OBJ) $(HARNESS_C_OBJ) -o $@ -lgomp
 .PHONY: FORCE_L10
 FORCE_L10:
@@ -49,10 +49,10 @@ EMU10_OBJ := build/host/cpu_reference.o build/host/cpu_reference_bwd.o build/hos
 emu-10: $(EMU10_OBJ)
 	@if [ -z "$(EMU10_SRC)" ]; then echo "emu-10: SKIP (no solutions/10-*/)"; exit 0; fi; \
 	mkdir -p build/emu10 && python3 tests/fp32_emu/prep.py $(EMU10_SRC) build/emu10/kernel.cpp && \
-	$(CXX_BWD) -O2 -std=c++20 -Wall -Wno-unknown-pragmas -Itests/fp32_emu -Ireference/include -Ireference -include emu_bwd_runtime.h \
+	$(CXX_BWD) -O2 -std=c++20 -Wall -Wno-unknown-pragmas -Itests/fp32_emu $(REF_INC) -include emu_bwd_runtime.h \
 	  -c tests/fp32_emu/emu10.cpp -o build/emu10/emu10.o || exit 1; \
 	for q in 1 0; do \
-	  $(CXX_BWD) -O2 -std=c++20 -Wall -Wno-unknown-pragmas -DDQ_ATOMIC=$$q -Itests/fp32_emu -Ireference/include -Ireference \
+	  $(CXX_BWD) -O2 -std=c++20 -Wall -Wno-unknown-pragmas -DDQ_ATOMIC=$$q -Itests/fp32_emu $(REF_INC) \
 	    -include emu_bwd_runtime.h -x c++ build/emu10/kernel.cpp -x none build/emu10/emu10.o $(EMU10_OBJ) \
 	    -o build/emu10/emu10-$$q -fopenmp -lpthread -lm || exit 1; \
 	  timeout 600 ./build/emu10/emu10-$$q $$([ $$q = 0 ] && echo 6) || exit 1; \
@@ -61,24 +61,24 @@ emu-10: $(EMU10_OBJ)
 TEST_BWD_SRC := tests/test_backward.c
 tests/bin/unit_backward: $(TEST_BWD_SRC) $(HARNESS_C_OBJ) $(HARNESS_H)
 	@mkdir -p tests/bin
-	$(CC) $(CFLAGS) -Ireference/include -Ireference $(filter %.c %.o,$^) -o $@ -lcriterion -lm
+	$(CC) $(CFLAGS) $(REF_INC) $(filter %.c %.o,$^) -o $@ -lcriterion -lm
 test-backward-unit: tests/bin/unit_backward
 	tests/bin/unit_backward --jobs 2
 
 TEST_STEPS += check-10 emu-10 test-backward-unit
 
 # ---- the backward runner itself on the CPU (tests/hostsim; no GPU) ----
-#   make hostsim-10            reference/runner_backward.cu compiled with g++ over a fake CUDA runtime,
+#   make hostsim-10            reference/harness/runner_backward.cu compiled with g++ over a fake CUDA runtime,
 #                              lesson 10's kernels through the fp32 emulator: a few small shapes must
 #                              pass, and the plain same-precision backward (tests/hostsim/lowp_lesson.cpp)
 #                              in fp16 and bf16 (in `make test`); HOSTSIM_SRC=lessons/10-backward-fp32/backward_fp32.cu
 #                              grades your file instead
 #   make hostsim-mutants-10    every tests/mutants/10/*.mut through it: each must fail with its diagnosis
 #                              (a few minutes; HOSTSIM_MUTANTS="d-missing dk-dv-swapped" picks some)
-HOSTSIM_CXX = $(CXX_BWD) -O2 -std=c++17 -fopenmp -w -I$(CUDA_INC) -Ireference/include -Ireference
+HOSTSIM_CXX = $(CXX_BWD) -O2 -std=c++17 -fopenmp -w -I$(CUDA_INC) $(REF_INC)
 HOSTSIM_OBJ := build/hostsim/runner_backward.o build/hostsim/runner_main.o build/hostsim/runner_grade.o \
                build/hostsim/runner_common.o build/hostsim/runner_buffers.o build/hostsim/fake_device.o $(HARNESS_C_OBJ)
-build/hostsim/%.o: reference/%.cu $(HARNESS_H)
+build/hostsim/%.o: %.cu $(HARNESS_H)
 	@mkdir -p build/hostsim
 	$(HOSTSIM_CXX) -x c++ -c $< -o $@
 build/hostsim/fake_device.o: tests/hostsim/fake_device.cpp $(HARNESS_H)

@@ -25,8 +25,8 @@ compare:
 	@bash bench/compare_builds.sh $(COMPARE_ARGS)
 
 
-standard: reference/standard_attention.cu $(HARNESS_CU_OBJ) $(HARNESS_C_OBJ) $(HARNESS_H)
-	$(NVCC) $(NVCC_FLAGS) $(ARCH_FLAGS) -Ireference/include -Ireference reference/standard_attention.cu $(HARNESS_CU_OBJ) $(HARNESS_C_OBJ) -o standard -lcublas -lgomp
+standard: reference/gpu/standard_attention.cu $(HARNESS_CU_OBJ) $(HARNESS_C_OBJ) $(HARNESS_H)
+	$(NVCC) $(NVCC_FLAGS) $(ARCH_FLAGS) $(REF_INC) reference/gpu/standard_attention.cu $(HARNESS_CU_OBJ) $(HARNESS_C_OBJ) -o standard -lcublas -lgomp
 
 BENCH_DECODE ?= $(if $(call src_of,solutions,12),1,0)
 # then_decode: after bench.sh (its status in rc), the decode sweep with the options in dargs,

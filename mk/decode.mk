@@ -58,7 +58,7 @@ emu-12: build/host/cpu_reference.o
 	@if [ ! -f $(EMU12_INC)/cuda_fp16.h ]; then echo "emu-12: SKIP (no CUDA headers)"; exit 0; fi; \
 	mkdir -p build/emu && emu=$$(mktemp -d "$(CURDIR)/build/emu/emu-12.XXXXXX") && trap 'rm -rf "$$emu"' EXIT && \
 	python3 tests/emu/prep.py $(EMU12_SRC) > "$$emu/kernel.cu" && \
-	$(EMU12_CXX) -std=c++20 -O1 -w $(EMU12_DEFS) -I$(EMU12_INC) -Itests/warp_emu -Ireference/include -Ireference -DEMU_SRC="\"$$emu/kernel.cu\"" \
+	$(EMU12_CXX) -std=c++20 -O1 -w $(EMU12_DEFS) -I$(EMU12_INC) -Itests/warp_emu $(REF_INC) -DEMU_SRC="\"$$emu/kernel.cu\"" \
 	  -DEMU_NAME='"$(EMU12_SRC)"' -x c++ tests/warp_emu/emu12.cpp -x none build/host/cpu_reference.o \
 	  -o "$$emu/emu12" -lpthread -lm && \
 	"$$emu/emu12" $(EMU12_ARG) && EMU_CPASYNC=late "$$emu/emu12" $(EMU12_ARG)
@@ -74,7 +74,7 @@ $(DECODE_DIR)/fd_plan.h: $(DECODE_SRC)
 	  awk '/\/\/ \[region config\]/{on=1;next} /\/\/ \[end config\]/{on=0} on' $<; \
 	  awk '/\/\/ \[region plan\]/{on=1;next} /\/\/ \[end plan\]/{on=0} on' $< | grep -v '// \[\(region\|end\) '; } > $@
 $(DECODE_DIR)/test_decode: tests/test_decode.c $(DECODE_DIR)/fd_plan.h build/host/cli.o build/host/cpu_reference.o $(HARNESS_H)
-	$(CC) $(CFLAGS) -Ireference/include -Ireference -I$(DECODE_DIR) tests/test_decode.c build/host/cli.o build/host/cpu_reference.o \
+	$(CC) $(CFLAGS) $(REF_INC) -I$(DECODE_DIR) tests/test_decode.c build/host/cli.o build/host/cpu_reference.o \
 	  -o $@ -lcriterion -lm
 test-decode: $(DECODE_DIR)/test_decode
 	@echo "test-decode: the split plan of $(DECODE_SRC)"
@@ -102,9 +102,9 @@ decode-cli: solution8 solution12
 TEST_STEPS += check-12 emu-12 test-decode decode-selftest decode-cli decode-variants-apply
 TEST_FULL_STEPS += emu-full-12
 
-build/copy_bandwidth: bench/copy_bandwidth.cu reference/include/cuda_check.h reference/include/attention.h reference/l2_read.h
+build/copy_bandwidth: bench/copy_bandwidth.cu reference/include/cuda_check.h reference/include/attention.h reference/harness/l2_read.h
 	@mkdir -p build
-	$(NVCC) -O3 -std=c++17 $(ARCH_FLAGS) -Ireference/include -Ireference $< -o $@
+	$(NVCC) -O3 -std=c++17 $(ARCH_FLAGS) $(REF_INC) $< -o $@
 
 BENCH_DECODE_ARGS ?=
 bench-decode:
@@ -155,7 +155,7 @@ DV_SOURCE = $(if $(strip $(2)),command -v patch >/dev/null || { echo "decode-var
 decode-variant: $(HARNESS_C_OBJ) $(HARNESS_CU_OBJ)
 	@$(if $(V),$(if $(filter $(V),$(DV_NAMES)),,echo "decode-variant: V=$(V) is none of: $(DV_NAMES)"; exit 2;)) \
 	$(call DV_SOURCE,$(DV_OUT),$(DV_PATCHES))
-	$(NVCC) $(NVCC_FLAGS) $(ARCH_FLAGS) $(DV_DEFS) -Xptxas -v -Ireference/include -Ireference $(DV_OUT).cu \
+	$(NVCC) $(NVCC_FLAGS) $(ARCH_FLAGS) $(DV_DEFS) -Xptxas -v $(REF_INC) $(DV_OUT).cu \
 	  $(HARNESS_CU_OBJ) $(HARNESS_C_OBJ) -o $(DV_OUT) -lgomp 2> $(DV_OUT).ptxas || { cat $(DV_OUT).ptxas; exit 1; }
 decode-variants:
 	@for v in $(DV_NAMES); do $(MAKE) --no-print-directory decode-variant V=$$v || exit 1; done; \

@@ -29,7 +29,7 @@ text-exp-variant: $(HARNESS_C_OBJ) $(HARNESS_ALL_CU_OBJ)
 	@if [ -z "$(TEXT_EXP_SRC)" ] || [ -z "$(TEXT_EXP_OUT)" ]; then \
 	  echo "usage: make text-exp-variant TEXT_EXP_N=<solution number> TEXT_EXP_DEFS='-DX=1' TEXT_EXP_OUT=<binary>"; exit 2; fi
 	@mkdir -p $(dir $(TEXT_EXP_OUT))
-	$(NVCC) $(NVCC_FLAGS) $(TEXT_EXP_DEFS) $(call arch_of,$(TEXT_EXP_SRC)) -Ireference/include -Ireference $(TEXT_EXP_SRC) \
+	$(NVCC) $(NVCC_FLAGS) $(TEXT_EXP_DEFS) $(call arch_of,$(TEXT_EXP_SRC)) $(REF_INC) $(TEXT_EXP_SRC) \
 	  $(call runner_obj_of,$(TEXT_EXP_SRC)) $(HARNESS_C_OBJ) -o $(TEXT_EXP_OUT) -lgomp
 
 gpu-check-selftest:

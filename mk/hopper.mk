@@ -89,7 +89,7 @@ check-09:
 	  check "" "" "128 168" || exit 1; \
 	fi; \
 	printf '#include "ptx_mma.h"\n#include "ptx_hopper.h"\n__global__ void k(float *o) {\n  float d[64] = {}; uint32_t a[4] = {};\n  wgmma_fence(); wgmma_ss<__half, 128>(d, 0, 0, 0); wgmma_rs<__nv_bfloat16, 128>(d, a, 0, 1); wgmma_commit(); wgmma_wait<0>(); fence_acc(d);\n  mbar_wait(0, 0); named_sync(1, 256); o[threadIdx.x] = d[0] + desc_kmajor<128>(0, 0, 1) + desc_mnmajor<64>(0, 1);\n}\n' > "$$tmp/h.cu"; \
-	out=$$($(NVCC) -O3 -std=c++17 $(SM90A_FLAGS) -Ireference/include -Ireference -cubin "$$tmp/h.cu" -o /dev/null 2>&1) || \
+	out=$$($(NVCC) -O3 -std=c++17 $(SM90A_FLAGS) $(REF_INC) -cubin "$$tmp/h.cu" -o /dev/null 2>&1) || \
 	  { echo "$$out"; echo "check-09: reference/include/ptx_hopper.h does not compile for sm_90a"; exit 1; }; \
 	echo "check-09: the starter, $(if $(filter 1,$(CHECK09_FULL)),steps 1-7 of the solution and its builds,the solution as shipped), its variants (applied) and ptx_hopper.h build for sm_90a"
 # make test-full: every step of the ladder and every build of CHECK09_BUILDS
@@ -98,7 +98,7 @@ check-09-full:
 
 tests/bin/tma: tests/test_tma.c reference/include/tma_params.h reference/include/attention.h
 	@mkdir -p tests/bin
-	$(CC) $(CFLAGS) -Ireference/include -Ireference tests/test_tma.c -o $@ -lcriterion
+	$(CC) $(CFLAGS) $(REF_INC) tests/test_tma.c -o $@ -lcriterion
 test-tma: tests/bin/tma
 	tests/bin/tma --jobs 2
 
@@ -109,7 +109,7 @@ emu-09:
 	mkdir -p build/emu && emu=$$(mktemp -d "$(CURDIR)/build/emu/emu-09.XXXXXX") && trap 'rm -rf "$$emu"' EXIT && \
 	bash $(HOPPER_VARIANT_SH) $(EMU09_SRC) "$$emu/full.cu" steps-1-4 $(EMU09_VARIANTS) && \
 	python3 tests/emu/prep.py "$$emu/full.cu" > "$$emu/kernel.cu" && \
-	$(EMU_CXX) -std=c++20 $(or $(EMU_OPT),-O1) -w -Wno-psabi -I$(EMU_CUDA_INC) -Itests/hopper_emu -Ireference/include -Ireference $(EMU09_DEFS) \
+	$(EMU_CXX) -std=c++20 $(or $(EMU_OPT),-O1) -w -Wno-psabi -I$(EMU_CUDA_INC) -Itests/hopper_emu $(REF_INC) $(EMU09_DEFS) \
 	  $(if $(filter 1,$(EMU_QUICK)),-DEMU_QUICK_ONLY) \
 	  -DEMU_SRC="\"$$emu/kernel.cu\"" -DEMU_NAME='"$(EMU09_SRC)"' -x c++ tests/hopper_emu/emu9.cpp \
 	  -o "$$emu/emu9" -lpthread && \
@@ -127,7 +127,7 @@ hopper-variant: $(HARNESS_C_OBJ) $(HARNESS_CU_OBJ)
 	gen=build/hopper-variant/$(notdir $(HOPPER_OUT)).cu; mkdir -p build/hopper-variant; \
 	if [ -n "$$vs" ]; then bash $(HOPPER_VARIANT_SH) $(HOPPER_SRC) $$gen $$vs || exit 1; src=$$gen; fi; \
 	echo "$(NVCC) ... $(HOPPER_DEFS) $$src$${vs:+ (variants: $$vs)} -o $(HOPPER_OUT)"; \
-	$(NVCC) $(NVCC_FLAGS) $(SM90A_FLAGS) $(HOPPER_DEFS) -Xptxas -v -Ireference/include -Ireference $$src \
+	$(NVCC) $(NVCC_FLAGS) $(SM90A_FLAGS) $(HOPPER_DEFS) -Xptxas -v $(REF_INC) $$src \
 	  $(HARNESS_CU_OBJ) $(HARNESS_C_OBJ) -o $(HOPPER_OUT) -lgomp 2> $(HOPPER_OUT).ptxas \
 	  || { cat $(HOPPER_OUT).ptxas; exit 1; }
 

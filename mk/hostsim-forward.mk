@@ -1,5 +1,5 @@
 # mk/hostsim-forward.mk: the forward runner on the CPU, without a GPU. In `make test`:
-#   make hostsim-forward   the forward runner (reference/runner_main.cu + runner_attention.cu) compiled
+#   make hostsim-forward   the forward runner (reference/harness/runner_main.cu + runner_attention.cu) compiled
 #                          with g++ over tests/hostsim's fake CUDA runtime (as make hostsim-10 does
 #                          for the backward runner), graded
 #                          lessons: a stand-in computing the plain attention on the CPU

@@ -48,7 +48,7 @@ $(if $(DRY_RUN),,$(shell mkdir -p build; [ "$$(cat $(RING_STAMP) 2>/dev/null)" =
 RING_SOL := $(call src_of,solutions,15)
 RING_STARTER := $(call src_of,lessons,15)
 RING_GIVEN := lessons/15-ring-attention/ring_block.h $(call src_of,solutions,9) $(HARNESS_H)
-ring_link = $(NVCC) $(NVCC_FLAGS) $(SM90A_FLAGS) $(2) -Ireference/include -Ireference $(1) $(HARNESS_CU_OBJ) \
+ring_link = $(NVCC) $(NVCC_FLAGS) $(SM90A_FLAGS) $(2) $(REF_INC) $(1) $(HARNESS_CU_OBJ) \
   $(HARNESS_C_OBJ) -o $(3) -lgomp $(4)
 
 ring15-note:
@@ -75,9 +75,9 @@ ring15-tools: $(HARNESS_C_OBJ) $(HARNESS_CU_OBJ)
 	  [ -n "$$left" ] && flags="$$flags -DRING_SMS_LEFT=$$left"; \
 	  libs=$$( [ $$ring = nccl ] && echo "-L$(NCCL_LIB) -l:libnccl.so.2 -Xlinker -rpath -Xlinker $(NCCL_LIB)" || true); \
 	  echo "  build/ring15/{solution,timeline}-$$name ($$flags)"; \
-	  $(NVCC) $(NVCC_FLAGS) $(SM90A_FLAGS) $$flags -Ireference/include -Ireference $(RING_SOL) $(HARNESS_CU_OBJ) \
+	  $(NVCC) $(NVCC_FLAGS) $(SM90A_FLAGS) $$flags $(REF_INC) $(RING_SOL) $(HARNESS_CU_OBJ) \
 	    $(HARNESS_C_OBJ) -o build/ring15/solution-$$name -lgomp $$libs & \
-	  $(NVCC) $(NVCC_FLAGS) $(SM90A_FLAGS) $$flags -Ireference/include -Ireference $(RING_TOOL) \
+	  $(NVCC) $(NVCC_FLAGS) $(SM90A_FLAGS) $$flags $(REF_INC) $(RING_TOOL) \
 	    -o build/ring15/timeline-$$name $$libs & \
 	done; fail=0; for j in $$(jobs -p); do wait $$j || fail=1; done; exit $$fail
 
@@ -88,7 +88,7 @@ ring15-tools: $(HARNESS_C_OBJ) $(HARNESS_CU_OBJ)
 # tool compiles.
 # RING_LOGIC_SRC=lessons/15-ring-attention/ring_attention.cu runs the tests on your file.
 # (the device code is compiled to PTX, never run here: cicc at -O0 spends less time on it)
-RING_CHECK_FLAGS = -O2 -std=c++17 -gencode arch=compute_90a,code=compute_90a -Xcicc -O0 -Ireference/include -Ireference
+RING_CHECK_FLAGS = -O2 -std=c++17 -gencode arch=compute_90a,code=compute_90a -Xcicc -O0 $(REF_INC)
 RING_LOGIC_SRC ?=
 CXX_RING ?= g++
 ring-hostrun:

@@ -10,7 +10,7 @@ check-structure:
 
 TEST_STEPS += check-structure
 
-# The results fingerprint follows the code, not its comments (reference/source_hash.py).
+# The results fingerprint follows the code, not its comments (reference/tools/source_hash.py).
 .PHONY: test-source-hash
 test-source-hash:
 	@bash tests/source_hash_selftest.sh

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Fails when a solution's source, or a reference/include header it includes, no longer
-# matches the fingerprint (reference/source_hash.py) recorded by the newest `make results`
+# matches the fingerprint (reference/tools/source_hash.py) recorded by the newest `make results`
 # file in docs/results/ (or has no row there): kernel changes, the shared PTX wrappers'
 # too, must come with a GPU run. CI has no GPU, so this is how it knows.
 set -u
@@ -18,8 +18,8 @@ fail=0
 # every solution's source, then their fingerprints in one start of python (in the same order)
 srcs=()
 for dir in solutions/[0-9][0-9]-*/; do srcs+=("$(ls "$dir"*.c "$dir"*.cu 2>/dev/null | head -n1)"); done
-mapfile -t shas < <(python3 reference/source_hash.py "${srcs[@]}")
-[ ${#shas[@]} = ${#srcs[@]} ] || { echo "results freshness: reference/source_hash.py failed"; exit 1; }
+mapfile -t shas < <(python3 reference/tools/source_hash.py "${srcs[@]}")
+[ ${#shas[@]} = ${#srcs[@]} ] || { echo "results freshness: reference/tools/source_hash.py failed"; exit 1; }
 i=0
 for src in "${srcs[@]}"; do
     name=$(basename "$(dirname "$src")")

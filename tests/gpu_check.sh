@@ -19,7 +19,7 @@
 # Variables (from make): GPU_CHECK_STAGES (default: the seven above), LESSONS ("7 8": the
 # solutions that sanitize, fuzz and mutants check; the others always cover every lesson),
 # FUZZ_K (shapes per solution, default 500), NVCC, MAKE. GIT_COMMIT names the commit in the
-# results files where the tree has no .git (see reference/results.sh).
+# results files where the tree has no .git (see reference/tools/results.sh).
 #
 # Lessons are found in the tree: every solutions/NN-*/ with a .cu file is a GPU lesson. A
 # lesson whose binary refuses this GPU because its kernels need another architecture (exit 4,

@@ -8,7 +8,7 @@
 # the binary's source is SRC, it was built with the default NVCC_FLAGS for (at least) these
 # architectures, and the log is newer than SRC, the files beside SRC and the harness headers.
 # Otherwise SRC is compiled here:
-#   nvcc -O3 -std=c++17 -Xcompiler -Wall <archs> -Ireference/include -Ireference -Xptxas -v -c SRC
+#   nvcc -O3 -std=c++17 -Xcompiler -Wall <archs> -Ireference/include -Ireference/harness -Ireference/cpu -Ireference/gpu -Xptxas -v -c SRC
 # A build that is not a binary's own (FLAGs after --, e.g. -DDQ_ATOMIC=0, or a generated variant
 # file outside lessons/ and solutions/) always compiles here, device code only (-cubin).
 # Only the entries for the requested architectures are printed (warnings always are).
@@ -37,7 +37,7 @@ usable() {
     head -n1 "$log" | grep -qF "ptxas -v of $src, default flags," || return 1
     local a f
     for a in "${archs[@]}"; do head -n1 "$log" | grep -qE "code=sm_$a( |$)" || return 1; done
-    for f in "$(dirname "$src")"/* reference/*.h reference/include/*.h; do
+    for f in "$(dirname "$src")"/* reference/*/*.h; do
         [ -f "$f" ] && [ "$f" -nt "$log" ] && return 1
     done
     return 0
@@ -50,7 +50,7 @@ fi
 compile() {  # compile ARCH...: nvcc's whole output
     local gencode=() a
     for a in "$@"; do gencode+=(-gencode "arch=compute_$a,code=sm_$a"); done
-    "$NVCC" -O3 -std=c++17 -Xcompiler -Wall "${flags[@]}" "${gencode[@]}" -Ireference/include -Ireference -Xptxas -v \
+    "$NVCC" -O3 -std=c++17 -Xcompiler -Wall "${flags[@]}" "${gencode[@]}" -Ireference/include -Ireference/harness -Ireference/cpu -Ireference/gpu -Xptxas -v \
         $mode "$src" -o /dev/null 2>&1
 }
 if [ -n "$bin" ] && [ ${#flags[@]} -eq 0 ]; then

@@ -1,16 +1,16 @@
 #!/usr/bin/env bash
-# The results fingerprint (reference/source_hash.py) must follow the code and only the code: a
+# The results fingerprint (reference/tools/source_hash.py) must follow the code and only the code: a
 # reworded comment or re-indented line keeps it (no GPU rerun asked for), a changed token, string,
 # preprocessor line or included reference/include header changes it. make test runs this.
 set -eu
 here=$(cd "$(dirname "$0")/.." && pwd)
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
-mkdir -p "$tmp/reference/include" "$tmp/solutions/99-x"
-cp "$here/reference/source_hash.py" "$tmp/reference/"
+mkdir -p "$tmp/reference/include" "$tmp/reference/tools" "$tmp/solutions/99-x"
+cp "$here/reference/tools/source_hash.py" "$tmp/reference/tools/"
 printf '#pragma once\n#define TILE 64  // the tile\n' > "$tmp/reference/include/hdr.h"
 src="$tmp/solutions/99-x/k.cu"
 write() { printf '%s\n' '#include "hdr.h"' "$@" > "$src"; }
-fp() { python3 "$tmp/reference/source_hash.py" "$src"; }
+fp() { python3 "$tmp/reference/tools/source_hash.py" "$src"; }
 write '/* kernel */' 'int f(int a) { return a / 2; }  // half' 'const char *s = "a // b";'
 base=$(fp)
 fail=0

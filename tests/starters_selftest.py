@@ -62,7 +62,7 @@ def main():
         for d in ("reference/tools", "solutions/99-x", "lessons/99-x"):
             os.makedirs(os.path.join(root, d))
         shutil.copy(TOOL, os.path.join(root, "reference/tools"))
-        shutil.copy(os.path.join(HERE, "..", "reference", "source_hash.py"), os.path.join(root, "reference"))
+        shutil.copy(os.path.join(HERE, "..", "reference", "tools", "source_hash.py"), os.path.join(root, "reference", "tools"))
         open(os.path.join(root, "solutions/99-x/x.cu"), "w").write(GOOD)
         tool = os.path.join(root, "reference/tools/starters.py")
         run = lambda *a: subprocess.run([sys.executable, tool] + list(a), capture_output=True, text=True)

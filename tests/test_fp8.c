@@ -1,4 +1,4 @@
-/* FP8 inputs (reference/fp8.c) and their grading: the e4m3 encoding against the format's
+/* FP8 inputs (reference/cpu/fp8.c) and their grading: the e4m3 encoding against the format's
  * definition, quantization with per-tensor and per-block scales, the Hadamard rotation, the
  * outlier inputs, the plain FP8 reference and its tolerance (lesson 14). No GPU: what the
  * kernel does with them is checked by make hostsim-forward's stand-in and on the GPU. */

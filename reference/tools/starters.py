@@ -3,7 +3,7 @@
 
 A solution marks what the student writes, and carries what the starter shows in its place,
 with comment lines only (so the solution compiles and its results fingerprint,
-reference/source_hash.py, does not change):
+reference/tools/source_hash.py, does not change):
 
     // TODO(3) begin                 the answer to TODO(3) starts here ...
     //| /* TODO(3): the new running max, from m and the block's max. */
@@ -61,7 +61,7 @@ BEGIN = re.compile(r"^\s*//\s*(TODO\(\w+\)|solution) begin\b")
 END = re.compile(r"^\s*//\s*(TODO\(\w+\)|solution) end\b")
 STARTER_LINE = re.compile(r"^(\s*)//\|(?: (.*)|)$")
 KEEP = os.path.join("build", "starters")
-sys.path.insert(0, os.path.join(ROOT, "reference"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from source_hash import code_of  # noqa: E402  (the code a compiler sees: comments dropped)
 
 
@@ -105,7 +105,7 @@ def starter_of(text, path="solution", answered=()):
 
 
 def markup_only_in_comments(text, path):
-    """The markup must be invisible to the compiler: the solution's code (reference/source_hash.py)
+    """The markup must be invisible to the compiler: the solution's code (reference/tools/source_hash.py)
     is the same with every marker and //| line taken out. It is not when a //| line inside a
     /* */ comment holds a */ (the comment ends there) or a marker sits in a string."""
     lines = text.split("\n")

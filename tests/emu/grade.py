@@ -4,7 +4,7 @@
     python3 tests/emu/grade.py N SRC [NAME]   build SRC (lesson N's file) over a CPU emulator and the
                                               real runner, grade it on the lesson's small case list
 
-The binary is the lesson's own runner (reference/runner_main.cu with runner_attention.cu or
+The binary is the lesson's own runner (reference/harness/runner_main.cu with runner_attention.cu or
 runner_backward.cu, compiled by g++ over tests/hostsim/fake_device.cpp, a CUDA runtime on host
 memory) linked with the lesson's source, host code included, compiled by g++ over the emulator
 of its kind: only its kernel<<<grid, block, smem, stream>>>(args) launches are rewritten as
@@ -94,7 +94,7 @@ def build(n, src, out, defines=()):
         flags = [opt or "-O2", "-Itests/wmma_emu", "-I" + CUDA_INC, "-include", "emu_host.h"]
     else:
         flags = [opt or "-O1", "-DFA_EMULATOR", "-DFA_SM80=1", "-I" + CUDA_INC, "-Itests/warp_emu", "-include", "emu_host.h"]
-    rc, log = sh([CXX, "-std=c++20", "-fopenmp", "-w"] + flags + list(defines) + ["-Ireference/include", "-Ireference",
+    rc, log = sh([CXX, "-std=c++20", "-fopenmp", "-w"] + flags + list(defines) + ["-Ireference/include", "-Ireference/harness", "-Ireference/cpu", "-Ireference/gpu",
                  "-x", "c++", kcpp, "-x", "none"] + objs + ["-o", out, "-lpthread", "-lm"])
     return log if rc else None
 

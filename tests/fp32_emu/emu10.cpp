@@ -1,5 +1,5 @@
 /* tests/fp32_emu/emu10.cpp: lesson 10 (the fp32 backward pass) on the CPU through the emulated
- * CUDA of this folder, graded the way reference/runner_backward.cu grades it, on small shapes:
+ * CUDA of this folder, graded the way reference/harness/runner_backward.cu grades it, on small shapes:
  *   - Q, K, V, dO random (Q x30 in some cases), O and L from the float64 forward (cpu_reference.h)
  *     rounded to fp32; every array between NaN guards, dQ, dK, dV poisoned before the launch;
  *   - dQ, dK, dV against the float64 backward with the runner's fp32 rule (diagnose_bwd.h,

@@ -1,11 +1,11 @@
 /* tests/fp32_emu/emu_fp32.cpp: runs one fp32 lesson (03, 04 or 05) on the CPU through
  * the emulated CUDA of cuda_runtime.h here, and grades it the way the harness does, on
  * small shapes: NaN guards around Q, K, V; O and L poisoned with NaN before the launch;
- * float64 reference (reference/cpu_reference.c); for causal lessons, changing K and V at
+ * float64 reference (reference/cpu/cpu_reference.c); for causal lessons, changing K and V at
  * positions >= N/2+1 must not change any earlier row, bit for bit.
  * The tolerance is the harness's fp32 rule: |err| <= 1e-5 + 3 E + 1e-4 |ref| for O and
  * 1e-4 + 3 E_L + 1e-5 |ref| for L, E being the largest error of a plain fp32 attention
- * (reference/cpu_reference.c) on the same inputs: with x30 logits no fp32 kernel can do
+ * (reference/cpu/cpu_reference.c) on the same inputs: with x30 logits no fp32 kernel can do
  * much better than that.
  * Built by `make emu-03-05` (mk/03-05-fp32.mk) with the lesson source compiled in.
  * Usage: emu_fp32 [number of cases]. Exit status 0 all pass, 1 a case failed,

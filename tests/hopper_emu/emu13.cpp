@@ -13,7 +13,7 @@
  * Then per case: random Q (x30 for logits of about +-100), K, V, dO; O (rounded) and L of the
  * float64 forward pass; the three kernels as attention_backward launches them (bwd_geometry);
  * dQ, dK, dV poisoned before, every buffer between guard regions. Graded with the FlashAttention
- * rule the harness uses (reference/diagnose_bwd.c, bwd_tolerance): per gradient, max |kernel -
+ * rule the harness uses (reference/harness/diagnose_bwd.c, bwd_tolerance): per gradient, max |kernel -
  * float64| <= 2 x max |plain same-precision backward - float64| + atol x max(1, max |float64|),
  * atol 1e-4 (fp16) or 8e-4 (bf16); NaN never passes. The emulator's own errors (hazards, protocol)
  * must be zero. Usage: emu13 [quick]. Environment: EMU_WGMMA=late, EMU_TMA=late (hemu.h),

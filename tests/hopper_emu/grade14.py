@@ -4,7 +4,7 @@
 
     python3 tests/hopper_emu/grade14.py SRC NAME [quick|full]
 
-The binary is the forward runner (reference/runner_main.cu + runner_attention.cu, objects from make:
+The binary is the forward runner (reference/harness/runner_main.cu + runner_attention.cu, objects from make:
 EMU_FWD_OBJ) over tests/hostsim/fake_device.cpp, linked with SRC compiled whole by g++ over the
 Hopper emulator (tests/hopper_emu/emu_host14.h, force-included; its launches rewritten by
 tests/emu/prep.py). Each case is one runner command line with --check-only --seed 1: the runner's
@@ -71,7 +71,7 @@ def main():
         return 2
     # EMU_OPT (make emu-starters: -O0) replaces -O1: the starter as shipped stops at "not implemented"
     rc, log = sh([CXX, "-std=c++20", "-fopenmp", "-w", os.environ.get("EMU_OPT") or "-O1", "-I" + CUDA_INC, "-Itests/hopper_emu", "-include",
-                  "emu_host14.h", "-Ireference/include", "-Ireference", "-x", "c++", out + ".kernel.cpp", "-x", "none"]
+                  "emu_host14.h", "-Ireference/include", "-Ireference/harness", "-Ireference/cpu", "-Ireference/gpu", "-x", "c++", out + ".kernel.cpp", "-x", "none"]
                  + objs + ["-o", out, "-lpthread", "-lm"])
     if rc:
         print(log.rstrip())

@@ -8,7 +8,7 @@
  *       products landing at the wait_group that retires them, the operand bytes checked against
  *       their writers (happens-before, the async proxy), EMU_WGMMA=late reading them only then.
  *   cvt_e4m3x2(hi, lo)   cvt.rn.satfinite.e4m3x2.f32: lo in bits 0-7, hi in bits 8-15, round to
- *       nearest even, saturating to +-448, NaN to 0x7F (reference/fp8.h's e4m3_encode).
+ *       nearest even, saturating to +-448, NaN to 0x7F (reference/cpu/fp8.h's e4m3_encode).
  *
  * Layouts, from the PTX ISA (wgmma, "Register Fragments and Shared Memory Matrix Layouts", k = 32
  * for 8-bit types) and CUTLASS's statement of the same (cute/atom/mma_traits_sm90_gmma.hpp,
@@ -26,7 +26,7 @@
 #pragma once
 #include "hemu.h"
 extern "C" {
-#include "fp8.h"  // e4m3_encode, e4m3_decode (reference/fp8.h, plain C)
+#include "fp8.h"  // e4m3_encode, e4m3_decode (reference/cpu/fp8.h, plain C)
 }
 
 /* Byte address of byte kb of row mn of a K-major 8-bit operand described by `desc`. */

@@ -1,5 +1,5 @@
 /* tests/hostsim/fake_device.cpp: the GPU below the runners, faked on the CPU, so that
- * the runners (reference/runner_main.cu with runner_backward.cu: `make hostsim-10`; with
+ * the runners (reference/harness/runner_main.cu with runner_backward.cu: `make hostsim-10`; with
  * runner_attention.cu: `make hostsim-forward`) run for real on a machine without a GPU:
  *   - the CUDA runtime calls the harness makes (cudaMalloc is malloc, cudaMemcpy is memcpy,
  *     streams are names; everything is synchronous);

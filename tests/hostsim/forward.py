@@ -5,7 +5,7 @@
     python3 tests/hostsim/forward.py --dump DIR also write each run's output to DIR/NN.txt (to diff
                                                 two versions of the runner)
 
-The binaries are the forward runner itself (reference/runner_main.cu, the skeleton, with
+The binaries are the forward runner itself (reference/harness/runner_main.cu, the skeleton, with
 runner_attention.cu, the forward and decode kinds), compiled with g++ against tests/hostsim/
 fake_device.cpp (a CUDA runtime on host memory), linked with
   - forward_lesson.cpp, a stand-in lesson computing the plain same-precision attention on the CPU,
@@ -91,7 +91,7 @@ def build():
     """The five binaries in build/hostsim/forward/; an error text or None."""
     out = os.path.join(BUILD, "forward")
     os.makedirs(out, exist_ok=True)
-    base = [CXX, "-O2", "-std=c++17", "-fopenmp", "-w", "-I" + CUDA_INC, "-Ireference/include", "-Ireference"]
+    base = [CXX, "-O2", "-std=c++17", "-fopenmp", "-w", "-I" + CUDA_INC, "-Ireference/include", "-Ireference/harness", "-Ireference/cpu", "-Ireference/gpu"]
     for name, decode in (("fwd", 0), ("dec", 1)):
         rc, log = sh(base + ["-DSTANDIN_DECODE=%d" % decode, "tests/hostsim/forward_lesson.cpp"] + OBJ +
                      ["-o", os.path.join(out, name), "-lm"])
@@ -108,7 +108,7 @@ def build():
         rc, log = sh(["python3", "tests/fp32_emu/prep.py", src[0], kcpp])
         if rc:
             return log
-        rc, log = sh([CXX, "-O2", "-std=c++20", "-fopenmp", "-w", "-Itests/fp32_emu", "-Ireference/include", "-Ireference", "-x", "c++", kcpp,
+        rc, log = sh([CXX, "-O2", "-std=c++20", "-fopenmp", "-w", "-Itests/fp32_emu", "-Ireference/include", "-Ireference/harness", "-Ireference/cpu", "-Ireference/gpu", "-x", "c++", kcpp,
                       "-x", "none"] + OBJ + ["-o", os.path.join(out, "sol" + n), "-lpthread", "-lm"])
         if rc:
             return log

@@ -1,6 +1,6 @@
 /* tests/hostsim/forward_lesson.cpp: a stand-in forward "lesson" for the host simulation of the
  * forward runner (`make hostsim-forward`): the plain same-precision attention of
- * reference/cpu_reference.c (attention_prefix_lowp) on the CPU, in fp32, fp16 and bf16, over the
+ * reference/cpu/cpu_reference.c (attention_prefix_lowp) on the CPU, in fp32, fp16 and bf16, over the
  * keys each query row sees, with grouped K/V heads, per-sequence KV lengths and causal queries
  * aligned to the end of the cache (attention.h). Its error is by construction the plain
  * attention's own, within the grader's rule, so every case of the runner's matrix passes.

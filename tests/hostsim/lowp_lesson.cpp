@@ -1,5 +1,5 @@
 /* tests/hostsim/lowp_lesson.cpp: a stand-in backward "lesson" for the host simulation: the plain
- * same-precision backward of reference/cpu_reference_bwd.c (attention_backward_slice_lowp), on the
+ * same-precision backward of reference/cpu/cpu_reference_bwd.c (attention_backward_slice_lowp), on the
  * CPU, in fp32, fp16 and bf16. Its error is by construction the plain backward's own, within the
  * grader's rule for every dtype, so `make hostsim-10` runs the runner's 16-bit paths (encodings,
  * the FlashAttention tolerance, the forward check's rounding, the dependency tests) end to end,

@@ -6,7 +6,7 @@
     python3 tests/hostsim/run.py mutants [NAME...]  every tests/mutants/10/*.mut (or the NAMEs): must
                                                     fail with its expect: diagnosis
 
-The binary is the backward runner itself (reference/runner_main.cu with runner_backward.cu, the
+The binary is the backward runner itself (reference/harness/runner_main.cu with runner_backward.cu, the
 backward kind), compiled with g++ against tests/hostsim/fake_device.cpp (a CUDA runtime on host
 memory, the float64 forward on the CPU) and the lesson's kernels run through the fp32 emulator
 (tests/fp32_emu: one fiber per CUDA thread, blocks one after another: tests/emu/core.h). So the runner's
@@ -43,7 +43,7 @@ def build(src, out):
     if rc:
         return log
     objs = os.environ.get("HOSTSIM_OBJ", "").split()
-    rc, log = sh([CXX, "-O2", "-std=c++20", "-fopenmp", "-w", "-Itests/fp32_emu", "-Ireference/include", "-Ireference", "-include",
+    rc, log = sh([CXX, "-O2", "-std=c++20", "-fopenmp", "-w", "-Itests/fp32_emu", "-Ireference/include", "-Ireference/harness", "-Ireference/cpu", "-Ireference/gpu", "-include",
                   "emu_bwd_runtime.h", "-x", "c++", kcpp, "-x", "none"] + objs + ["-o", out, "-lpthread", "-lm"])
     return log if rc else None
 
@@ -82,7 +82,7 @@ def main():
         # the runner's 16-bit paths, with the plain same-precision backward as the "lesson"
         lowp = os.path.join(BUILD, "lowp")
         rc, log = sh([CXX, "-O2", "-std=c++17", "-fopenmp", "-w", "-I" + os.environ.get("CUDA_INC", "/usr/local/cuda/include"),
-                      "-Ireference/include", "-Ireference", "tests/hostsim/lowp_lesson.cpp"] + os.environ.get("HOSTSIM_OBJ", "").split() +
+                      "-Ireference/include", "-Ireference/harness", "-Ireference/cpu", "-Ireference/gpu", "tests/hostsim/lowp_lesson.cpp"] + os.environ.get("HOSTSIM_OBJ", "").split() +
                      ["-o", lowp, "-lm"])
         if rc:
             print(log)

@@ -54,7 +54,7 @@ probe() {
 }
 
 # generic_refusals BIN N: the values no lesson accepts. They come from the command-line code every
-# binary links (reference/cli.c, the runner), so they are checked on one binary of each kind of
+# binary links (reference/harness/cli.c, the runner), so they are checked on one binary of each kind of
 # runner among the arguments (lesson 01's CPU softmax, the forward runner, the backward one,
 # decoding, the ring across GPUs); what a lesson supports (head dims, dtypes, causal) is checked
 # on every binary below.
@@ -157,7 +157,7 @@ for n in "$@"; do
         else
             gaps=$((gaps + 1))
             echo "GAP   $bin -b 4096 -H 1024 -n 1048576 -d $d0: exit $rc, not 7 (out of memory): $(tail -n 2 <<<"$out" | head -c 200)"
-            echo "      (the harness should compare the bytes it needs with the free device and host memory before allocating: reference/runner_attention.cu, problem_init)"
+            echo "      (the harness should compare the bytes it needs with the free device and host memory before allocating: reference/harness/runner_attention.cu, problem_init)"
         fi
     fi
 done

@@ -160,11 +160,11 @@ def link_cmd(src, out):
     """The Makefile's link_lesson, with the flags make passed in the environment."""
     c_obj = shlex.split(env("HARNESS_C_OBJ"))
     if src.endswith(".c"):
-        return [env("CC", "cc")] + shlex.split(env("CFLAGS")) + ["-Ireference/include", "-Ireference", src, "build/host/runner_softmax.o"] + \
+        return [env("CC", "cc")] + shlex.split(env("CFLAGS")) + ["-Ireference/include", "-Ireference/harness", "-Ireference/cpu", "-Ireference/gpu", src, "build/host/runner_softmax.o"] + \
             c_obj + ["-o", out, "-lm"]
     runner = env("HARNESS_BWD_CU_OBJ") if descriptor(src)["runner"] == "backward" else env("HARNESS_CU_OBJ")
     return [env("NVCC", "nvcc")] + shlex.split(env("NVCC_FLAGS")) + arch_flags(src) + \
-        ["-Ireference/include", "-Ireference", src] + shlex.split(runner) + c_obj + ["-o", out, "-lgomp"]
+        ["-Ireference/include", "-Ireference/harness", "-Ireference/cpu", "-Ireference/gpu", src] + shlex.split(runner) + c_obj + ["-o", out, "-lgomp"]
 
 
 def descriptor(src):
@@ -205,7 +205,7 @@ def sass(src, out):
     only the second."""
     cubin, obj = out + ".cubin", out + ".host.o"
     flags = [f for f in shlex.split(env("NVCC_FLAGS")) if f != "-lineinfo"]
-    base = [env("NVCC", "nvcc")] + flags + arch_flags(src) + ["-Ireference/include", "-Ireference"]
+    base = [env("NVCC", "nvcc")] + flags + arch_flags(src) + ["-Ireference/include", "-Ireference/harness", "-Ireference/cpu", "-Ireference/gpu"]
     rc, log = sh(base + ["-cubin", "-o", cubin, src])
     if rc == 0:
         rc, log = sh(base + ["-c", "-o", obj, src])
@@ -227,7 +227,7 @@ def build(m, equiv=False):
         return False, err
     cmd = link_cmd(m.src, m.binary)
     deps = [m.src] + [a for a in cmd if a.endswith((".o", ".c")) and os.path.exists(os.path.join(ROOT, a))] + \
-        [os.path.join(ROOT, "reference", h) for h in os.listdir(os.path.join(ROOT, "reference")) if h.endswith(".h")]
+        glob.glob(os.path.join(ROOT, "reference", "*", "*.h"))
     stamp = os.path.join(m.dir, "build.cmd")
     same_cmd = os.path.exists(stamp) and open(stamp).read() == " ".join(cmd)
     if same_cmd and os.path.exists(m.binary) and \
@@ -381,7 +381,7 @@ def grade_moves_on(hang):
     os.makedirs(hdir)
     shutil.copy2(hang.src, hdir)
     shutil.copytree(nxt[0], os.path.join(tree, "solutions", os.path.basename(nxt[0])))
-    rc, out = sh(["bash", "reference/grade.sh", "solutions"], cwd=tree, timeout=RUN_LIMIT_S)
+    rc, out = sh(["bash", "reference/tools/grade.sh", "solutions"], cwd=tree, timeout=RUN_LIMIT_S)
     with open(os.path.join(ROOT, "build", "mutants", "grade-tree.log"), "w") as f:
         f.write(out)
     hname, nname = os.path.basename(hdir), os.path.basename(nxt[0])

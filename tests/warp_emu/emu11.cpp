@@ -14,7 +14,7 @@
  * guard regions checked after. Graded with the FlashAttention test rule the
  * harness uses: per tensor, max |kernel - float64| <= 2 x max |plain
  * same-precision backward - float64| + atol x max(1, max |float64|), atol 1e-4
- * for fp16 and 8e-4 for bf16 (reference/cpu_reference_bwd.c has both
+ * for fp16 and 8e-4 for bf16 (reference/cpu/cpu_reference_bwd.c has both
  * references). Also: ldmatrix and st.shared bank conflicts, cp.async and
  * shared-store hazards (emu.h), and the emulator's own errors must be zero.
  * `quick` runs the shapes `make test` needs; no argument runs more. */

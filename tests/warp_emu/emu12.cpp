@@ -6,7 +6,7 @@
  * launch is planned by the kernel file's own fd_make_plan (a small `slots` or a forced
  * split count, so that short sequences split too), then every block runs on the emulator,
  * one after another (the last one of each group to arrive does the merge). Graded against
- * the float64 reference (reference/cpu_reference.c, attention_prefix_f64 over the keys each
+ * the float64 reference (reference/cpu/cpu_reference.c, attention_prefix_f64 over the keys each
  * row sees) with the harness's rule for 16-bit lessons: max |kernel - float64| <= 2 x the
  * max error of a plain same-precision attention + 1e-4 (fp16) or 8e-4 (bf16); L within
  * 2 x its plain error + 1e-4 + 1e-5 |L|. Also: the arrival counters are back to 0, no

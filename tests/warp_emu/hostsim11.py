@@ -8,7 +8,7 @@
     python3 tests/warp_emu/hostsim11.py prep SRC            print SRC as g++ compiles it over the
                                                            emulator (tests/emu/prep.py, which make uses)
 
-The binary is reference/runner_backward.cu compiled with g++ against tests/hostsim/
+The binary is reference/harness/runner_backward.cu compiled with g++ against tests/hostsim/
 fake_device.cpp (a CUDA runtime on host memory; mk/backward.mk builds those objects and passes
 them in HOSTSIM_OBJ), and the lesson's own source, host code included, compiled by g++ over the
 warp emulator, whole: its #include "ptx_mma.h", "ptx_cp_async.h", "ptx_memory.h" find the
@@ -64,7 +64,7 @@ def build(src, out):
     if not objs:
         return "HOSTSIM_OBJ is empty: run through make (make hostsim-11)"
     inc = os.environ.get("CUDA_INC") or os.path.join(os.path.dirname(NVCC), "..", "include")  # make exports CUDA_INC
-    rc, log = sh([CXX, "-O1", "-std=c++20", "-fopenmp", "-w", "-I" + inc, "-Itests/warp_emu", "-Ireference/include", "-Ireference",
+    rc, log = sh([CXX, "-O1", "-std=c++20", "-fopenmp", "-w", "-I" + inc, "-Itests/warp_emu", "-Ireference/include", "-Ireference/harness", "-Ireference/cpu", "-Ireference/gpu",
                   "-include", "emu_host.h", "-x", "c++", kcpp, "-x", "none"] + objs +
                  ["-o", out, "-lpthread", "-lm"])
     return log if rc else None

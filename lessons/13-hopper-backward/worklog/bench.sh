@@ -25,7 +25,7 @@
 # make solution13-ladder-K-NAME) and the solution (rung 5), each graded on six cases (both d, both
 # types, causal, ragged N, more blocks than SMs), then timed next to PyTorch's cuDNN and
 # FlashAttention-2 backward. Writes RESULTS/ladder-13-<gpu>.csv (every timing, each rung's source
-# fingerprint, reference/source_hash.py, and registers), .md (the tables) and .svg (the chart);
+# fingerprint, reference/tools/source_hash.py, and registers), .md (the tables) and .svg (the chart);
 # the binaries, their sources, ptxas reports and logs in build/ladder13/. Options besides the above:
 #   --ncu                 also Nsight Compute on each rung: one launch of the main kernel at
 #                         --ncu-shape (default "-b 1 -H 16 -n 16384 -d 128"): its duration, the
@@ -225,7 +225,7 @@ ladder_build() { # OUT: the binaries, their sources and ptxas reports there
     while IFS='|' read -r name target _ _ src; do
         arch="-gencode arch=compute_90a,code=sm_90a"
         [ "$name" = lesson11 ] && arch="-gencode arch=compute_90,code=sm_90"
-        echo "make --no-print-directory $target GPU_ARCH=90 > $out/build-$name.log 2>&1 && cp $target $out/$name && cp $src $out/$name.cu && $nvcc -O3 -std=c++17 $arch -Ireference/include -Ireference -Xptxas -v -c $out/$name.cu -o /dev/null > $out/$name.ptxas 2>&1 || { echo 'bench.sh: building $name failed (see $out/build-$name.log, $out/$name.ptxas)' >&2; exit 1; }" >> "$jobs"
+        echo "make --no-print-directory $target GPU_ARCH=90 > $out/build-$name.log 2>&1 && cp $target $out/$name && cp $src $out/$name.cu && $nvcc -O3 -std=c++17 $arch -Ireference/include -Ireference/harness -Ireference/cpu -Ireference/gpu -Xptxas -v -c $out/$name.cu -o /dev/null > $out/$name.ptxas 2>&1 || { echo 'bench.sh: building $name failed (see $out/build-$name.log, $out/$name.ptxas)' >&2; exit 1; }" >> "$jobs"
     done < <(ladder_rungs)
     xargs -d '\n' -P "$JOBS" -I{} bash -c {} < "$jobs" || return 1
     for f in "$out"/*; do [ -x "$f" ] && [ -f "$f" ] && built="$built $(basename "$f")"; done
@@ -316,7 +316,7 @@ ladder_main() {
         IFS='|' read -r name _ _ kernel _ <<< "$r"
         [ -x "$out/$name" ] || { echo "bench.sh: $out/$name is missing (build without --no-build)" >&2; return 1; }
         REGS[$name]=$(regs_of "$out/$name.ptxas" "$kernel")
-        SHA[$name]=$(python3 reference/source_hash.py "$out/$name.cu" 2>/dev/null || echo "?")
+        SHA[$name]=$(python3 reference/tools/source_hash.py "$out/$name.cu" 2>/dev/null || echo "?")
         GR[$name]="not graded"
         if [ "$GRADE" = 1 ]; then
             GR[$name]=$(ladder_grade "$out" "$name")

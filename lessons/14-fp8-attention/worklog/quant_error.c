@@ -1,6 +1,6 @@
 /* quant_error.c: where FP8 attention's error comes from, on the CPU (no GPU): `make quant-error-14`.
  *
- * FlashAttention-3's outlier inputs (N(0, 1), 0.1% of the entries x10: reference/fp8.c) for B = 1,
+ * FlashAttention-3's outlier inputs (N(0, 1), 0.1% of the entries x10: reference/cpu/fp8.c) for B = 1,
  * H = 4, N = 1024, d = 128 (the runner's outlier case), non-causal. Q, K, V are quantized to e4m3 as
  * the harness quantizes them (fp8_quantize: descale = amax / 448 per block of rows of each (b, h),
  * or one per tensor; fp8_hadamard_rows for incoherent processing, Q and K only), then attention is
@@ -11,8 +11,8 @@
  * tensor, per (b, h), blocks of 128 rows) and of P (e4m3 with the 2^8 scale, or exact; and, for one
  * source alone, e4m3 without its scale), and the
  * ratio of the per-tensor configuration's RMSE to each one's.
- * Usage: quant_error [seed]   (default 1). Build: cc -O2 -fopenmp quant_error.c reference/fp8.c
- * reference/cpu_reference.c reference/rng.c -Ireference/include -Ireference -lm */
+ * Usage: quant_error [seed]   (default 1). Build: cc -O2 -fopenmp quant_error.c reference/cpu/fp8.c
+ * reference/cpu/cpu_reference.c reference/harness/rng.c -Ireference/include -Ireference/harness -Ireference/cpu -Ireference/gpu -lm */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

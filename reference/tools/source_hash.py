@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The fingerprint of a solution that `make results` records and `make test` checks
-(reference/results.sh, tests/check_results_fresh.sh): the first 16 hex digits of the sha256
+(reference/tools/results.sh, tests/check_results_fresh.sh): the first 16 hex digits of the sha256
 of the source file followed by every file it includes with #include "...", directly or through
 another such file, in the order first included: headers of reference/include, and files of the
 course found by their path from the including file (lesson 15 includes lesson 09's solution). The PTX wrappers live in those
@@ -10,14 +10,14 @@ and each run of white space counts as one space, so a reworded comment or a re-i
 (which cannot change what the compiler builds) does not ask for a new GPU run; any change to a
 token, a string or a preprocessor line does.
 
-    python3 reference/source_hash.py FILE [FILE ...]   prints one fingerprint per line
+    python3 reference/tools/source_hash.py FILE [FILE ...]   prints one fingerprint per line
 Errors: a FILE that cannot be read exits 2 with its name."""
 import hashlib
 import os
 import re
 import sys
 
-INCLUDE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "include")
+INCLUDE = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "include"))
 INCLUDE_RE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 
 

@@ -166,7 +166,7 @@ static void check_forward(const Problem &p, uint64_t seed) {
         for (int k = 0; k < c.d && ok; ++k)
             if (!(fabs(decode_value(Orow.data(), k, p.dt, &po) - o[k]) <= rel * fabs(o[k]) + abs_o)) ok = false, col = k;
         if (!ok) {
-            fprintf(stderr, "harness error: the runner's float64 forward pass (reference/runner_forward_f64.cu) "
+            fprintf(stderr, "harness error: the runner's float64 forward pass (reference/harness/runner_forward_f64.cu) "
                     "disagrees with the CPU reference at b=%d h=%d row %d%s (L: GPU %.9g, CPU %.9g): the inputs "
                     "O and L handed to the lesson cannot be trusted; please report this\n", bh / c.H, bh % c.H, i,
                     col >= 0 ? " of O" : "", gl, L);

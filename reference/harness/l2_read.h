@@ -1,4 +1,4 @@
-/* reference/l2_read.h: a kernel that streams through a buffer and writes nothing, for .cu
+/* reference/harness/l2_read.h: a kernel that streams through a buffer and writes nothing, for .cu
  * files only. The harness empties L2 with it before each timed launch (runner_device.cu,
  * time_launches), and bench/copy_bandwidth.cu measures a plain read with it.
  *

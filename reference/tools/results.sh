@@ -2,7 +2,7 @@
 # make results (on a GPU): grade and time every solution on the bench shape and
 # write docs/results/<gpu-name>.csv with the date, commit, nvcc version and, per
 # solution, the fingerprint of its source and the reference/include headers it includes
-# (reference/source_hash.py). `make test` checks those hashes against
+# (reference/tools/source_hash.py). `make test` checks those hashes against
 # the sources (tests/check_results_fresh.sh), so a kernel changed without a GPU
 # run cannot land unnoticed.
 set -euo pipefail
@@ -23,14 +23,14 @@ tmp=$(mktemp)
     echo "# commit: $commit$dirty"
     echo "# nvcc: $nvcc_v"
     echo "# driver: $(nvidia-smi --query-gpu=driver_version --format=csv,noheader | head -n1)"
-    echo "# source_sha256: the code fingerprint of reference/source_hash.py (comments and spacing not hashed), of the sources this run built"
+    echo "# source_sha256: the code fingerprint of reference/tools/source_hash.py (comments and spacing not hashed), of the sources this run built"
     echo "solution,source_sha256,status,cases_passed,cases_total,dtype,B,H,N,d,causal,ms,tflops,peak_pct"
 } >"$tmp"
 for dir in solutions/[0-9][0-9]-*/; do
     name=$(basename "$dir")
     n=$((10#${name%%-*}))
     src=$(ls "$dir"*.c "$dir"*.cu 2>/dev/null | head -n1 || true)
-    sha=$(python3 reference/source_hash.py "$src")
+    sha=$(python3 reference/tools/source_hash.py "$src")
     make -s "solution$n" >/dev/null
     log=build/results/solution$n.log
     set +e
