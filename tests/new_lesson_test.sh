@@ -26,6 +26,8 @@ step starters python3 reference/tools/starters.py --check
 [ $rc = 0 ] || fail "the new starter is not what its solution makes"
 step structure python3 tests/check_structure.py
 [ $rc = 0 ] || fail "the structure check fails on the new lesson"
+step table python3 -c 'import sys; sys.path.insert(0, "tests/docs"); import check_texts as c; e = c.lesson_table_problems("."); print("\n".join(e)); sys.exit(1 if e else 0)'
+[ $rc = 0 ] || fail "README.md's lesson table is not the lessons after make new-lesson"
 step build make --no-print-directory -n lesson99 solution99
 { [ $rc = 0 ] && grep -q 'lessons/99-scaffold-check/scaffold_check.cu' <<<"$out" && grep -q 'solutions/99-scaffold-check/scaffold_check.cu' <<<"$out"; } ||
     fail "make lesson99 / solution99 do not build the new lesson's files"
@@ -46,4 +48,4 @@ if command -v pandoc >/dev/null 2>&1; then
 else
     site="site SKIP (no pandoc)"
 fi
-echo "test-new-lesson: make -n writes nothing; make new-lesson writes lesson 99: its starter is generated, the structure check passes, make builds it; $emu; $site"
+echo "test-new-lesson: make -n writes nothing; make new-lesson writes lesson 99: its starter is generated, the structure check passes, README.md has its row, make builds it; $emu; $site"

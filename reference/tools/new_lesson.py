@@ -7,6 +7,8 @@ and on the site, with no other file edited: from reference/tools/lesson_template
     lessons/NN-NAME/lesson.mk  its descriptor (fp32, d 64 and 128, the fp32 emulator)
     lessons/NN-NAME/README.md  the text's outline
     lessons/NN-NAME/FILE       the starter, made from the solution (reference/tools/starters.py)
+and the lesson's row in README.md's lesson table, in order (make docs-texts holds the table to
+the descriptors)
 Then replace the template's kernel with the lesson's, mark its TODOs, edit the descriptor and
 run `make starters` (CONTRIBUTING.md, "Adding a lesson").
 Errors (exit 2, nothing written): NUM not in 1..99, NAME not lower-case words joined by '-', a
@@ -23,6 +25,23 @@ TEMPLATE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "lesson_temp
 def fail(msg):
     print("new-lesson: " + msg)
     sys.exit(2)
+
+
+def add_table_row(nn, folder, title):
+    """README.md's lesson table gets the lesson's row, before the first row of a later lesson (or
+    after the last row); a README without the table is left alone."""
+    path = os.path.join(ROOT, "README.md")
+    if not os.path.exists(path):
+        return
+    lines = open(path, encoding="utf-8").read().split("\n")
+    rows = [i for i, l in enumerate(lines) if re.match(r"^\| \d\d \| \[", l)]
+    if not rows:
+        return
+    at = next((i for i in rows if lines[i][2:4] > nn), rows[-1] + 1)
+    lines.insert(at, "| %s | [%s](lessons/%s/README.md) | %s |" % (nn, title, folder, "what the lesson adds, in a line"))
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("\n".join(lines))
+    print("new-lesson: README.md: a row in the lesson table (write its idea there)")
 
 
 def main(argv):
@@ -60,6 +79,7 @@ def main(argv):
         with open(os.path.join(ROOT, path), "w", encoding="utf-8") as f:
             f.write(text)
         print("new-lesson: wrote %s" % path)
+    add_table_row(nn, folder, title)
     r = subprocess.run([sys.executable, os.path.join(ROOT, "reference", "tools", "starters.py"), "--write",
                         os.path.join("solutions", folder)], cwd=ROOT)
     if r.returncode:
