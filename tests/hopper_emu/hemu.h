@@ -129,6 +129,8 @@ struct EmuMbar {
     long long tx = 0;
     unsigned phase = 0;
     std::vector<uint32_t> acc, done[2], agent;  // agent: the VC of the TMA copies into this barrier
+    std::vector<int> arrivers;                  // threads that arrived in the current phase
+    int last_threads = 0, last_warps = 0;       // ... and in the last completed one: how many, in how many warps
 };
 struct EmuTmaCopy {
     uint32_t dst; const CUtensorMap *map; int c[3]; uint32_t bar; std::vector<uint32_t> vc;
@@ -452,6 +454,13 @@ static EmuMbar *emu_mbar(uint32_t bar, const char *what) {
 }
 static void emu_mbar_complete(EmuMbar &b) {
     if (b.pending == 0 && b.tx == 0) {
+        std::sort(b.arrivers.begin(), b.arrivers.end());
+        b.arrivers.erase(std::unique(b.arrivers.begin(), b.arrivers.end()), b.arrivers.end());
+        b.last_threads = (int)b.arrivers.size();
+        b.last_warps = 0;
+        for (size_t i = 0; i < b.arrivers.size(); ++i)
+            b.last_warps += i == 0 || b.arrivers[i] / 32 != b.arrivers[i - 1] / 32;
+        b.arrivers.clear();
         b.done[b.phase & 1] = b.acc;
         std::fill(b.acc.begin(), b.acc.end(), 0);
         b.phase++;
@@ -486,6 +495,7 @@ static void emu_arrive(uint32_t bar, uint32_t tx, const char *what) {
         b->pending = 0;
     }
     vc_join(b->acc, emu_me()->vc);
+    b->arrivers.push_back(emu::self());
     emu_tick();
     emu_mbar_complete(*b);
 }
@@ -565,7 +575,8 @@ static bool mbar_try_wait(uint32_t bar, uint32_t parity) {
         else ++it;
     }
     auto done = [&] { return (b->phase & 1) != (parity & 1); };
-    if (!done()) emu::spin("mbarrier.try_wait", bar);  // the others run; back after some progress
+    // the others run; back after some progress (the wait names its parity for a hang report)
+    if (!done()) emu::spin("mbarrier.try_wait", bar | (uint64_t)(parity & 1) << 32);
     if (!done()) return false;  // a thread polling here while nothing progresses is a hang (the core)
     emu_progress++;
     vc_join(emu_me()->vc, b->done[parity & 1].data());
@@ -926,8 +937,30 @@ template <int K> static inline void fence_acc(float (&)[K]) {}
 /* The core's hang report, in this emulator's words: an mbarrier by its role (the driver names it). */
 static std::string emu_wait_name(const char *what, uint64_t arg) {
     if (what == EMU_WARP_EXCHANGE) return what;
-    if (!strncmp(what, "mbarrier", 8) && emu_bar_name) return std::string(what) + " on " + emu_bar_name((uint32_t)arg);
-    return emu_fmt("%s %u", what, (unsigned)arg);
+    const uint32_t bar = (uint32_t)arg;
+    std::string name = !strncmp(what, "mbarrier", 8) && emu_bar_name ? std::string(what) + " on " + emu_bar_name(bar)
+                                                                     : emu_fmt("%s %u", what, (unsigned)bar);
+    auto it = emu_blk ? emu_blk->mbar.find(bar) : decltype(emu_blk->mbar.end()){};
+    if (strcmp(what, "mbarrier.try_wait") || !emu_blk || it == emu_blk->mbar.end()) return name;
+    /* which side is missing: the barrier's state, in the terms of the lesson (phases, parity,
+     * arrivals against the count given to mbarrier.init, transaction bytes) */
+    const EmuMbar &b = it->second;
+    const unsigned want = (unsigned)(arg >> 32) & 1u;
+    const int came = b.expected - b.pending;
+    std::string why;
+    if (b.pending == 0 && b.tx > 0)
+        why = emu_fmt("every arrival came, but %lld bytes of the copies it expects never landed", b.tx);
+    else if (came == 0)
+        why = "no arrival yet in this phase: the side that should arrive never did, or this wait's parity is a phase "
+              "ahead of the barrier (check which phase each side is in)";
+    else
+        why = emu_fmt("%d of its %d arrivals came: %d never did (an arrival missing, or made by fewer threads or "
+                      "warps than the count given to mbarrier.init)", came, b.expected, b.pending);
+    if (b.phase > 0)
+        why += emu_fmt("; its last completed phase had arrivals from %d threads in %d warps (count %d)", b.last_threads,
+                       b.last_warps, b.expected);
+    return emu_fmt("%s, for the phase of parity %u: it has completed %u phases; phase %u (parity %u): %s",
+                   name.c_str(), want, b.phase, b.phase, b.phase & 1u, why.c_str());
 }
 /* Runs fn() as grid x nt CUDA threads, one block after another, on the emulator core; `regs`:
  * registers per thread at launch (what setmaxnreg moves). A hang ends the run (EMU FAILED, exit 3). */
