@@ -114,10 +114,10 @@ endef
 # $(call nvcc_with_ptxas_log,BINARY,SOURCE,COMMAND): run the nvcc COMMAND with -Xptxas -v and keep
 # ptxas's report (registers, spills, stack per kernel and architecture) in build/ptxas/BINARY.log;
 # print everything else (warnings, errors) as usual. The check-NN steps of `make test` read
-# the report through tests/ptxas_report.sh instead of compiling the same file again; its first
+# the report through tests/checks/ptxas_report.sh instead of compiling the same file again; its first
 # line says whether the build used the default flags (only then is it reused); it appears
 # only once complete (written beside, then renamed), so a check never reads half a report.
-PTXAS_REPORT = NVCC=$(NVCC) bash tests/ptxas_report.sh
+PTXAS_REPORT = NVCC=$(NVCC) bash tests/checks/ptxas_report.sh
 nvcc_flags_kind = $(if $(filter-out $(NVCC_FLAGS_DEFAULT),$(NVCC_FLAGS))$(filter-out $(NVCC_FLAGS),$(NVCC_FLAGS_DEFAULT)),custom,default)
 nvcc_with_ptxas_log = @echo '$(3)'; mkdir -p build/ptxas; rm -f build/ptxas/$(1).log; \
 	{ echo "$(HASH) ptxas -v of $(2), $(nvcc_flags_kind) flags, $(call arch_of,$(2))"; $(3) -Xptxas -v 2>&1; } > build/ptxas/$(1).log.part; rc=$$?; \
@@ -179,11 +179,11 @@ results:
 # mk/*.mk add their own steps to TEST_STEPS (and the exhaustive ones to TEST_FULL_STEPS).
 # `make test` runs the steps TEST_JOBS (2) at a time, each step's output printed whole when it
 # ends (--output-sync), then test-results; `make test-full` then runs the exhaustive steps.
-TEST_UNIT_SRC := tests/test_reference.c tests/test_fp8.c tests/test_grade.c tests/test_diagnose.c tests/test_cli.c tests/test_lesson01.c
+TEST_UNIT_SRC := tests/unit/test_reference.c tests/unit/test_fp8.c tests/unit/test_grade.c tests/unit/test_diagnose.c tests/unit/test_cli.c tests/unit/test_lesson01.c
 tests/bin/unit: $(TEST_UNIT_SRC) $(HARNESS_C_OBJ) solutions/01-online-softmax/online_softmax.c $(HARNESS_H)
 	@mkdir -p tests/bin
 	$(CC) $(CFLAGS) $(REF_INC) $(filter %.c %.o,$^) -o $@ -lcriterion -lm
-tests/bin/binaries: tests/test_binaries.c $(HARNESS_H)
+tests/bin/binaries: tests/unit/test_binaries.c $(HARNESS_H)
 	@mkdir -p tests/bin
 	$(CC) $(CFLAGS) $(REF_INC) $< -o $@ -lcriterion
 .PHONY: test-toolkit test-unit test-binaries test-results
@@ -193,7 +193,7 @@ test-binaries: tests/bin/binaries lesson1 solution1 lesson2 solution2
 	tests/bin/binaries --jobs 1
 	@nvidia-smi -L >/dev/null 2>&1 || echo "note: 3 of those tests were skipped (Criterion's synthesis omits them): no NVIDIA driver/GPU found, so GPU grading did not run here"
 test-results:
-	bash tests/check_results_fresh.sh
+	bash tests/checks/check_results_fresh.sh
 # With nvcc present, the emulator steps need its headers: they say SKIP only where nvcc is absent,
 # so headers that cannot be found are an error here rather than a silent skip of every emulator.
 test-toolkit:

@@ -1,7 +1,7 @@
 # mk/14-fp8.mk: lesson 14 (FP8 attention on Hopper: e4m3 wgmma, block scales, incoherent
 # processing). Its source carries `// build: sm_90a` (make solution14 / lesson14 build it for sm_90a
 # through the Makefile's own rule). The harness's FP8 inputs: --dtype e4m3 (reference/cpu/fp8.c,
-# tests/test_fp8.c, make hostsim-forward's FP8 stand-in); the wrappers: reference/include/ptx_hopper_fp8.h.
+# tests/unit/test_fp8.c, make hostsim-forward's FP8 stand-in); the wrappers: reference/include/ptx_hopper_fp8.h.
 # In `make test` (no GPU needed):
 #   make check-14     reference/include/ptx_hopper_fp8.h compiles for sm_90a with every wrapper
 #                     instantiated (tests/gpu_fp8/header_check.cu); the starter and the solution

@@ -58,7 +58,7 @@ emu-10: $(EMU10_OBJ)
 	  timeout 600 ./build/emu10/emu10-$$q $$([ $$q = 0 ] && echo 6) || exit 1; \
 	done
 
-TEST_BWD_SRC := tests/test_backward.c
+TEST_BWD_SRC := tests/unit/test_backward.c
 tests/bin/unit_backward: $(TEST_BWD_SRC) $(HARNESS_C_OBJ) $(HARNESS_H)
 	@mkdir -p tests/bin
 	$(CC) $(CFLAGS) $(REF_INC) $(filter %.c %.o,$^) -o $@ -lcriterion -lm

@@ -56,13 +56,13 @@ TEST_STEPS += emu-starters
 TEST_FULL_STEPS += emu-solutions
 
 # The step ladders (a descriptor's `steps`): each step passes with its TODOs written, fails
-# without the last (tests/step_ladder_test.sh); make test checks each ladder's first step,
+# without the last (tests/checks/step_ladder_test.sh); make test checks each ladder's first step,
 # make test-full every step.
 .PHONY: test-step-ladder test-step-ladder-full
 test-step-ladder: $$(if $$(HOSTSIM_HAVE_CUDA),$$(EMU_FWD_OBJ) $$(EMU_BWD_OBJ) build/host/cpu_reference.o)
 	@if [ ! -f $(CUDA_INC)/cuda_fp16.h ]; then echo "test-step-ladder: SKIP (no CUDA headers)"; exit 0; fi; \
-	bash tests/step_ladder_test.sh
+	bash tests/checks/step_ladder_test.sh
 test-step-ladder-full: $$(if $$(HOSTSIM_HAVE_CUDA),$$(EMU_FWD_OBJ) $$(EMU_BWD_OBJ) build/host/cpu_reference.o)
-	@bash tests/step_ladder_test.sh all
+	@bash tests/checks/step_ladder_test.sh all
 TEST_STEPS += test-step-ladder
 TEST_FULL_STEPS += test-step-ladder-full

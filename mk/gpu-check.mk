@@ -1,4 +1,4 @@
-# mk/gpu-check.mk: the maintainer's full check on a GPU (tests/gpu_check.sh says it all).
+# mk/gpu-check.mk: the maintainer's full check on a GPU (tests/gpu/gpu_check.sh says it all).
 #   make gpu-check          on any machine with an NVIDIA GPU: build everything, then make results,
 #                           make grade (the starters), make sanitize-solutionN for every GPU
 #                           solution, make fuzz, make mutants-gpu, make bench-quick; a log per
@@ -19,10 +19,10 @@ GPU_CHECK_ENV = MAKE='$(MAKE)' NVCC='$(NVCC)' FUZZ_K='$(FUZZ_K)' LESSONS='$(LESS
   GPU_CHECK_STAGES='$(GPU_CHECK_STAGES)'
 
 gpu-check:
-	@$(GPU_CHECK_ENV) bash tests/gpu_check.sh
+	@$(GPU_CHECK_ENV) bash tests/gpu/gpu_check.sh
 
 text-experiments:
-	@MAKE='$(MAKE)' TEXT_EXPERIMENTS='$(TEXT_EXPERIMENTS)' bash tests/text_experiments.sh
+	@MAKE='$(MAKE)' TEXT_EXPERIMENTS='$(TEXT_EXPERIMENTS)' bash tests/checks/text_experiments.sh
 
 TEXT_EXP_SRC = $(call src_of,solutions,$(TEXT_EXP_N))
 text-exp-variant: $(HARNESS_C_OBJ) $(HARNESS_ALL_CU_OBJ)
@@ -33,6 +33,6 @@ text-exp-variant: $(HARNESS_C_OBJ) $(HARNESS_ALL_CU_OBJ)
 	  $(call runner_obj_of,$(TEXT_EXP_SRC)) $(HARNESS_C_OBJ) -o $(TEXT_EXP_OUT) -lgomp
 
 gpu-check-selftest:
-	@bash tests/gpu_check_selftest.sh
+	@bash tests/gpu/gpu_check_selftest.sh
 
 TEST_STEPS += gpu-check-selftest

@@ -15,7 +15,7 @@
 #                   applies to the solution, steps-1-4 to the starter too; and
 #                   reference/include/ptx_hopper.h (made from the solution's wrappers by make
 #                   starters) compiles. Prints each build's registers. SKIPs without nvcc
-#   make test-tma   tests/test_tma.c (Criterion): the tensor-map parameters of
+#   make test-tma   tests/unit/test_tma.c (Criterion): the tensor-map parameters of
 #                   reference/include/tma_params.h for each d and dtype, ragged N, refusals, the swizzle
 #   make emu-09     the kernel on the CPU Hopper emulator (tests/hopper_emu): the shipped design
 #                   (step 7) on its full quick set, every other step of the ladder on two shapes:
@@ -96,9 +96,9 @@ check-09:
 check-09-full:
 	@$(MAKE) --no-print-directory check-09 CHECK09_FULL=1
 
-tests/bin/tma: tests/test_tma.c reference/include/tma_params.h reference/include/attention.h
+tests/bin/tma: tests/unit/test_tma.c reference/include/tma_params.h reference/include/attention.h
 	@mkdir -p tests/bin
-	$(CC) $(CFLAGS) $(REF_INC) tests/test_tma.c -o $@ -lcriterion
+	$(CC) $(CFLAGS) $(REF_INC) tests/unit/test_tma.c -o $@ -lcriterion
 test-tma: tests/bin/tma
 	tests/bin/tma --jobs 2
 

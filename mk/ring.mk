@@ -7,13 +7,13 @@
 #   make solution15 RING_NAIVE=1         causal attention on the naive layout (rank r: chunk r)
 #   make emu-lesson15 / emu-solution15   (no GPU) your ring (or the solution's) on the CPU: the host
 #                                        code over a fake CUDA runtime and fake NCCL, float64
-#                                        stand-ins for the kernels, graded (tests/ring_hostrun.cu)
+#                                        stand-ins for the kernels, graded (tests/ring/ring_hostrun.cu)
 #   make ring15-tools                    (bench.sh) build/ring15/: the solution in each transport
 #                                        and layout, and the timeline tool (tools/ring_timeline.cu)
 #   make check-15                        (in make test, no GPU) the starter compiles; the solution's
 #                                        ring runs on the CPU over a fake CUDA runtime (and fake
-#                                        NCCL), graded against float64 (tests/ring_hostrun.cu,
-#                                        tests/ring_logic.cu); the timeline tool compiles
+#                                        NCCL), graded against float64 (tests/ring/ring_hostrun.cu,
+#                                        tests/ring/ring_logic.cu); the timeline tool compiles
 #   bash lessons/15-ring-attention/worklog/bench.sh OUTDIR   (on P >= 2 Hopper GPUs) the measurements
 # NCCL is looked for in NCCL_HOME, /usr (libnccl-dev), the CUDA toolkit nvcc belongs to, and the
 # nvidia-nccl Python wheel (pip install nvidia-nccl-cu13), in that order: include/nccl.h and
@@ -82,7 +82,7 @@ ring15-tools: $(HARNESS_C_OBJ) $(HARNESS_CU_OBJ)
 	done; fail=0; for j in $$(jobs -p); do wait $$j || fail=1; done; exit $$fail
 
 # No GPU needed (PTX only: lesson 09's kernels are ptxas-checked by check-09): the starter
-# compiles and still says "not implemented"; tests/ring_hostrun (with tests/ring_logic.cu's
+# compiles and still says "not implemented"; tests/ring_hostrun (with tests/ring/ring_logic.cu's
 # tests) runs the solution's ring on the CPU over a fake CUDA runtime, with fake NCCL on 1 to 4
 # fake GPUs and then the virtual ring where nccl.h is found, else the virtual ring alone; the timeline
 # tool compiles.
@@ -95,9 +95,9 @@ ring-hostrun:
 	@if ! command -v $(NVCC) >/dev/null 2>&1; then echo "ring-hostrun: SKIP (no nvcc)"; exit 0; fi; \
 	set -e; mkdir -p tests/bin build/ring_hostrun; \
 	if [ -n "$(NCCL_ROOT)" ]; then t="-DRING_NCCL -I$(NCCL_ROOT)/include"; else t="-DRING_VIRTUAL_RANKS=3"; fi; \
-	$(CXX_RING) -O2 -std=c++17 -I$(CUDA_INC) $$t -c tests/ring_fake_cuda.cpp -o build/ring_hostrun/fake.o; \
-	$(NVCC) $(RING_CHECK_FLAGS) -cudart none $$t -Itests $(if $(RING_LOGIC_SRC),-DRING_LOGIC_SRC='"../$(RING_LOGIC_SRC)"') \
-	  tests/ring_hostrun.cu build/ring_hostrun/fake.o -o tests/bin/ring_hostrun -lcriterion; \
+	$(CXX_RING) -O2 -std=c++17 -I$(CUDA_INC) $$t -c tests/ring/ring_fake_cuda.cpp -o build/ring_hostrun/fake.o; \
+	$(NVCC) $(RING_CHECK_FLAGS) -cudart none $$t -Itests/ring $(if $(RING_LOGIC_SRC),-DRING_LOGIC_SRC='"../../$(RING_LOGIC_SRC)"') \
+	  tests/ring/ring_hostrun.cu build/ring_hostrun/fake.o -o tests/bin/ring_hostrun -lcriterion; \
 	tests/bin/ring_hostrun --jobs 1 || { echo "ring-hostrun: $(or $(RING_LOGIC_SRC),$(RING_SOL)) fails the tests above; each failure names the TODO it checks"; exit 1; }; \
 	echo "ring-hostrun: $(or $(RING_LOGIC_SRC),$(RING_SOL)) runs right on the CPU ($$( [ -n "$(NCCL_ROOT)" ] && echo fake NCCL || echo virtual ring))"
 # Both transports of send_recv where nccl.h is found (fake NCCL, then the virtual ring's copies),

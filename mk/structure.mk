@@ -1,19 +1,19 @@
-# mk/structure.mk: the shape of the lesson files (tests/check_structure.py). In `make test`:
+# mk/structure.mk: the shape of the lesson files (tests/checks/check_structure.py). In `make test`:
 #   make check-structure   no getenv in solutions/, no __global__ over 200 lines (starters and
 #                          solutions), no solution over 850 lines, every PTX wrapper defined in
 #                          its header in reference/include/ and in the lesson that teaches it,
 #                          nowhere else, the two copies the same; then the check's self-test
 .PHONY: check-structure
 check-structure:
-	@python3 tests/check_structure.py && python3 tests/check_structure.py --selftest >/dev/null || \
-	  { python3 tests/check_structure.py --selftest; exit 1; }
+	@python3 tests/checks/check_structure.py && python3 tests/checks/check_structure.py --selftest >/dev/null || \
+	  { python3 tests/checks/check_structure.py --selftest; exit 1; }
 
 TEST_STEPS += check-structure
 
 # The results fingerprint follows the code, not its comments (reference/tools/source_hash.py).
 .PHONY: test-source-hash
 test-source-hash:
-	@bash tests/source_hash_selftest.sh
+	@bash tests/checks/source_hash_selftest.sh
 
 TEST_STEPS += test-source-hash
 
@@ -28,7 +28,7 @@ TEST_STEPS += test-source-hash
 starters:
 	@python3 reference/tools/starters.py --write $(if $(filter 1,$(FORCE)),--force)
 check-starters:
-	@python3 reference/tools/starters.py --check && python3 tests/starters_selftest.py
+	@python3 reference/tools/starters.py --check && python3 tests/checks/starters_selftest.py
 
 TEST_STEPS += check-starters
 
@@ -37,8 +37,8 @@ TEST_STEPS += check-starters
 .PHONY: new-lesson
 new-lesson:
 	@python3 reference/tools/new_lesson.py "$(NUM)" "$(NAME)" "$(TITLE)"
-# make test-new-lesson (in make test): tests/new_lesson_test.sh, make new-lesson in a copy of the tree
+# make test-new-lesson (in make test): tests/checks/new_lesson_test.sh, make new-lesson in a copy of the tree
 .PHONY: test-new-lesson
 test-new-lesson: $$(if $$(HOSTSIM_HAVE_CUDA),$$(EMU_FWD_OBJ) build/host/cpu_reference.o)
-	@bash tests/new_lesson_test.sh
+	@bash tests/checks/new_lesson_test.sh
 TEST_STEPS += test-new-lesson

@@ -1,7 +1,7 @@
 /* fp8.h: FP8 inputs for lesson 14 (dtype DTYPE_E4M3; attention.h, attn_fp8), plain C: the e4m3
  * encoding, quantization with per-tensor or per-block scales, the Hadamard rotation of
  * incoherent processing, and the outlier inputs of FlashAttention-3's FP8 test. The runner
- * (runner_attention.cu) and the unit tests (tests/test_fp8.c) use them. */
+ * (runner_attention.cu) and the unit tests (tests/unit/test_fp8.c) use them. */
 #ifndef FP8_H
 #define FP8_H
 #include <stddef.h>

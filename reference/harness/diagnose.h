@@ -6,7 +6,7 @@
  * a kernel L that is the reference times 1/ln 2 was left in base 2, one that is log(l) alone
  * lost the max m, an O that is the reference times l was never divided by l. These functions
  * test such hypotheses on the failing rows and write one diagnosis sentence. Plain C, no GPU:
- * tests/test_grade.c checks them on synthetic rows. */
+ * tests/unit/test_grade.c checks them on synthetic rows. */
 #ifndef DIAGNOSE_H
 #define DIAGNOSE_H
 #include <stddef.h>

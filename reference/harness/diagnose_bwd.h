@@ -1,5 +1,5 @@
 /* diagnose_bwd.h: tolerance and diagnosis of a backward pass (lessons 10-11), as pure
- * functions the backward runner (runner_backward.cu) calls and tests/test_backward.c checks
+ * functions the backward runner (runner_backward.cu) calls and tests/unit/test_backward.c checks
  * without a GPU.
  *
  * The three gradients share their inputs, so which of them are wrong, and how, says where the

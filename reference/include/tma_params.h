@@ -6,7 +6,7 @@
  * type, its sizes and byte strides, the box size and the swizzle applied in shared memory.
  * This file computes those numbers for lesson 09's Q, K and V, and says where TMA puts each
  * element of a box in shared memory, so that the wgmma descriptors can be checked against it
- * (tests/test_tma.c, tests/hopper_emu).
+ * (tests/unit/test_tma.c, tests/hopper_emu).
  *
  * The view: Q, K and V are [B, H, N, d] row-major with rows `ld` elements apart (ld = d in
  * the course's layout), seen as a 3-D tensor {d, N, B*H} (innermost first). A box is

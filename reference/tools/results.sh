@@ -3,7 +3,7 @@
 # write docs/results/<gpu-name>.csv with the date, commit, nvcc version and, per
 # solution, the fingerprint of its source and the reference/include headers it includes
 # (reference/tools/source_hash.py). `make test` checks those hashes against
-# the sources (tests/check_results_fresh.sh), so a kernel changed without a GPU
+# the sources (tests/checks/check_results_fresh.sh), so a kernel changed without a GPU
 # run cannot land unnoticed.
 set -euo pipefail
 gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n1 || true)

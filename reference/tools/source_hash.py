@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The fingerprint of a solution that `make results` records and `make test` checks
-(reference/tools/results.sh, tests/check_results_fresh.sh): the first 16 hex digits of the sha256
+(reference/tools/results.sh, tests/checks/check_results_fresh.sh): the first 16 hex digits of the sha256
 of the source file followed by every file it includes with #include "...", directly or through
 another such file, in the order first included: headers of reference/include, and files of the
 course found by their path from the including file (lesson 15 includes lesson 09's solution). The PTX wrappers live in those

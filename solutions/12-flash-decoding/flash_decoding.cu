@@ -791,7 +791,7 @@ __global__ void __launch_bounds__(FD_THREADS) fd_split_kernel(const FdArgs<T> a)
 }
 
 // [region plan]
-/* How a launch covers a decoding step; plain C (the CPU emulator and tests/test_decode.c
+/* How a launch covers a decoding step; plain C (the CPU emulator and tests/unit/test_decode.c
  * use it too). */
 typedef struct {
     int WR, MT, RB; /* warps over rows, m-tiles per warp, rows per block WR MT 16 */

@@ -1,17 +1,17 @@
 #!/usr/bin/env bash
-# tests/gpu_check_selftest.sh (make gpu-check-selftest, in make test; no GPU needed): make
+# tests/gpu/gpu_check_selftest.sh (make gpu-check-selftest, in make test; no GPU needed): make
 # gpu-check refuses clearly before it runs anything. Without a GPU (a stand-in nvidia-smi that
 # finds none, so this also holds on a GPU machine): exit 4 and a message naming what runs
 # without one. Bad variables: exit 2 and the valid values, whether or not there is a GPU. And
 # which sanitizer gates each solution (make -n: nothing runs).
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 fails=0
-# check NAME EXPECTED_EXIT PATTERN ENV...: run tests/gpu_check.sh with ENV, want the exit and output
+# check NAME EXPECTED_EXIT PATTERN ENV...: run tests/gpu/gpu_check.sh with ENV, want the exit and output
 check() {
     local name=$1 want=$2 pattern=$3; shift 3
     local out rc
-    out=$(env "$@" bash tests/gpu_check.sh 2>&1); rc=$?
+    out=$(env "$@" bash tests/gpu/gpu_check.sh 2>&1); rc=$?
     if [ "$rc" = "$want" ] && grep -qE -- "$pattern" <<<"$out"; then
         echo "ok   $name: exit $rc"
     else

@@ -1,5 +1,5 @@
-/* tests/ring_fake_cuda.h: what tests/ring_hostrun.cu asks of the fake CUDA runtime
- * (tests/ring_fake_cuda.cpp). */
+/* tests/ring/ring_fake_cuda.h: what tests/ring/ring_hostrun.cu asks of the fake CUDA runtime
+ * (tests/ring/ring_fake_cuda.cpp). */
 #ifndef RING_FAKE_CUDA_H
 #define RING_FAKE_CUDA_H
 #include <stddef.h>

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""tests/check_structure.py: the shape a lesson file must keep so that it reads like a textbook
+"""tests/checks/check_structure.py: the shape a lesson file must keep so that it reads like a textbook
 (make check-structure, part of make test). Fails, naming file and line, when
 
   - a solution calls getenv: a solution holds one design, its experiments are variant builds
@@ -13,8 +13,8 @@
   - inline PTX (asm) appears in a lesson file outside the teaching lessons' wrappers: every other
     lesson calls the headers.
 
-    python3 tests/check_structure.py [ROOT]        check the tree (default: this repository)
-    python3 tests/check_structure.py --selftest    each rule fails on a planted violation
+    python3 tests/checks/check_structure.py [ROOT]        check the tree (default: this repository)
+    python3 tests/checks/check_structure.py --selftest    each rule fails on a planted violation
 """
 import glob
 import os
@@ -22,7 +22,7 @@ import re
 import sys
 import tempfile
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "reference", "tools"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "reference", "tools"))
 
 MAX_KERNEL_LINES = 200
 MAX_SOLUTION_LINES = 850
@@ -234,7 +234,7 @@ def selftest():
 def main():
     if len(sys.argv) > 1 and sys.argv[1] == "--selftest":
         sys.exit(1 if selftest() else 0)
-    root = sys.argv[1] if len(sys.argv) > 1 else os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    root = sys.argv[1] if len(sys.argv) > 1 else os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     errors = check(root)
     for e in errors:
         print("check-structure: " + e)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# tests/new_lesson_test.sh (make test-new-lesson, in make test): in a copy of the tree, `make -n`
+# tests/checks/new_lesson_test.sh (make test-new-lesson, in make test): in a copy of the tree, `make -n`
 # writes nothing, and `make new-lesson` writes a lesson that works with no other file edited: its starter is what its solution
 # makes, the structure check passes, `make lesson99` builds it from its descriptor, the solution
 # passes the CPU emulator and the starter says "not implemented" there, and the site (where pandoc
@@ -24,7 +24,7 @@ step new make --no-print-directory new-lesson NUM=99 NAME=scaffold-check TITLE="
 [ $rc = 0 ] || fail "make new-lesson failed"
 step starters python3 reference/tools/starters.py --check
 [ $rc = 0 ] || fail "the new starter is not what its solution makes"
-step structure python3 tests/check_structure.py
+step structure python3 tests/checks/check_structure.py
 [ $rc = 0 ] || fail "the structure check fails on the new lesson"
 step table python3 -c 'import sys; sys.path.insert(0, "tests/docs"); import check_texts as c; e = c.lesson_table_problems("."); print("\n".join(e)); sys.exit(1 if e else 0)'
 [ $rc = 0 ] || fail "README.md's lesson table is not the lessons after make new-lesson"

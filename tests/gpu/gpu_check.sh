@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# tests/gpu_check.sh (run it as `make gpu-check`): the full check of the course on a machine
+# tests/gpu/gpu_check.sh (run it as `make gpu-check`): the full check of the course on a machine
 # with an NVIDIA GPU, in stages, each logged to build/gpu-check/<stage>.log, with a summary
 # table last (stage, status, seconds, one-line result; also in build/gpu-check/summary.txt).
 #
@@ -30,7 +30,7 @@
 # Exit status: 0 every stage passed or was skipped, 1 a stage failed, 2 bad variables,
 # 4 no NVIDIA GPU (nothing is run; the message says what runs without one).
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 
 MAKE=${MAKE:-make}
 NVCC=${NVCC:-nvcc}

@@ -3,7 +3,7 @@
 # reworded comment or re-indented line keeps it (no GPU rerun asked for), a changed token, string,
 # preprocessor line or included reference/include header changes it. make test runs this.
 set -eu
-here=$(cd "$(dirname "$0")/.." && pwd)
+here=$(cd "$(dirname "$0")/../.." && pwd)
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 mkdir -p "$tmp/reference/include" "$tmp/reference/tools" "$tmp/solutions/99-x"
 cp "$here/reference/tools/source_hash.py" "$tmp/reference/tools/"

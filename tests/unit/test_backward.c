@@ -1,4 +1,4 @@
-/* tests/test_backward.c: the backward grader's pure parts (reference/harness/diagnose_bwd.c), no GPU.
+/* tests/unit/test_backward.c: the backward grader's pure parts (reference/harness/diagnose_bwd.c), no GPU.
  *   - the tolerance rule's numbers;
  *   - the hypothesis references: BWD_EXACT is the float64 backward of cpu_reference_bwd.c, and each
  *     hypothesis changes exactly the gradients it should;

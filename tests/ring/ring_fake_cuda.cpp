@@ -1,5 +1,5 @@
-/* tests/ring_fake_cuda.cpp: the CUDA runtime (and NCCL) below lesson 15's ring, faked on the CPU
- * for tests/ring_hostrun.cu (make ring-hostrun), so that the ring's host code runs for real on a
+/* tests/ring/ring_fake_cuda.cpp: the CUDA runtime (and NCCL) below lesson 15's ring, faked on the CPU
+ * for tests/ring/ring_hostrun.cu (make ring-hostrun), so that the ring's host code runs for real on a
  * machine without a GPU: memory is host memory, every call is synchronous (streams and events
  * are names; a wait is a no-op), P fake devices; a kernel launch calls the CPU handler
  * registered for that kernel (fake_on_launch); ncclSend/ncclRecv of a group are matched and

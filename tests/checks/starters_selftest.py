@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""tests/starters_selftest.py: reference/tools/starters.py on planted cases (make check-starters).
+"""tests/checks/starters_selftest.py: reference/tools/starters.py on planted cases (make check-starters).
 Each marking error is refused with its line; a good marking makes the expected starter; --write
 keeps a starter edited by hand and overwrites it with --force; --check fails on a stale starter."""
 import os
@@ -9,7 +9,7 @@ import sys
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-TOOL = os.path.join(HERE, "..", "reference", "tools", "starters.py")
+TOOL = os.path.join(HERE, "..", "..", "reference", "tools", "starters.py")
 sys.path.insert(0, os.path.dirname(TOOL))
 import starters  # noqa: E402
 
@@ -62,7 +62,7 @@ def main():
         for d in ("reference/tools", "solutions/99-x", "lessons/99-x"):
             os.makedirs(os.path.join(root, d))
         shutil.copy(TOOL, os.path.join(root, "reference/tools"))
-        shutil.copy(os.path.join(HERE, "..", "reference", "tools", "source_hash.py"), os.path.join(root, "reference", "tools"))
+        shutil.copy(os.path.join(HERE, "..", "..", "reference", "tools", "source_hash.py"), os.path.join(root, "reference", "tools"))
         open(os.path.join(root, "solutions/99-x/x.cu"), "w").write(GOOD)
         tool = os.path.join(root, "reference/tools/starters.py")
         run = lambda *a: subprocess.run([sys.executable, tool] + list(a), capture_output=True, text=True)

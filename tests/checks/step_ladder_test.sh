@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# tests/step_ladder_test.sh [all]: the step ladders on the CPU emulator (make test-step-ladder, in
+# tests/checks/step_ladder_test.sh [all]: the step ladders on the CPU emulator (make test-step-ladder, in
 # make test; `all` in make test-full). For every lesson whose descriptor has `steps` (STEP:LAST_TODO
 # ...): the starter made from the solution with TODO(1)..TODO(LAST_TODO) written and
 # STARTER_DONE_STEP STEP (reference/tools/starters.py --upto) must pass `make emu-lessonN` at that

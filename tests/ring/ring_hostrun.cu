@@ -1,6 +1,6 @@
-/* tests/ring_hostrun.cu: lesson 15's ring run for real on the CPU (make ring-hostrun, in
+/* tests/ring/ring_hostrun.cu: lesson 15's ring run for real on the CPU (make ring-hostrun, in
  * check-15). The solution's host code, unchanged, over the fake CUDA runtime and NCCL of
- * tests/ring_fake_cuda.cpp: lesson 09's kernel, merge_partial and convert_out replaced by CPU
+ * tests/ring/ring_fake_cuda.cpp: lesson 09's kernel, merge_partial and convert_out replaced by CPU
  * stand-ins (float64 attention of one chunk pair, rounded as the kernel rounds), the rest (the
  * layout, the scatter's strided copies, the double buffers, the exchange, the order of pairs and
  * merges, the gather) as the GPU runs it, but synchronously. O and L are graded against float64

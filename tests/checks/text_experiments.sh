@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# tests/text_experiments.sh (run it as `make text-experiments`, on a GPU): the measurements the
+# tests/checks/text_experiments.sh (run it as `make text-experiments`, on a GPU): the measurements the
 # lesson texts quote that neither `make results` nor `make bench` makes, rerun on the current
 # code. The numbers in the texts come from the runs kept in docs/results/lessons/ (see its
 # README.md); this repeats them, it does not edit anything. Output under build/text-experiments/.
@@ -20,7 +20,7 @@
 # Experiment builds go to build/text-experiments/solutionN-<variant> (`make text-exp-variant`),
 # so ./solutionN stays the default build.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 MAKE=${MAKE:-make}
 OUT=build/text-experiments
 WHAT=$(echo "${TEXT_EXPERIMENTS:-timings ncu}" | tr ',' ' ')

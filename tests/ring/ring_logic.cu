@@ -1,4 +1,4 @@
-/* tests/ring_logic.cu: lesson 15's ring logic on the CPU, no GPU (make check-15). It includes the
+/* tests/ring/ring_logic.cu: lesson 15's ring logic on the CPU, no GPU (make check-15). It includes the
  * solution and checks its host-side pieces against their definitions:
  *   - ranks_for and layout_of cut every N into equal chunks, and chunk_of hands each chunk to
  *     exactly one rank;
@@ -10,8 +10,8 @@
  *     ring's order, gives the attention of the whole row (float64 reference), also for logits
  *     of +-100 where a merge without the max would overflow.
  * Criterion; build: nvcc -DRING_VIRTUAL_RANKS=2 (any transport: nothing here touches a GPU). */
-#ifndef RING_LOGIC_SRC  // -DRING_LOGIC_SRC='"../lessons/15-ring-attention/ring_attention.cu"': a student's file
-#define RING_LOGIC_SRC "../solutions/15-ring-attention/ring_attention.cu"
+#ifndef RING_LOGIC_SRC  // -DRING_LOGIC_SRC='"../../lessons/15-ring-attention/ring_attention.cu"': a student's file
+#define RING_LOGIC_SRC "../../solutions/15-ring-attention/ring_attention.cu"
 #endif
 #include RING_LOGIC_SRC
 #include <criterion/criterion.h>

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# tests/ptxas_report.sh SRC ARCH... [-- FLAG...]: ptxas's report (nvcc -Xptxas -v: registers, spills, stack
+# tests/checks/ptxas_report.sh SRC ARCH... [-- FLAG...]: ptxas's report (nvcc -Xptxas -v: registers, spills, stack
 # frame per kernel) for SRC compiled for the architectures ARCH (75, 80, 90 or 90a), with every
 # warning, on stdout; the exit status is nvcc's. The check-NN steps of `make test` use it.
 #
