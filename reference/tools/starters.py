@@ -196,32 +196,35 @@ def last_made(starter):
     return r.stdout if r.returncode == 0 else None
 
 
+def stale(path, have, want, source):
+    """Names a committed file that is not what `source` makes, with the head of the diff."""
+    print("starters: %s is not what %s makes (make starters writes it):" % (rel(path), source))
+    diff = list(difflib.unified_diff((have or "").splitlines(), want.splitlines(), rel(path) + " (committed)",
+                                     "made from " + source, lineterm=""))
+    print("\n".join(diff[:40]) + ("\n  ... (%d more diff lines)" % (len(diff) - 40) if len(diff) > 40 else ""))
+
+
 def check(dirs):
     bad = 0
-    for sol, starter in pairs(dirs):
+    todo = pairs(dirs)
+    if not todo:
+        print("starters: no marked solution found")
+        return 1
+    for sol, starter in todo:
         want, have = starter_of(read(sol), rel(sol)), read(starter)
         if have != want:
             bad += 1
-            print("starters: %s is not what %s makes (make starters writes it):" % (rel(starter), rel(sol)))
-            diff = list(difflib.unified_diff((have or "").splitlines(), want.splitlines(),
-                                             rel(starter) + " (committed)", "made from " + rel(sol), lineterm=""))
-            print("\n".join(diff[:40]) + ("\n  ... (%d more diff lines)" % (len(diff) - 40) if len(diff) > 40 else ""))
-    n = len(pairs(dirs))
-    if not n:
-        print("starters: no marked solution found")
-        return 1
+            stale(starter, have, want, rel(sol))
     hs = [] if dirs else headers()
     for h in hs:
         have = read(h)
-        if header_of(have, rel(h)) != have:
+        want = header_of(have, rel(h))
+        if want != have:
             bad += 1
-            print("starters: %s is not what its solution's regions make (make starters writes it):" % rel(h))
-            diff = list(difflib.unified_diff(have.splitlines(), header_of(have, rel(h)).splitlines(),
-                                             rel(h) + " (committed)", "made from the solution", lineterm=""))
-            print("\n".join(diff[:40]))
+            stale(h, have, want, "its solution's regions")
     if not bad:
         print("starters: each of the %d starters is what its solution makes%s" % (
-            n, ", and so are the %d shared headers' generated parts" % len(hs) if hs else ""))
+            len(todo), ", and so are the %d shared headers' generated parts" % len(hs) if hs else ""))
     return 1 if bad else 0
 
 

@@ -167,11 +167,14 @@ def link_cmd(src, out):
         ["-Ireference/include", "-Ireference/harness", "-Ireference/cpu", "-Ireference/gpu", src] + shlex.split(runner) + c_obj + ["-o", out, "-lgomp"]
 
 
+sys.path.insert(0, os.path.join(ROOT, "reference", "tools"))
+from lessons import lessons  # noqa: E402  (reference/tools/lessons.py: the lessons' descriptors)
+DESCRIPTORS = lessons(ROOT)
+
+
 def descriptor(src):
     """The descriptor (lessons/NN-*/lesson.mk) of the lesson whose folder holds src."""
-    sys.path.insert(0, os.path.join(ROOT, "reference", "tools"))
-    from lessons import lessons
-    return lessons(ROOT)[int(os.path.basename(os.path.dirname(os.path.abspath(src)))[:2])]
+    return DESCRIPTORS[int(os.path.basename(os.path.dirname(os.path.abspath(src)))[:2])]
 
 
 def arch_flags(src):
