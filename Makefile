@@ -7,23 +7,22 @@
 #   make clean
 # GPU_ARCH=90 (or sm_90) picks the target; by default it is read from nvidia-smi,
 # and with no GPU a portable build (sm_75, sm_80, sm_90 SASS + compute_90 PTX) is made.
+# Every other target, and the lesson descriptors the rules read: CONTRIBUTING.md, "Make targets".
 
 SHELL := /bin/bash
 NVCC ?= $(shell command -v nvcc 2>/dev/null || echo /usr/local/cuda/bin/nvcc)
-# The CUDA toolkit's include folder (cuda.h, cuda_runtime_api.h, cuda_fp16.h), for the CPU
-# emulators' host builds: asked of nvcc itself, because nvcc may be a wrapper or a link outside
-# its toolkit (its own path then says nothing). Exported, so sub-makes do not ask again.
+# The CUDA toolkit's include folder, for the CPU emulators' host builds: asked of nvcc itself (it
+# may be a wrapper or a link outside its toolkit). Exported, so sub-makes do not ask again.
 HASH := \#
+space := $() $()
 ifeq ($(origin CUDA_INC),undefined)
 CUDA_INC := $(or $(realpath $(shell echo '$(HASH)include <cuda_runtime_api.h>' | $(NVCC) -E -x c++ - 2>/dev/null | \
               sed -n 's|^$(HASH) *[0-9]* "\(.*\)/cuda_runtime_api\.h".*|\1|p' | head -n 1)),$(dir $(NVCC))../include)
 endif
 export CUDA_INC
-# python3 as the interpreter itself, first on every recipe's PATH: `make test` starts python3
-# some 120 times, and a version manager's shim (pyenv's is a bash script) adds about 0.6 s of
-# CPU to each start. Asked once (exported, so sub-makes do not ask again); a small sh script
-# rather than a link, so that a virtual environment's interpreter keeps its environment.
-# `make -n` writes nothing: the shim and the stamps below are written only when make runs recipes.
+# python3 as the interpreter itself, first on every recipe's PATH: `make test` starts python3 some
+# 120 times, and a version manager's shim adds about 0.6 s of CPU to each start. A small sh script
+# rather than a link, so that a virtual environment keeps its environment. `make -n` writes nothing.
 DRY_RUN := $(findstring n,$(firstword -$(MAKEFLAGS)))
 ifeq ($(origin FA_PYTHON),undefined)
 FA_PYTHON := $(shell python3 -c 'import sys; print(sys.executable)' 2>/dev/null)
@@ -54,43 +53,56 @@ else
   ARCH_FLAGS := -gencode arch=compute_$(GPU_ARCH),code=sm_$(GPU_ARCH)
 endif
 BUILD := build/$(ARCH_TAG)
+# A lesson whose descriptor says arch := sm_90a (wgmma, setmaxnreg) is built for sm_90a alone,
+# whatever GPU_ARCH is (its binary refuses other GPUs at run time, exit 4).
+SM90A_FLAGS := -gencode arch=compute_90a,code=sm_90a
 
-# Shared C part of the harness (no CUDA): lesson 01 and the unit tests link only this.
-HARNESS_C := reference/harness/cli.c reference/harness/grade.c reference/cpu/cpu_reference.c reference/cpu/fp8.c reference/cpu/cpu_reference_bwd.c reference/harness/diagnose.c reference/harness/diagnose_bwd.c reference/harness/rng.c
-HARNESS_H := $(wildcard reference/*/*.h)
-HARNESS_C_OBJ := $(addprefix build/host/,$(notdir $(HARNESS_C:.c=.o)))
 # reference/ by role: harness/ (command line, runners, grading, diagnoses), cpu/ (the float64 CPU
 # references, FP8 inputs), gpu/ (the unfused baseline, the float64 GPU forward), include/ (what a
 # lesson includes), tools/ (the scripts that make and check the course)
+HARNESS_C := $(addprefix reference/harness/,cli.c grade.c diagnose.c diagnose_bwd.c rng.c) \
+             $(addprefix reference/cpu/,cpu_reference.c fp8.c cpu_reference_bwd.c)
+HARNESS_H := $(wildcard reference/*/*.h)
+HARNESS_C_OBJ := $(addprefix build/host/,$(notdir $(HARNESS_C:.c=.o)))
 REF_INC := -Ireference/include -Ireference/harness -Ireference/cpu -Ireference/gpu
 vpath %.c reference/harness reference/cpu
 vpath %.cu reference/harness reference/gpu
-# GPU part: what every GPU binary links (runner_main: main, the one runner skeleton; runner_grade:
-# the grading pieces; runner_common: options, cases, CSV; the device report, timing, watchdog,
-# poison), plus the kind of lesson it plugs in (runner_main.h). HARNESS_CU_OBJ is what a forward
-# lesson links (runner_attention: forward and decode); a source that defines attention_backward
-# (lessons 10-11) links HARNESS_BWD_CU_OBJ (runner_backward) instead.
-HARNESS_CU_COMMON := $(filter-out reference/harness/runner_attention.cu reference/harness/runner_backward.cu,$(wildcard reference/harness/runner_*.cu))
+# What every GPU binary links (runner_main: main, the runner skeleton; the grading pieces,
+# options, cases, CSV, device report, timing, watchdog, poison), plus its runner kind: forward
+# (runner_attention: forward and decode) or backward (runner_backward), from its descriptor.
+HARNESS_CU_COMMON := $(filter-out %/runner_attention.cu %/runner_backward.cu,$(wildcard reference/harness/runner_*.cu))
 HARNESS_CU_COMMON_OBJ := $(addprefix $(BUILD)/,$(notdir $(HARNESS_CU_COMMON:.cu=.o)))
 HARNESS_CU_OBJ := $(HARNESS_CU_COMMON_OBJ) $(BUILD)/runner_attention.o
 HARNESS_BWD_CU_OBJ := $(HARNESS_CU_COMMON_OBJ) $(BUILD)/runner_backward.o
-HARNESS_ALL_CU_OBJ := $(HARNESS_CU_OBJ) $(if $(wildcard reference/harness/runner_backward.cu),$(BUILD)/runner_backward.o)
-# Which runner a source links, and which GPU code it gets, are its lesson's descriptor's (runner,
-# arch; mk/lessons.mk): a lesson whose kernels need sm_90a (wgmma, setmaxnreg; 09, 13-15) is
-# built for sm_90a alone, whatever GPU_ARCH is (its binary refuses other GPUs at run time, exit 4).
-SM90A_FLAGS := -gencode arch=compute_90a,code=sm_90a
-include mk/lessons.mk
-# a lesson's facts come from its descriptor (mk/lessons.mk); these take a source path
-runner_obj_of = $(if $(filter backward,$(L$(call lesson_num_of_path,$(1))_runner)),$(HARNESS_BWD_CU_OBJ),$(HARNESS_CU_OBJ))
-arch_of = $(if $(filter sm_90a,$(L$(call lesson_num_of_path,$(1))_arch)),$(SM90A_FLAGS),$(ARCH_FLAGS))
+HARNESS_ALL_CU_OBJ := $(HARNESS_CU_OBJ) $(BUILD)/runner_backward.o
 
+include mk/lessons.mk
+.SECONDEXPANSION:
+# a lesson's facts, from its number N or from a path in its folders
+runner_obj_n = $(if $(filter backward,$(L$(1)_runner)),$(HARNESS_BWD_CU_OBJ),$(HARNESS_CU_OBJ))
+arch_n = $(if $(filter sm_90a,$(L$(1)_arch)),$(SM90A_FLAGS),$(ARCH_FLAGS))
+runner_obj_of = $(call runner_obj_n,$(call lesson_num_of_path,$(1)))
+arch_of = $(call arch_n,$(call lesson_num_of_path,$(1)))
+# another lesson's solution linked as a library (descriptor: library := N FLAGS; compiled once with
+# -DFA_LIBRARY_ONLY and FLAGS, or LIB_FLAGS), and a transport (transport := nccl: mk/ring.mk)
+lib_flags_n = -DFA_LIBRARY_ONLY $(or $(LIB_FLAGS),$(wordlist 2,99,$(L$(1)_library)))
+lib_obj_n = $(if $(L$(1)_library),$(BUILD)/lib/solution$(firstword $(L$(1)_library))$(subst =,_,$(subst -D,-,$(subst $(space),,$(call lib_flags_n,$(1))))).o)
+link_flags_n = $(if $(L$(1)_transport),$(RING_FLAGS))
+link_libs_n = $(call lib_obj_n,$(1)) $(call runner_obj_n,$(1)) $(HARNESS_C_OBJ) -lgomp $(if $(L$(1)_transport),$(RING_LIBS))
 pad = $(if $(filter 1 2 3 4 5 6 7 8 9,$(1)),0$(1),$(1))
 src_of = $(firstword $(wildcard $(1)/$(call pad,$(2))-*/$(L$(2)_source)))
+# a binary's name: lesson9, solution9-step3 (lesson 9, its worklog's variant step3)
+kind_of = $(if $(filter solution%,$(1)),solutions,lessons)
+stem_of = $(patsubst solution%,%,$(patsubst lesson%,%,$(1)))
+num_of = $(firstword $(subst -, ,$(call stem_of,$(1))))
+variant_of = $(patsubst -%,%,$(patsubst $(call num_of,$(1))%,%,$(call stem_of,$(1))))
+bin_src = $(call src_of,$(call kind_of,$(1)),$(call num_of,$(1)))
 
-.PHONY: all lessons solutions grade test clean results help
+.PHONY: all lessons solutions grade test clean results help FORCE
 .DEFAULT_GOAL := help
 help:
-	@sed -n "2,10p" Makefile | sed "s/^# \{0,1\}//"; echo "  make docs / docs-check / docs-browser-check, make bench / bench-quick, make mutants / fuzz"; echo "  make gpu-check             maintainers, on a GPU: the full check, a summary table (CONTRIBUTING.md)"; echo "  make starters / new-lesson  maintainers: the starters from the solutions; a new lesson (CONTRIBUTING.md)"
+	@sed -n "2,11p" Makefile | sed "s/^# \{0,1\}//"
+FORCE:
 
 all: lessons solutions
 lessons: $(addprefix lesson,$(LESSON_NUMS))
@@ -103,131 +115,111 @@ $(BUILD)/%.o: %.cu $(HARNESS_H) | $(BUILD)
 build/host $(BUILD):
 	@mkdir -p $@
 
-# A lesson is one source file: .c (CPU, lesson 01) links the C harness with
-# reference/harness/runner_softmax.c (build/host/runner_softmax.o); .cu links the GPU runner.
-define link_lesson
-	@if [ -z "$(2)" ]; then echo "no source for $(1) (expected lessons/NN-*/*.cu)"; exit 2; fi
-	$(if $(filter %.c,$(2)),\
-	  $(CC) $(CFLAGS) $(REF_INC) $(2) build/host/runner_softmax.o $(HARNESS_C_OBJ) -o $(1) -lm,\
-	  $(call nvcc_with_ptxas_log,$(1),$(2),$(NVCC) $(NVCC_FLAGS) $(call arch_of,$(2)) $(REF_INC) $(2) $(call runner_obj_of,$(2)) $(HARNESS_C_OBJ) -o $(1) -lgomp))
-endef
-# $(call nvcc_with_ptxas_log,BINARY,SOURCE,COMMAND): run the nvcc COMMAND with -Xptxas -v and keep
-# ptxas's report (registers, spills, stack per kernel and architecture) in build/ptxas/BINARY.log;
-# print everything else (warnings, errors) as usual. The check-NN steps of `make test` read
-# the report through tests/checks/ptxas_report.sh instead of compiling the same file again; its first
-# line says whether the build used the default flags (only then is it reused); it appears
-# only once complete (written beside, then renamed), so a check never reads half a report.
-PTXAS_REPORT = NVCC=$(NVCC) bash tests/checks/ptxas_report.sh
+# $(call variant_src,BINARY): writes build/variants/BINARY.cu, the binary's source with its worklog
+# variants applied (reference/tools/variant.py), and sets $$src and $$defs (the variants' -D flags)
+variant_src = src=$(call bin_src,$(1)); defs=; if [ -n "$(call variant_of,$(1))" ]; then \
+	defs=$$(python3 reference/tools/variant.py $(call num_of,$(1)) $$src build/variants/$(1).cu $(subst +, ,$(call variant_of,$(1)))) \
+	  || exit 1; src=build/variants/$(1).cu; fi
+# A lesson is one source file: .c (CPU, lesson 01) links the C harness with runner_softmax.c; .cu
+# the GPU runner of its kind. nvcc's -Xptxas -v report is kept in build/ptxas/BINARY.log (first
+# line: the source and whether the flags were the defaults), which tests/checks/ptxas_report.sh
+# reads instead of compiling the same file again; written beside, then renamed.
 nvcc_flags_kind = $(if $(filter-out $(NVCC_FLAGS_DEFAULT),$(NVCC_FLAGS))$(filter-out $(NVCC_FLAGS),$(NVCC_FLAGS_DEFAULT)),custom,default)
-nvcc_with_ptxas_log = @echo '$(3)'; mkdir -p build/ptxas; rm -f build/ptxas/$(1).log; \
-	{ echo "$(HASH) ptxas -v of $(2), $(nvcc_flags_kind) flags, $(call arch_of,$(2))"; $(3) -Xptxas -v 2>&1; } > build/ptxas/$(1).log.part; rc=$$?; \
-	grep -vE '^ptxas info|^ +[0-9]+ bytes stack frame|^$(HASH) ptxas -v of' build/ptxas/$(1).log.part >&2; \
-	if [ $$rc -ne 0 ]; then rm -f build/ptxas/$(1).log build/ptxas/$(1).log.part; exit $$rc; fi; mv build/ptxas/$(1).log.part build/ptxas/$(1).log
+define link_lesson
+	@mkdir -p build/ptxas build/variants; $(call variant_src,$(1)); \
+	if [ -z "$$src" ]; then echo "no source for $(1) (expected lessons/NN-*/*.cu)"; exit 2; fi; \
+	if [ "$${src%.c}" != "$$src" ]; then set -x; \
+	  $(CC) $(CFLAGS) $(REF_INC) $$src build/host/runner_softmax.o $(HARNESS_C_OBJ) -o $(1) -lm; exit; fi; \
+	$(if $(L$(call num_of,$(1))_transport),$(RING_NOTE);) \
+	cmd="$(NVCC) $(NVCC_FLAGS) $(call arch_n,$(call num_of,$(1))) $$defs $(call link_flags_n,$(call num_of,$(1))) $(REF_INC) $$src -o $(1) $(call link_libs_n,$(call num_of,$(1)))"; \
+	echo "$$cmd"; log=build/ptxas/$(1).log; rm -f $$log; \
+	{ echo "$(HASH) ptxas -v of $$src, $(if $(call variant_of,$(1)),custom,$(nvcc_flags_kind)) flags, $(call arch_n,$(call num_of,$(1)))"; $$cmd -Xptxas -v 2>&1; } > $$log.part; rc=$$?; \
+	grep -vE '^ptxas info|^ +[0-9]+ bytes stack frame|^$(HASH) ptxas -v of' $$log.part >&2; \
+	if [ $$rc -ne 0 ]; then rm -f $$log $$log.part; exit $$rc; fi; mv $$log.part $$log
+endef
 
 # Binaries depend on the target architecture: changing GPU_ARCH relinks them.
 ARCH_STAMP := build/arch-stamp
 $(if $(DRY_RUN),,$(shell mkdir -p build; [ "$$(cat $(ARCH_STAMP) 2>/dev/null)" = "$(ARCH_TAG)" ] || echo "$(ARCH_TAG)" > $(ARCH_STAMP)))
 deps_of = $(ARCH_STAMP) $(HARNESS_C_OBJ) $(if $(filter %.cu,$(1)),$(call runner_obj_of,$(1)),build/host/runner_softmax.o)
-.SECONDEXPANSION:
-lesson%: $$(call src_of,lessons,$$*) $$(call deps_of,$$(call src_of,lessons,$$*))
-	$(call link_lesson,$@,$(call src_of,lessons,$*))
-solution%: $$(call src_of,solutions,$$*) $$(call deps_of,$$(call src_of,solutions,$$*))
-	$(call link_lesson,$@,$(call src_of,solutions,$*))
+bin_deps = $(call bin_src,$(1)) $(call deps_of,$(call bin_src,$(1))) $(if $(call variant_of,$(1)),FORCE) \
+  $(call lib_obj_n,$(call num_of,$(1))) $(if $(L$(call num_of,$(1))_transport),$(RING_STAMP))
+define lib_rule
+$(call lib_obj_n,$(1)): $(call src_of,solutions,$(firstword $(L$(1)_library))) $(HARNESS_H)
+	@mkdir -p $$(dir $$@)
+	$(NVCC) $(NVCC_FLAGS) $(call arch_n,$(firstword $(L$(1)_library))) $(call lib_flags_n,$(1)) $(REF_INC) -c $$< -o $$@
+endef
+$(foreach n,$(LESSON_NUMS),$(if $(L$(n)_library),$(eval $(call lib_rule,$(n)))))
+# make link-objects-N: the library objects lesson N links (tests/mutants/run.py links its mutants so)
+link-objects-%: $$(call lib_obj_n,$$*)
+	@echo $(call lib_obj_n,$*)
+lesson%: $$(call bin_deps,$$@)
+	$(call link_lesson,$@)
+solution%: $$(call bin_deps,$$@)
+	$(call link_lesson,$@)
 
-# Inspection targets: registers/smem/spills, SASS, sanitizers. STEM is lessonN or solutionN.
-kind_of = $(if $(filter solution%,$(1)),solutions,lessons)
-num_of = $(patsubst solution%,%,$(patsubst lesson%,%,$(1)))
+# Inspection: registers/smem/spills, SASS, sanitizers. STEM is a binary's name (lessonN, solutionN-VARIANT).
 ptxas-%:
-	@src=$(call src_of,$(call kind_of,$*),$(call num_of,$*)); echo "== nvcc -Xptxas -v $$src ($(if $(filter sm_90a,$(L$(call num_of,$*)_arch)),sm_90a,$(ARCH_TAG)))"; \
-	$(NVCC) $(NVCC_FLAGS) $(call arch_of,$(call src_of,$(call kind_of,$*),$(call num_of,$*))) $(REF_INC) -Xptxas -v -c $$src -o /dev/null 2>&1 \
+	@mkdir -p build/variants; $(call variant_src,$*); echo "== nvcc -Xptxas -v $$src $$defs ($(call arch_n,$(call num_of,$*)))"; \
+	$(NVCC) $(NVCC_FLAGS) $$defs $(call arch_n,$(call num_of,$*)) $(REF_INC) -Xptxas -v -c $$src -o /dev/null 2>&1 \
 	  | grep -E 'Compiling entry|Function properties|registers|spill|stack frame' | sed -E 's/^ptxas info *: //'
 sass-%: %
 	@mkdir -p build && cuobjdump --dump-sass ./$* > build/$*.sass
 	@echo "== instruction counts in ./$* (full listing: build/$*.sass)"
 	@grep -oE '\b(HMMA|LDSM|LDGSTS|HGMMA|UTMALDG|SYNCS|FFMA|MUFU\.EX2|BAR\.SYNC|LDL|STL)[.A-Z0-9]*' build/$*.sass | sort | uniq -c
-# Every head dimension the lesson has (its descriptor): each is its own kernel instantiation
-# (tiles, registers, shared memory), so a bug in one is invisible in the other. SAN_D=128 runs
-# just one. The dtype: the lesson's default (the first of its descriptor's), or DTYPE.
+# Each head dimension of the descriptor (each is its own kernel instantiation), causal too where
+# the lesson has it, in its first dtype (or DTYPE); SAN_D=128 runs one d. A descriptor's
+# sanitize_cases replaces that grid. racecheck does not model mbarriers (nor TMA writes, wgmma
+# reads): where the descriptor says racecheck := advisory, memcheck is the gate and racecheck's
+# report is printed with that note (the grader's re-run and the mutants catch those races).
 SAN_D = $(L$(call num_of,$*)_head_dims)
-SAN_ARGS = --check-only -b 1 -H 2 -n 77 --dtype $(or $(DTYPE),$(firstword $(L$(call num_of,$*)_dtypes)))
-# racecheck sees __syncthreads and named barriers, not mbarriers: an mbarrier's arrive (release)
-# and wait (acquire) order plain shared-memory accesses that racecheck then reports as hazards,
-# and it does not see TMA writes or wgmma reads of shared memory at all. So for a source built
-# for sm_90a (lesson 09: TMA + mbarrier rings) memcheck is the gate and racecheck's report is
-# printed with that note; the grader's determinism re-run and the mutants catch its races.
-SAN_MBARRIER = $(if $(filter advisory,$(L$(call num_of,$*)_racecheck)),1,0)
-SAN_MEMCHECK = compute-sanitizer --tool memcheck --error-exitcode 9 ./$* $(SAN_ARGS)
-SAN_RACECHECK = compute-sanitizer --tool racecheck --racecheck-report all --error-exitcode 9 ./$* $(SAN_ARGS)
+SAN_ARGS = --check-only --dtype $(or $(DTYPE),$(firstword $(L$(call num_of,$*)_dtypes)))
+SAN_GRID = $(or $(L$(call num_of,$*)_sanitize_cases),$(foreach d,$(SAN_D),-b 1 -H 2 -n 77 -d $(d) \
+  $(if $(filter yes,$(L$(call num_of,$*)_causal)),| -b 1 -H 2 -n 77 -d $(d) --causal) |))
 SAN_RACE_NOTE = racecheck on $*: the hazards above (if any) are not a verdict: this kernel orders its shared memory with mbarriers, which racecheck does not model (memcheck above is the gate)
-# Causal runs too where the lesson's descriptor says causal := yes.
 sanitize-%: %
-	@set -e; for d in $(SAN_D); do \
-	  for c in "" $(if $(filter yes,$(L$(call num_of,$*)_causal)),--causal); do \
-	    echo "+ $(SAN_MEMCHECK) -d $$d $$c"; $(SAN_MEMCHECK) -d $$d $$c; \
-	    echo "+ $(SAN_RACECHECK) -d $$d $$c"; \
-	    $(if $(filter 1,$(SAN_MBARRIER)),$(SAN_RACECHECK) -d $$d $$c || true; echo "$(SAN_RACE_NOTE)",$(SAN_RACECHECK) -d $$d $$c); \
-	  done; done
+	@set -e; IFS='|' read -ra cases <<<'$(SAN_GRID)'; for c in "$${cases[@]}"; do [ -n "$${c// }" ] || continue; \
+	  echo "+ compute-sanitizer --tool memcheck ./$* $(SAN_ARGS) $$c"; \
+	  compute-sanitizer --tool memcheck --error-exitcode 9 ./$* $(SAN_ARGS) $$c; \
+	  echo "+ compute-sanitizer --tool racecheck ./$* $(SAN_ARGS) $$c"; \
+	  compute-sanitizer --tool racecheck --racecheck-report all --error-exitcode 9 ./$* $(SAN_ARGS) $$c $(if $(filter advisory,$(L$(call num_of,$*)_racecheck)),|| true; echo "$(SAN_RACE_NOTE)"); \
+	done
+
+# make variant N=9 OUT=build/x/s [VARIANTS="step3 exp2-fma"] [DEFS=-DX=1] [SRC=your file]: one build
+# of lesson N's solution (or SRC) with worklog variants and flags, ptxas's report in OUT.ptxas:
+# what the worklogs' scripts build
+variant: $(HARNESS_C_OBJ) $$(call runner_obj_n,$$(N)) $$(call lib_obj_n,$$(N))
+	@[ -n "$(N)" ] && [ -n "$(OUT)" ] || { echo "usage: make variant N=<lesson> OUT=<binary> [VARIANTS='a b'] [DEFS='-DX=1'] [SRC=<file>]"; exit 2; }
+	@mkdir -p $(dir $(OUT)); defs=$$(python3 reference/tools/variant.py $(N) $(or $(SRC),$(call src_of,solutions,$(N))) $(OUT).cu $(VARIANTS)) || exit 1; \
+	echo "$(NVCC) ... $$defs $(DEFS) $(OUT).cu ($(or $(SRC),solution $(N))$(if $(VARIANTS), + $(VARIANTS))) -o $(OUT)"; \
+	$(NVCC) $(NVCC_FLAGS) $(call arch_n,$(N)) $$defs $(DEFS) $(call link_flags_n,$(N)) -Xptxas -v $(REF_INC) $(OUT).cu \
+	  -o $(OUT) $(call link_libs_n,$(N)) 2> $(OUT).ptxas || { cat $(OUT).ptxas; exit 1; }
 
 grade:
 	@bash reference/tools/grade.sh $(if $(SOLUTIONS),solutions,lessons)
-
 results:
 	@NVCC=$(NVCC) bash reference/tools/results.sh
-
-# Tests: Criterion unit tests (CPU), the binaries as a student runs them (GPU
-# parts skip without a GPU), and the freshness of the GPU results. Fragments in
-# mk/*.mk add their own steps to TEST_STEPS (and the exhaustive ones to TEST_FULL_STEPS).
-# `make test` runs the steps TEST_JOBS (2) at a time, each step's output printed whole when it
-# ends (--output-sync), then test-results; `make test-full` then runs the exhaustive steps.
-TEST_UNIT_SRC := tests/unit/test_reference.c tests/unit/test_fp8.c tests/unit/test_grade.c tests/unit/test_diagnose.c tests/unit/test_cli.c tests/unit/test_lesson01.c
-tests/bin/unit: $(TEST_UNIT_SRC) $(HARNESS_C_OBJ) solutions/01-online-softmax/online_softmax.c $(HARNESS_H)
-	@mkdir -p tests/bin
-	$(CC) $(CFLAGS) $(REF_INC) $(filter %.c %.o,$^) -o $@ -lcriterion -lm
-tests/bin/binaries: tests/unit/test_binaries.c $(HARNESS_H)
-	@mkdir -p tests/bin
-	$(CC) $(CFLAGS) $(REF_INC) $< -o $@ -lcriterion
-.PHONY: test-toolkit test-unit test-binaries test-results
-test-unit: tests/bin/unit
-	tests/bin/unit --jobs 2
-test-binaries: tests/bin/binaries lesson1 solution1 lesson2 solution2
-	tests/bin/binaries --jobs 1
-	@nvidia-smi -L >/dev/null 2>&1 || echo "note: 3 of those tests were skipped (Criterion's synthesis omits them): no NVIDIA driver/GPU found, so GPU grading did not run here"
-test-results:
-	bash tests/checks/check_results_fresh.sh
-# With nvcc present, the emulator steps need its headers: they say SKIP only where nvcc is absent,
-# so headers that cannot be found are an error here rather than a silent skip of every emulator.
-test-toolkit:
-	@if ! command -v $(NVCC) >/dev/null 2>&1; then echo "test-toolkit: no nvcc: the emulator and compile steps SKIP"; \
-	 elif [ -f $(CUDA_INC)/cuda_runtime_api.h ] && [ -f $(CUDA_INC)/cuda.h ] && [ -f $(CUDA_INC)/cuda_fp16.h ]; then \
-	   echo "test-toolkit: nvcc $(NVCC), CUDA headers in $(CUDA_INC)"; \
-	 else echo "test-toolkit: nvcc ($(NVCC)) is here but its headers are not in $(CUDA_INC): set CUDA_INC=<toolkit>/include"; exit 1; fi
-TEST_STEPS := test-toolkit test-unit test-binaries
-TEST_FULL_STEPS := check-variant-builds
-TEST_JOBS ?= 2
-# The worklogs' variants (experiments kept as patches and .var files): the check-NN steps of
-# make test show that each still applies to its solution; VARIANT_BUILDS=1 (a check-NN run by
-# hand, and make test-full's check-variant-builds) also compiles each one.
-VARIANT_BUILDS ?= 1
-.PHONY: check-variant-builds
-check-variant-builds:
-	@$(MAKE) --no-print-directory check-07-08 check-11 check-14 VARIANT_BUILDS=1
-
 clean:
 	rm -rf build lesson[0-9]* solution[0-9]* tests/bin
 
+# Tests: each mk/*.mk adds its steps to TEST_STEPS (and the exhaustive ones to TEST_FULL_STEPS).
+# `make test` runs the steps TEST_JOBS (2) at a time, each step's output printed whole when it
+# ends (--output-sync), the longest first, then test-results (last: the other checks run and
+# report even while the GPU results are stale); `make test-full` adds the exhaustive steps.
+TEST_STEPS :=
+TEST_FULL_STEPS :=
+TEST_JOBS ?= 2
 -include $(filter-out mk/lessons.mk,$(wildcard mk/*.mk))
-
-.PHONY: test-steps test-full-steps test-full
-# the longest steps first (measured one at a time on a fresh clone), so that two at a time end
-# close together
-TEST_LONG := test-docs emu-starters check-15 test-docs-selftest emu-09 hostsim-forward bench-selftest emu-08 hostsim-11 \
-  mutants-cpu emu-11 emu-12 check-07-08 emu-10 emu-03-05 emu-14 emu-13 gpu-check-selftest hostsim-10 check-11 emu-07
-test-steps: $(foreach t,$(TEST_LONG),$(filter $(t),$(TEST_STEPS))) $(filter-out $(TEST_LONG),$(TEST_STEPS))
+.PHONY: test-steps test-full-steps test-full test-results
+TEST_LONG := test-docs emu-starters $(addprefix emu-,$(foreach n,$(call lessons_with,arch,sm_90a),$(call pad,$(n)))) \
+  hostsim-forward bench-selftest $(filter hostsim-%,$(TEST_STEPS)) mutants-cpu test-docs-selftest
+test-steps: $(filter $(TEST_STEPS),$(TEST_LONG)) $(filter-out $(TEST_LONG),$(TEST_STEPS))
 test-full-steps: $(TEST_FULL_STEPS)
-# test-results last: the other checks run (and report) even while the GPU results are stale
+test-results:
+	bash tests/checks/check_results_fresh.sh
 test:
-	@$(MAKE) --no-print-directory -j$(TEST_JOBS) --output-sync=target test-steps VARIANT_BUILDS=0
+	@$(MAKE) --no-print-directory -j$(TEST_JOBS) --output-sync=target test-steps
 	@$(MAKE) --no-print-directory test-results
 test-full:
-	@$(MAKE) --no-print-directory -j$(TEST_JOBS) --output-sync=target test-steps test-full-steps VARIANT_BUILDS=0
+	@$(MAKE) --no-print-directory -j$(TEST_JOBS) --output-sync=target test-steps test-full-steps CHECK_FULL=1
 	@$(MAKE) --no-print-directory test-results

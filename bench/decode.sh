@@ -12,8 +12,8 @@
 # K/V heads (GQA, groups of 4: B H_kv = 8, 32, 128, 512) or 32 (multi-head: B H_kv = 32, 512),
 # KV lengths 4k to 128k, d = 128 in fp16 and bf16, d = 64 in fp16. Per shape, in one run:
 #   12-flash-decoding          ./solution12 --bench-only --csv (the split count of its rule)
-#   12-flash-decoding-splits1  the same kernel built with -DFD_SPLITS=1 (make decode-variant
-#                              V=splits1: build/decode-variants/splits1): one block per group,
+#   12-flash-decoding-splits1  the same kernel built with -DFD_SPLITS=1 (make variant N=12
+#                              VARIANTS=splits1 OUT=build/decode-variants/splits1): one block per group,
 #                              the schedule of lessons 03-08
 #   torch-flash, torch-cudnn, torch-efficient  PyTorch's SDPA backends (bench/peers_decode.py)
 #   read-same                  a plain streaming read of as many bytes as the shape's K and V
@@ -107,12 +107,12 @@ trap 'rm -rf "$ERR"' EXIT
 if [ "$BUILD" = 1 ]; then
     echo "== building: solution12, build/copy_bandwidth, its -DFD_SPLITS=1 variant"
     { ${MAKE:-make} --no-print-directory solution12 build/copy_bandwidth &&
-        ${MAKE:-make} --no-print-directory decode-variant V=splits1; } >"$ERR/build.log" 2>&1 ||
+        ${MAKE:-make} --no-print-directory variant N=12 VARIANTS=splits1 OUT=build/decode-variants/splits1; } >"$ERR/build.log" 2>&1 ||
         { cat "$ERR/build.log"; echo "decode.sh: the build failed" >&2; exit 5; }
 fi
 SPLITS1=build/decode-variants/splits1
 [ -x ./solution12 ] && [ -x build/copy_bandwidth ] && [ -x $SPLITS1 ] ||
-    { echo "decode.sh: ./solution12, build/copy_bandwidth or $SPLITS1 missing (make solution12 build/copy_bandwidth; make decode-variant V=splits1)" >&2; exit 5; }
+    { echo "decode.sh: ./solution12, build/copy_bandwidth or $SPLITS1 missing (make solution12 build/copy_bandwidth; make variant N=12 VARIANTS=splits1 OUT=build/decode-variants/splits1)" >&2; exit 5; }
 
 HEADER="gpu,date,commit,method,dtype,B,H,H_kv,N,N_kv,d,status,ms,kv_gbps,pct_of_copy,copy_gbps,reps,timing"
 echo "$HEADER" >"$OUT"

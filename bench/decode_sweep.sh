@@ -8,7 +8,7 @@
 #   A4k A16k A32k A128k   B = 1, H_kv = 8 (B H_kv = 8) at N_kv 4096, 16384, 32768, 131072
 #   B4k C4k               B H_kv = 32 (B = 4) and 512 (B = 64) at 4096
 #   Abf16 Ad64            B H_kv = 8 at 32768, bf16 / fp16 with d = 64
-# On every shape, each variant of the solution (make decode-variant V=..., mk/decode.mk: the
+# On every shape, each variant of the solution (make variant N=12 VARIANTS=..., the worklog variants of lesson 12: the
 # solution with patches from lessons/12-flash-decoding/worklog/variants/ and macros; every one carries
 # plan.patch, whose fd-plan line gives the split count) run as bench/decode.sh runs it
 # (--bench-only, CUDA events, median of R launches, L2 flushed by the harness before each):
@@ -80,7 +80,7 @@ MAKE=${MAKE:-make}
 T0=$SECONDS
 
 # ---- builds: the harness and the copy tool, then the variants in parallel ----
-# "label:V": the sweep's label, the variant's name in mk/decode.mk; then the forced split counts
+# "label:V": the sweep's label, the variant's name (lessons/12-flash-decoding/worklog/variants/); then the forced split counts
 # (plan.patch and -DFD_SPLITS=S)
 VARIANTS="base:base rule=resident:rule-resident rule=tiles:rule-tiles rule=fill:rule-fill merge=kernel:merge-kernel
 merge=pdl:merge-pdl stages=2:stages2 stages=4:stages4 bc=alt:bc-alt evict=first:evict-first trace:trace"
@@ -93,11 +93,11 @@ if [ "$BUILD" = 1 ]; then
     pids=()
     for v in $VARIANTS; do
         label=${v%%:*}
-        $MAKE --no-print-directory decode-variant V="${v#*:}" DV_OUT="$(bin_of "$label")" >"$ERR/build-$label.log" 2>&1 &
+        $MAKE --no-print-directory variant N=12 VARIANTS="${v#*:}" OUT="$(bin_of "$label")" >"$ERR/build-$label.log" 2>&1 &
         pids+=("$!:$label")
     done
     for S in $SPLIT_COUNTS; do
-        $MAKE --no-print-directory decode-variant DV_PATCHES=plan DV_DEFS="-DFD_SPLITS=$S" DV_OUT="$(bin_of "S=$S")" \
+        $MAKE --no-print-directory variant N=12 VARIANTS=plan DEFS="-DFD_SPLITS=$S" OUT="$(bin_of "S=$S")" \
             >"$ERR/build-S=$S.log" 2>&1 &
         pids+=("$!:S=$S")
     done

@@ -11,3 +11,9 @@ teaches := ptx_mma.h
 emulator := warp
 emu_cases := -b 1 -H 2 -n 77 -d 64 | -b 1 -H 1 -n 130 -d 128 --causal | -b 1 -H 1 -n 1 -d 64 --causal
 emu_driver := emu-07
+ptxas := 75 90
+spill_budget := 16
+check_builds_full := no-swizzle
+emu_main := tests/warp_emu/emu7.cpp
+emu_flags := -DFA_EMULATOR -Itests/warp_emu
+emu_late := EMU_CPASYNC=late EMU_SCHED=reverse

@@ -11,3 +11,13 @@ teaches := ptx_hopper_bwd.h
 emulator := driver
 emu_driver := emu-13
 racecheck := advisory
+ptxas := 90a
+registers := 168
+register_kernel := fa3_backward_kernel
+header_check := tests/checks/headers/ptx_hopper_bwd.cu
+check_builds := deterministic
+check_builds_full := ladder-4-head-order | ladder-3-one-consumer | ladder-2-dq-atomics | ladder-1-consumer-loads
+emu_main := tests/hopper_emu/emu13.cpp
+emu_flags := -Itests/hopper_emu
+emu_link := cpu_reference cpu_reference_bwd
+emu_late := EMU_WGMMA=late EMU_TMA=late EMU_SCHED=reverse

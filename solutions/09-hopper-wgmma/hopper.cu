@@ -40,10 +40,13 @@
 #include "attention.h"
 #include "tma_params.h"  // the layout TMA writes; the tensor maps (host)
 #include "ptx_mma.h"     // lesson 07's smem_u32, ex2, pack2
+#include "hopper_attention.h"  // the API below; -DFA_LIBRARY_ONLY builds it without the grader's entry
 
+#ifndef FA_LIBRARY_ONLY
 const lesson_info LESSON = {
     9, "09-hopper-wgmma", "Hopper: wgmma, TMA, mbarriers, warp specialization",
     DTYPE_BIT(DTYPE_FP16) | DTYPE_BIT(DTYPE_BF16), 1, {64, 128, 0}, 0, 90};
+#endif
 //|
 //| /* TODO(0): the last step of the ladder whose TODOs you have written (1 after TODO(1)-(3), 2
 //|  * after (4)-(6), 3 after (7), 4 after (8), 7 after (9)). A build of a later step (FA9_STEP) says
@@ -881,67 +884,80 @@ fa3_forward_kernel(const __grid_constant__ CUtensorMap tmQ, const __grid_constan
 // [end roles]
 
 // [region host]
-/* An integer attribute of the current device; 0 when it cannot be read. */
-static int device_attr(cudaDeviceAttr attr) {
-    int dev = 0, v = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&v, attr, dev) != cudaSuccess) return 0;
-    return v;
+constexpr int FA_MAX_DEVICES = 64, FA_MAX_STREAMS = 16;  // devices; per device, streams holding a tile counter
+struct DeviceInfo { int cc, sms, l2, smem_optin; };     // 10 major + minor, SMs, bytes of L2 and per block
+static const DeviceInfo &device_info(int dev) {         // read on first use; 0 where unreadable
+    static DeviceInfo info[FA_MAX_DEVICES];
+    auto attr = [dev](cudaDeviceAttr a) { int v = 0; return cudaDeviceGetAttribute(&v, a, dev) ? 0 : v; };
+    if (!info[dev].cc)
+        info[dev] = {10 * attr(cudaDevAttrComputeCapabilityMajor) + attr(cudaDevAttrComputeCapabilityMinor),
+                     attr(cudaDevAttrMultiProcessorCount), attr(cudaDevAttrL2CacheSize),
+                     attr(cudaDevAttrMaxSharedMemoryPerBlockOptin)};
+    return info[dev];
 }
 /* The causal order's section size (work_of): how many heads' K and V (2 N d 2 bytes each) fit
  * together in 5/8 of L2 (FlashAttention-3 budgets 32 of the H100's 50 MiB; the rest holds the
  * Q and O tiles in flight), at least 1. Non-causal: all B H (work_of does not use it). */
-static int heads_per_section(const attn_args *a) {
+static int heads_per_section(const attn_args *a, int l2) {
     const int BH = a->B * a->H;
     if (!a->causal) return BH;
-    static const int l2 = device_attr(cudaDevAttrL2CacheSize);
     const double hs = (double)l2 * 5.0 / 8.0 / (2.0 * a->N * a->d * 2);
     return hs < 1.0 ? 1 : hs > BH ? BH : (int)hs;
 }
-
+/* Lets a kernel use more than 48 KiB of shared memory on the current device `dev`, once per device
+ * (cudaFuncSetAttribute acts on the current device only). */
 template <typename T, int D, int BC, int STAGES, int NC>
-static int launch(const attn_args *a) {
+static int allow_smem(int dev) {
+    static unsigned long long done = 0;  // a bit per device
+    const int need = (int)Config<T, D, BC, STAGES, FA9_STEP, NC>::SL::ALLOC, optin = device_info(dev).smem_optin;
+    const cudaError_t e = done >> dev & 1 ? cudaSuccess : need > optin ? cudaErrorInvalidValue
+        : cudaFuncSetAttribute(fa3_forward_kernel<T, D, BC, STAGES, FA9_STEP, NC>,
+                               cudaFuncAttributeMaxDynamicSharedMemorySize, need);
+    if (e == cudaSuccess) { done |= 1ull << dev; return ATTN_OK; }
+    fprintf(stderr, "%s:%d: the kernel needs %d bytes of shared memory per block, device %d allows %d (%s)\n"
+            "  hint: fewer stages (-DFA%d_STAGES) or a smaller B_c (-DFA%d_BC)\n", __FILE__, __LINE__, need, dev, optin,
+            cudaGetErrorString(e), D, D);
+    return ATTN_UNSUPPORTED;
+}
+/* Step 7's counter (two ints, 0 before a launch and after it) for a launch on `stream` of the
+ * current device `dev`: launches in one stream's order may share one, launches on two streams may
+ * run at once and must not. So one per (device, stream id; ids are never reused), for every kernel;
+ * once FA_MAX_STREAMS streams of a device hold one, it is synchronized and they are handed out anew. */
+static int *tile_counter(int dev, cudaStream_t stream) {
+    static struct { int n; unsigned long long id[FA_MAX_STREAMS]; int *c[FA_MAX_STREAMS]; } t[FA_MAX_DEVICES];
+    auto &d = t[dev];  // this device's counters, the first n taken
+    unsigned long long id = 0;
+    cudaError_t e = cudaStreamGetId(stream, &id);
+    for (int i = 0; e == cudaSuccess && i < d.n; ++i) if (d.id[i] == id) return d.c[i];
+    if (e == cudaSuccess && d.n == FA_MAX_STREAMS && (e = cudaDeviceSynchronize()) == cudaSuccess) d.n = 0;
+    if (e == cudaSuccess && !d.c[d.n]) e = cudaMalloc(&d.c[d.n], 2 * sizeof(int));
+    if (e == cudaSuccess) e = cudaMemsetAsync(d.c[d.n], 0, 2 * sizeof(int), stream);
+    if (e == cudaSuccess) { d.id[d.n] = id; return d.c[d.n++]; }
+    fprintf(stderr, "%s:%d: the tile counter (8 bytes) on device %d: %s\n  hint: the GPU is out of memory, or an "
+            "earlier kernel failed\n", __FILE__, __LINE__, dev, cudaGetErrorString(e));
+    return NULL;
+}
+
+/* One kernel on the current device `dev`, its grid at most `sms` blocks; sms = 0: only its opt-in. */
+template <typename T, int D, int BC, int STAGES, int NC>
+static int launch(const attn_args *a, int dev, int sms) {
     using C = Config<T, D, BC, STAGES, FA9_STEP, NC>;
     using SL = typename C::SL;
     auto kernel = fa3_forward_kernel<T, D, BC, STAGES, FA9_STEP, NC>;
-    static int ready = 0;  // once per instantiation: allow > 48 KiB of shared memory
-    if (!ready) {
-        const int optin = device_attr(cudaDevAttrMaxSharedMemoryPerBlockOptin);
-        cudaError_t e = (int)SL::ALLOC > optin ? cudaErrorInvalidValue
-                        : cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)SL::ALLOC);
-        if (e != cudaSuccess) {
-            fprintf(stderr, "%s:%d: the kernel needs %u bytes of shared memory per block, the GPU allows %d (%s)\n"
-                    "  hint: fewer stages (-DFA%d_STAGES) or a smaller B_c (-DFA%d_BC)\n",
-                    __FILE__, __LINE__, SL::ALLOC, optin, cudaGetErrorString(e), D, D);
-            return ATTN_UNSUPPORTED;
-        }
-        ready = 1;
-    }
+    if (const int rc = allow_smem<T, D, BC, STAGES, NC>(dev); rc != ATTN_OK || sms == 0) return rc;
     static tma_qkvo_maps maps = {};
     const tma_qkvo_maps *m = tma_qkvo_maps_get(&maps, a, C::BR, BC, 64);
     if (!m) return ATTN_UNSUPPORTED;
-    /* Step 7's counter: two ints per instantiation, zeroed once; every launch leaves them at 0
-     * (the kernel's last block resets them), so launches in stream order can share them. */
-    static int *sched = NULL;
-    if (C::S::DYNAMIC && !sched) {
-        cudaError_t e = cudaMalloc(&sched, 2 * sizeof(int));
-        if (e == cudaSuccess) e = cudaMemset(sched, 0, 2 * sizeof(int));
-        if (e != cudaSuccess) {
-            fprintf(stderr, "%s:%d: cudaMalloc/cudaMemset of the tile counter (8 bytes): %s\n  hint: the GPU is out "
-                    "of memory, or an earlier kernel failed\n", __FILE__, __LINE__, cudaGetErrorString(e));
-            if (sched) cudaFree(sched);
-            sched = NULL;
-            return ATTN_OUT_OF_MEMORY;
-        }
-    }
+    int *sched = C::S::DYNAMIC ? tile_counter(dev, (cudaStream_t)a->stream) : NULL;
+    if (C::S::DYNAMIC && !sched) return ATTN_OUT_OF_MEMORY;
     /* Step 5: a block per work item. Steps 6-7: one block per SM (one fits: 128 (NC + 1)
      * threads use every register), each taking work items in turn. */
     const long long work = (long long)((a->N + C::BR - 1) / C::BR) * a->B * a->H;
     if (work > 0x3fffffffLL) return ATTN_UNSUPPORTED;  // the counter may run gridDim.x past it
-    static const int sms = device_attr(cudaDevAttrMultiProcessorCount);
-    const long long blocks = C::S::PERSISTENT && work > sms && sms > 0 ? sms : work;
+    const long long blocks = C::S::PERSISTENT && work > sms ? sms : work;
     kernel<<<(unsigned)blocks, C::THREADS, SL::ALLOC, (cudaStream_t)a->stream>>>(
         m->mq, m->mk, m->mv, m->mo, (const T *)a->Q, (const T *)a->K, (const T *)a->V, (T *)a->O, a->L, a->N,
-        a->B * a->H, a->scale * 1.4426950408889634f, a->causal, heads_per_section(a), sched);
+        a->B * a->H, a->scale * 1.4426950408889634f, a->causal, heads_per_section(a, device_info(dev).l2), sched);
     return ATTN_OK;
 }
 
@@ -950,26 +966,50 @@ static int launch(const attn_args *a) {
  * and builds only that kernel, so that its registers are the only ones ptxas reports. */
 constexpr int FA64_WG2_MAX_N = 1024;
 template <typename T>
-static int launch64(const attn_args *a) {
-    if constexpr (FA64_WG == 2) return launch<T, 64, FA64_BC, FA64_STAGES, 2>(a);
-    else if constexpr (FA64_WG == 3) return launch<T, 64, FA64_BC, FA64_STAGES, 3>(a);
-    else if (a->causal && a->N <= FA64_WG2_MAX_N) return launch<T, 64, FA64_BC, FA64_STAGES, 2>(a);
-    else return launch<T, 64, FA64_BC, FA64_STAGES, 3>(a);
+static int launch64(const attn_args *a, int dev, int sms) {
+    if constexpr (FA64_WG == 2) return launch<T, 64, FA64_BC, FA64_STAGES, 2>(a, dev, sms);
+    else if constexpr (FA64_WG == 3) return launch<T, 64, FA64_BC, FA64_STAGES, 3>(a, dev, sms);
+    else if (a->causal && a->N <= FA64_WG2_MAX_N) return launch<T, 64, FA64_BC, FA64_STAGES, 2>(a, dev, sms);
+    else return launch<T, 64, FA64_BC, FA64_STAGES, 3>(a, dev, sms);
 }
-
-/* Entry point (reference/include/attention.h): fp16/bf16, d = 64 or 128, scale > 0, a compute
- * capability 9.0 GPU; anything else is ATTN_UNSUPPORTED. */
-int attention_forward(const attn_args *a) {
-    static const int cc = 10 * device_attr(cudaDevAttrComputeCapabilityMajor) +
-                          device_attr(cudaDevAttrComputeCapabilityMinor);
-    if (cc != 90 || !(a->scale > 0.f)) return ATTN_UNSUPPORTED;
-    //| if (FA9_STEP > STARTER_DONE_STEP) return ATTN_NOT_IMPLEMENTED;  // TODO(0)
-    if (a->N < 1 || a->B < 1 || a->H < 1) return ATTN_OK;  // nothing to compute
+/* The kernel for a's dtype and d (and causal and N: launch64), as launch runs it. */
+static int dispatch(const attn_args *a, int dev, int sms) {
     const int fp16 = a->dtype == DTYPE_FP16, bf16 = a->dtype == DTYPE_BF16;
-    if (a->d == 64 && fp16) return launch64<__half>(a);
-    if (a->d == 64 && bf16) return launch64<__nv_bfloat16>(a);
-    if (a->d == 128 && fp16) return launch<__half, 128, FA128_BC, FA128_STAGES, 2>(a);
-    if (a->d == 128 && bf16) return launch<__nv_bfloat16, 128, FA128_BC, FA128_STAGES, 2>(a);
+    if (a->d == 64 && fp16) return launch64<__half>(a, dev, sms);
+    if (a->d == 64 && bf16) return launch64<__nv_bfloat16>(a, dev, sms);
+    if (a->d == 128 && fp16) return launch<__half, 128, FA128_BC, FA128_STAGES, 2>(a, dev, sms);
+    if (a->d == 128 && bf16) return launch<__nv_bfloat16, 128, FA128_BC, FA128_STAGES, 2>(a, dev, sms);
     return ATTN_UNSUPPORTED;
 }
+
+/* reference/include/hopper_attention.h (fp16/bf16, d = 64 or 128, scale > 0, Hopper, else unsupported). */
+int hopper_attention_forward(const attn_args *a, int sms_left) {
+    int dev = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || dev >= FA_MAX_DEVICES) return ATTN_UNSUPPORTED;
+    const DeviceInfo &di = device_info(dev);
+    if (di.cc != 90 || !(a->scale > 0.f) || sms_left < 0 || sms_left >= di.sms) return ATTN_UNSUPPORTED;
+    //| if (FA9_STEP > STARTER_DONE_STEP) return ATTN_NOT_IMPLEMENTED;  // TODO(0)
+    if (a->N < 1 || a->B < 1 || a->H < 1) return ATTN_OK;  // nothing to compute
+    return dispatch(a, dev, di.sms - sms_left);
+}
+/* reference/include/hopper_attention.h: the opt-in of every kernel dispatch picks, for each dtype,
+ * d and causal, with N = 1 and N > FA64_WG2_MAX_N (sms = 0: nothing launched). */
+int hopper_attention_prepare_device(int dev) {
+    const cudaError_t e = dev < 0 || dev >= FA_MAX_DEVICES ? cudaErrorInvalidDevice : cudaSetDevice(dev);
+    if (e != cudaSuccess || device_info(dev).cc != 90) {
+        fprintf(stderr, "%s:%d: device %d: %s\n  hint: lesson 09's kernels run on Hopper GPUs (sm_90a)\n", __FILE__,
+                __LINE__, dev, e != cudaSuccess ? cudaGetErrorString(e) : "not compute capability 9.0");
+        return ATTN_UNSUPPORTED;
+    }
+    for (int k = 0, rc; k < 16; ++k) {
+        attn_args a = {};
+        a.dtype = k & 1 ? DTYPE_BF16 : DTYPE_FP16; a.d = k & 2 ? 128 : 64;
+        a.causal = k >> 2 & 1; a.N = k & 8 ? 1 << 20 : 1;
+        if ((rc = dispatch(&a, dev, 0)) != ATTN_OK) return rc;
+    }
+    return ATTN_OK;
+}
+#ifndef FA_LIBRARY_ONLY  // the grader's entry point (reference/include/attention.h): the whole GPU
+int attention_forward(const attn_args *a) { return hopper_attention_forward(a, 0); }
+#endif
 // [end host]

@@ -16,13 +16,17 @@
  * Hopper GPUs (lesson 09's kernel). */
 // build: sm_90a
 #include <cuda_runtime.h>
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include "attention.h"
-//| #include "ring_block.h"  // given: lesson 09's kernel on one chunk pair
+//| #include "ring_block.h"     // given: lesson 09's kernel on one chunk pair
+//| #include "ring_timeline.h"  // given: what the timeline tool (worklog/tools) reads of the ring
 // solution begin
-#include "../../lessons/15-ring-attention/ring_block.h"  // lesson 09's kernel on one chunk pair
+#include "../../lessons/15-ring-attention/ring_block.h"     // lesson 09's kernel on one chunk pair
+#include "../../lessons/15-ring-attention/ring_timeline.h"  // what the timeline tool reads of the ring
 // solution end
 #ifdef RING_NCCL
 #include <nccl.h>
@@ -47,7 +51,6 @@ const lesson_info LESSON = {
 #define RING_NAIVE_CAUSAL 0
 #endif
 // [end config]
-enum { RING_MAX_RANKS = 8 };
 #ifdef RING_NCCL
 #define RING_NCCL_ON true  // every rank has its own comm stream
 #else
@@ -123,12 +126,6 @@ struct Rank {
     cudaEvent_t received, consumed, done;
     void *Q, *kv[2], *o_blk, *o_out;
     float *o_acc, *l_acc, *l_blk;
-};
-
-/* Optional events, indexed [step][rank], for lessons/15-ring-attention/worklog/tools (the timeline). */
-struct RingTimeline {
-    cudaEvent_t compute_begin[RING_MAX_RANKS][RING_MAX_RANKS], compute_end[RING_MAX_RANKS][RING_MAX_RANKS];
-    cudaEvent_t comm_begin[RING_MAX_RANKS][RING_MAX_RANKS], comm_end[RING_MAX_RANKS][RING_MAX_RANKS];
 };
 
 struct Ring {
@@ -567,8 +564,8 @@ static int run_steps(Ring &g, RingTimeline *tl) {
 
 static Ring the_ring;  // the ranks of the last shape (the harness calls again with the same one)
 /* The whole forward pass: scatter, the P steps, gather; the harness's stream waits for every
- * rank's last copy. tl: NULL, or events to record per step and rank (the timeline tool). */
-static int ring_forward(const attn_args *a, RingTimeline *tl) {
+ * rank's last copy. tl: NULL, or events to record per step and rank (ring_timeline.h). */
+int ring_forward(const attn_args *a, RingTimeline *tl) {
     Ring &g = the_ring;
     if ((a->dtype != DTYPE_FP16 && a->dtype != DTYPE_BF16) || (a->d != 64 && a->d != 128) || !(a->scale > 0.f))
         return ATTN_UNSUPPORTED;
@@ -596,6 +593,13 @@ static int ring_forward(const attn_args *a, RingTimeline *tl) {
     return ATTN_OK;
 }
 // [end ring]
+
+/* ring_timeline.h: the ranks of the last call. */
+int ring_ranks(int devs[RING_MAX_RANKS], int *chunk_rows) {
+    for (int r = 0; r < the_ring.P; ++r) devs[r] = the_ring.rank[r].dev;
+    *chunk_rows = the_ring.lay.c;
+    return the_ring.P;
+}
 
 /* Entry point (reference/include/attention.h): fp16/bf16, d = 64 or 128, scale > 0, Hopper GPUs;
  * anything else is ATTN_UNSUPPORTED. */

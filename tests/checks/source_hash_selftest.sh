@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The results fingerprint (reference/tools/source_hash.py) must follow the code and only the code: a
 # reworded comment or re-indented line keeps it (no GPU rerun asked for), a changed token, string,
-# preprocessor line or included reference/include header changes it. make test runs this.
+# preprocessor line, included reference/include header or the source such a header names as its
+# implementation changes it. make test runs this.
 set -eu
 here=$(cd "$(dirname "$0")/../.." && pwd)
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
@@ -31,5 +32,11 @@ write '#include "../98-y/other.cu"' '/* kernel */' 'int f(int a) { return a / 2;
 base=$(fp)
 printf 'int g(int b) { return b + 1; }\n' > "$tmp/solutions/98-y/other.cu"
 differ "a changed file included by its path (another lesson's solution)"
-[ $fail = 0 ] && echo "source_hash selftest: comments and spacing ignored; code, strings, headers and included files counted"
+mkdir -p "$tmp/solutions/97-z"; printf 'int h(int c) { return c; }\n' > "$tmp/solutions/97-z/impl.cu"
+printf '#pragma once\n/* [implemented in solutions/97-z/impl.cu] */\nint h(int c);\n' > "$tmp/reference/include/api.h"
+write '#include "api.h"' '/* kernel */' 'int f(int a) { return h(a) / 2; }'
+base=$(fp)
+printf 'int h(int c) { return c + 1; }\n' > "$tmp/solutions/97-z/impl.cu"
+differ "a changed source that an included header names as its implementation"
+[ $fail = 0 ] && echo "source_hash selftest: comments and spacing ignored; code, strings, headers, included files and implementations counted"
 exit $fail

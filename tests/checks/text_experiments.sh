@@ -17,7 +17,7 @@
 #            the course grid, with PyTorch SDPA's flash and cuDNN backends when torch is
 #            importable: lessons 06 and 07's "What to expect" -> grid.csv, grid.txt (about
 #            10 minutes on an H200)
-# Experiment builds go to build/text-experiments/solutionN-<variant> (`make text-exp-variant`),
+# Experiment builds go to build/text-experiments/solutionN-<variant> (`make variant`),
 # so ./solutionN stays the default build.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -39,7 +39,7 @@ fail=0
 
 # build N VARIANT DEFS: solution N with extra -D flags, as $OUT/solutionN-VARIANT
 build() {
-    $MAKE -s text-exp-variant TEXT_EXP_N="$1" TEXT_EXP_DEFS="$3" TEXT_EXP_OUT="$OUT/solution$1-$2" \
+    $MAKE -s variant N="$1" DEFS="$3" OUT="$OUT/solution$1-$2" \
         >"$OUT/build-$1-$2.log" 2>&1 || { echo "build of solution $1 with $3 failed: $OUT/build-$1-$2.log"; fail=1; }
 }
 

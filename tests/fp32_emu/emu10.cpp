@@ -11,7 +11,7 @@
  *     re-drawing Q, dO at rows < s leaves dK, dV (and dQ) rows >= s unchanged.
  * Real threads run each block's 256 CUDA threads concurrently, so a missing __syncthreads()
  * usually shows up as a wrong or NaN result, and lost atomic updates as a wrong dQ.
- * Built by `make emu-10` (mk/backward.mk) with the lesson source compiled in (DQ_ATOMIC 1 and 0).
+ * Built by `make emu-10` (mk/emu.mk) with the lesson source compiled in (DQ_ATOMIC 1 and 0).
  * Usage: emu10 [number of cases]. Exit status 0 all pass, 1 a case failed, 3 not implemented. */
 #include "emu_bwd_runtime.h"
 #include <cstdint>
@@ -200,7 +200,7 @@ int main(int argc, char **argv) {
                                {1, 1, 130, 128, 0, 1}, {1, 2, 100, 64, 0, 30}, {1, 1, 65, 128, 0, 30},
                                {1, 1, 4, 64, 1, 1},  {1, 2, 1, 128, 1, 1},   {2, 1, 77, 64, 1, 1},
                                {1, 1, 130, 128, 1, 1}, {1, 1, 100, 128, 1, 30}, {1, 2, 33, 64, 1, 1}};
-    if (argc > 1) cases.resize(std::min(cases.size(), (size_t)atoi(argv[1])));
+    if (argc > 1 && atoi(argv[1]) > 0) cases.resize(std::min(cases.size(), (size_t)atoi(argv[1])));  // "quick": all
     int failed = 0;
     for (size_t k = 0; k < cases.size(); ++k) {
         const int r = run_case(cases[k], 4321 + 29 * (unsigned)k);

@@ -2,7 +2,7 @@
  * emulated CUDA beyond cuda_runtime.h here: float atomics (std::atomic_ref, so the 256
  * concurrent threads of a block add without losing updates, as red.add does), device memory
  * for the lesson's workspace (host memory here) and the device queries it makes. Force-included
- * (g++ -include) ahead of the lesson source by `make emu-10` (mk/backward.mk). */
+ * (g++ -include) ahead of the lesson source by `make emu-10` (mk/emu.mk). */
 #pragma once
 #include "cuda_runtime.h"
 #include <atomic>

@@ -7,7 +7,7 @@
  * 1e-4 + 3 E_L + 1e-5 |ref| for L, E being the largest error of a plain fp32 attention
  * (reference/cpu/cpu_reference.c) on the same inputs: with x30 logits no fp32 kernel can do
  * much better than that.
- * Built by `make emu-03-05` (mk/03-05-fp32.mk) with the lesson source compiled in.
+ * Built by `make emu-03` (-04, -05; mk/emu.mk) with the lesson source compiled in.
  * Usage: emu_fp32 [number of cases]. Exit status 0 all pass, 1 a case failed,
  * 3 the lesson says not implemented. */
 #include "cuda_runtime.h"
@@ -110,7 +110,7 @@ int main(int argc, char **argv) {
                                 {1, 1, 97, 128, 1, 1}};
         cases.insert(cases.end(), cz.begin(), cz.end());
     }
-    if (argc > 1) cases.resize(std::min(cases.size(), (size_t)atoi(argv[1])));
+    if (argc > 1 && atoi(argv[1]) > 0) cases.resize(std::min(cases.size(), (size_t)atoi(argv[1])));  // "quick": all
     int failed = 0;
     for (size_t k = 0; k < cases.size(); ++k) {
         const int r = run_case(cases[k], 1234 + 17 * (unsigned)k);

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""tests/fp32_emu/prep.py IN.cu OUT.cpp: rewrite an fp32 lesson source (02-05, 10) so that g++ can
+"""tests/fp32_emu/prep.py IN.cu [OUT.cpp]: rewrite an fp32 lesson source (02-05, 10) so that g++ can
 compile it against tests/fp32_emu/cuda_runtime.h: kernel<<<cfg>>>(args) becomes
 emu_launch(cfg, kernel, args), and the extern __shared__ declaration, if any, a pointer to the
 emulated block's shared memory."""
@@ -13,4 +13,4 @@ if n > 1:
 out, n = re.subn(r"([\w:]+<\w+>)<<<(.*?)>>>\(", r"emu_launch(\2, \1, ", out, flags=re.S)
 if n < 1:
     sys.exit("prep.py: no kernel<D><<<...>>>( launch in %s" % sys.argv[1])
-open(sys.argv[2], "w").write('#line 1 "%s"\n' % sys.argv[1] + out)
+(open(sys.argv[2], "w") if len(sys.argv) > 2 else sys.stdout).write('#line 1 "%s"\n' % sys.argv[1] + out)

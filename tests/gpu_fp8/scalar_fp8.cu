@@ -7,7 +7,7 @@
  * O / l in bf16. It checks that what the harness uploads (codes, descale arrays, the bf16 O)
  * means on the device what the CPU references assume. Slow on purpose: not a lesson, not timed.
  *
- * Build and run on a Hopper (sm_90a): `make fp8-scalar` (mk/14-fp8.mk: the runner, the harness
+ * Build and run on a Hopper (sm_90a): `make fp8-scalar` (mk/tools.mk: the runner, the harness
  * and this file in one nvcc line), then ./build/fp8scalar --check-only --seed 1 (the case matrix). */
 #include <cuda_bf16.h>
 #include <cuda_fp8.h>

@@ -1,7 +1,7 @@
 /* emu9.cpp: lesson 09's kernel, every step of its ladder and several tile configurations,
  * on the CPU Hopper emulator (hemu.h), graded against float64 on small shapes. The kernel
  * source (EMU_SRC: the lesson's file whole, its launch rewritten by tests/emu/prep.py, and steps
- * 1-4 added from lessons/09-hopper-wgmma/worklog/variants/steps-1-4.var; see mk/hopper.mk) is compiled with
+ * 1-4 added from lessons/09-hopper-wgmma/worklog/variants/steps-1-4.var; see mk/emu.mk) is compiled with
  * FA_EMULATOR defined, so that its PTX wrappers give way to the stand-ins of ptx_hopper.h and
  * ptx_mma.h here.
  *

@@ -25,6 +25,10 @@ extern "C" {
 cudaError_t CUDARTAPI cudaMalloc(void **p, size_t) { *p = nullptr; return cudaErrorMemoryAllocation; }
 cudaError_t CUDARTAPI cudaMemset(void *, int, size_t) { return cudaErrorInvalidValue; }
 cudaError_t CUDARTAPI cudaFree(void *) { return cudaSuccess; }
+cudaError_t CUDARTAPI cudaMemsetAsync(void *, int, size_t, cudaStream_t) { return cudaErrorInvalidValue; }
+cudaError_t CUDARTAPI cudaSetDevice(int d) { return d == 0 ? cudaSuccess : cudaErrorInvalidDevice; }
+cudaError_t CUDARTAPI cudaDeviceSynchronize(void) { return cudaSuccess; }
+cudaError_t CUDARTAPI cudaStreamGetId(cudaStream_t, unsigned long long *id) { *id = 0; return cudaSuccess; }
 cudaError_t CUDARTAPI cudaGetLastError(void) { return cudaSuccess; }
 const char *CUDARTAPI cudaGetErrorString(cudaError_t) { return "emulated"; }
 #if CUDART_VERSION >= 12050

@@ -1,5 +1,5 @@
 /* emu_host14.h: lesson 14's file, host code included, over the CPU Hopper emulator and the real
- * forward runner (make emu-14, emu-lesson14, emu-solution14; mk/14-fp8.mk). Force-included (g++
+ * forward runner (make emu-14, emu-lesson14, emu-solution14; mk/emu.mk). Force-included (g++
  * -include) ahead of the lesson's source, whose launches tests/emu/prep.py rewrote into the
  * emu_launch below; linked with the runner's objects over tests/hostsim/fake_device.cpp (a CUDA
  * runtime on host memory). So the runner grades the emulated kernels with its own references and

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """tests/hopper_emu/grade14.py: lesson 14's file on the CPU Hopper emulator, graded by the real runner
-(make emu-14, emu-lesson14, emu-solution14; mk/14-fp8.mk).
+(make emu-14, emu-lesson14, emu-solution14; mk/emu.mk).
 
     python3 tests/hopper_emu/grade14.py SRC NAME [quick|full]
 

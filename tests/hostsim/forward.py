@@ -16,7 +16,7 @@ fake_device.cpp (a CUDA runtime on host memory), linked with
   - solutions 03 and 05, their kernels on the fp32 emulator (tests/fp32_emu).
 Each check names a command line, the exit status it must end with and text its output must hold:
 passes, refusals (exit 2 with the valid values), the CSV row, and the diagnosis of each planted
-bug. The objects come from make (HOSTSIM_FWD_OBJ, mk/hostsim-forward.mk).
+bug. The objects come from make (HOSTSIM_FWD_OBJ, mk/emu.mk).
 """
 import glob
 import os

@@ -13,7 +13,7 @@ memory, the float64 forward on the CPU) and the lesson's kernels run through the
 grading, diagnoses, re-run and causal tests are exercised for real, on shapes small enough for the
 emulator; what needs concurrent blocks (a lost atomic update) or the hardware (timing) is not, and
 mutants marked "# hostsim: no" are skipped. The objects come from
-make (mk/backward.mk: make hostsim-10, make hostsim-mutants-10), which passes them in HOSTSIM_OBJ.
+make (mk/emu.mk: make hostsim-10, make hostsim-mutants-10), which passes them in HOSTSIM_OBJ.
 """
 import os
 import re

@@ -164,11 +164,36 @@ def link_cmd(src, out):
             c_obj + ["-o", out, "-lm"]
     runner = env("HARNESS_BWD_CU_OBJ") if descriptor(src)["runner"] == "backward" else env("HARNESS_CU_OBJ")
     return [env("NVCC", "nvcc")] + shlex.split(env("NVCC_FLAGS")) + arch_flags(src) + \
-        ["-Ireference/include", "-Ireference/harness", "-Ireference/cpu", "-Ireference/gpu", src] + shlex.split(runner) + c_obj + ["-o", out, "-lgomp"]
+        ["-Ireference/include", "-Ireference/harness", "-Ireference/cpu", "-Ireference/gpu", src] + \
+        library_objects(src) + shlex.split(runner) + c_obj + ["-o", out, "-lgomp"]
+
+
+LIBRARY_OBJECTS, LIBRARY_LOCK = {}, threading.Lock()
+
+
+def library_objects(src):
+    """The objects of the libraries src uses besides the runner: where a header it includes names
+    another source as its implementation (`[implemented in PATH]`, reference/tools/source_hash.py;
+    lesson 15: reference/include/hopper_attention.h, lesson 09's kernel), `make link-objects-N`
+    builds them and prints their paths (the Makefile). Once per lesson."""
+    d = descriptor(src)
+    sol = os.path.join(ROOT, "solutions", d["name"], d["source"])  # src's includes, found from its folder
+    n = int(d["name"][:2])
+    with LIBRARY_LOCK:
+        if n not in LIBRARY_OBJECTS:
+            impls = [os.path.realpath(os.path.join(ROOT, p)) for h in headers_of(sol, [sol])[1:]
+                     for p in IMPLEMENTED_RE.findall(open(h, errors="replace").read())]
+            uses = any(p != os.path.realpath(sol) for p in impls)
+            rc, log = sh(["make", "-s", "--no-print-directory", "link-objects-%d" % n]) if uses else (0, "")
+            if rc:
+                print("library objects of lesson %d: make link-objects-%d failed:\n%s" % (n, n, log), flush=True)
+            LIBRARY_OBJECTS[n] = [w for w in log.split() if w.endswith(".o") and os.path.isfile(os.path.join(ROOT, w))]
+        return LIBRARY_OBJECTS[n]
 
 
 sys.path.insert(0, os.path.join(ROOT, "reference", "tools"))
 from lessons import lessons  # noqa: E402  (reference/tools/lessons.py: the lessons' descriptors)
+from source_hash import headers_of, IMPLEMENTED_RE  # noqa: E402  (the files a source includes)
 DESCRIPTORS = lessons(ROOT)
 
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # tests/mutants/run.sh [cpu|gpu|all|build]: run the planted-bug mutants through the grader
 # (tests/mutants/run.py does the work; README.md explains the format). Called by make
-# (mk/mutants.mk), which passes the compiler flags; run directly, it asks make to do that.
+# (mk/tools.mk), which passes the compiler flags; run directly, it asks make to do that.
 set -u
 mode=${1:-all}
 cd "$(dirname "$0")/../.."

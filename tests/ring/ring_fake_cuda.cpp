@@ -5,9 +5,10 @@
  * registered for that kernel (fake_on_launch); ncclSend/ncclRecv of a group are matched and
  * copied at ncclGroupEnd. What it checks: the data flow (buffers, offsets, strides, which block
  * a rank computes on, the merges). What it cannot: anything about order between streams (all
- * runs in issue order), speed. Linked with nvcc -cudart none. */
-#include <cuda.h>
+ * runs in issue order), speed. Linked with nvcc -cudart none; lesson 09's library is not linked
+ * (ring_hostrun.cu defines a CPU stand-in of its API). */
 #include <cuda_runtime_api.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -88,7 +89,6 @@ cudaError_t cudaMemcpy3DPeerAsync(const struct cudaMemcpy3DPeerParms *p, cudaStr
     return cudaSuccess;
 }
 cudaError_t cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t) { memset(p, v, n); return cudaSuccess; }
-cudaError_t cudaMemset(void *p, int v, size_t n) { memset(p, v, n); return cudaSuccess; }
 cudaError_t cudaGetDevice(int *d) { *d = g_current; return cudaSuccess; }
 cudaError_t cudaSetDevice(int d) {
     if (d < 0 || d >= g_devices) return cudaErrorInvalidDevice;
@@ -96,13 +96,6 @@ cudaError_t cudaSetDevice(int d) {
     return cudaSuccess;
 }
 cudaError_t cudaGetDeviceCount(int *n) { *n = g_devices; return cudaSuccess; }
-cudaError_t cudaDeviceGetAttribute(int *v, enum cudaDeviceAttr a, int) {  // an H100
-    *v = a == cudaDevAttrComputeCapabilityMajor ? 9 : a == cudaDevAttrComputeCapabilityMinor ? 0
-       : a == cudaDevAttrMultiProcessorCount ? 132 : a == cudaDevAttrL2CacheSize ? 50 << 20
-       : a == cudaDevAttrMaxSharedMemoryPerBlockOptin ? 232448 : 0;
-    return cudaSuccess;
-}
-cudaError_t cudaFuncSetAttribute(const void *, enum cudaFuncAttribute, int) { return cudaSuccess; }
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned) { *s = (cudaStream_t)malloc(1); return cudaSuccess; }
 cudaError_t cudaStreamDestroy(cudaStream_t s) { free(s); return cudaSuccess; }
 cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
@@ -115,17 +108,6 @@ cudaError_t cudaGetLastError(void) { return cudaSuccess; }
 const char *cudaGetErrorString(cudaError_t e) { return e == cudaSuccess ? "no error" : "fake CUDA error"; }
 cudaError_t cudaDeviceCanAccessPeer(int *can, int, int) { *can = 1; return cudaSuccess; }
 cudaError_t cudaDeviceEnablePeerAccess(int, unsigned) { return cudaSuccess; }
-static CUresult fake_encode(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *, const cuuint64_t *, const cuuint64_t *,
-                            const cuuint32_t *, const cuuint32_t *, CUtensorMapInterleave, CUtensorMapSwizzle,
-                            CUtensorMapL2promotion, CUtensorMapFloatOOBfill) {
-    return CUDA_SUCCESS;
-}
-cudaError_t cudaGetDriverEntryPointByVersion(const char *, void **fn, unsigned, unsigned long long,
-                                             cudaDriverEntryPointQueryResult *q) {
-    *fn = (void *)fake_encode;
-    if (q) *q = cudaDriverEntryPointSuccess;
-    return cudaSuccess;
-}
 
 #ifdef RING_NCCL
 /* A group's sends and receives, matched by (sender, receiver) and copied at ncclGroupEnd. A comm

@@ -1,7 +1,8 @@
-/* tests/ring/ring_hostrun.cu: lesson 15's ring run for real on the CPU (make ring-hostrun, in
- * check-15). The solution's host code, unchanged, over the fake CUDA runtime and NCCL of
- * tests/ring/ring_fake_cuda.cpp: lesson 09's kernel, merge_partial and convert_out replaced by CPU
- * stand-ins (float64 attention of one chunk pair, rounded as the kernel rounds), the rest (the
+/* tests/ring/ring_hostrun.cu: lesson 15's ring run for real on the CPU (tests/ring/hostrun.sh: make
+ * emu-15). The solution's host code, unchanged, over the fake CUDA runtime and NCCL of
+ * tests/ring/ring_fake_cuda.cpp: lesson 09's library (reference/include/hopper_attention.h, which
+ * ring_block.h calls), merge_partial and convert_out replaced by CPU stand-ins (float64 attention
+ * of one chunk pair, rounded as the kernel rounds), the rest (the
  * layout, the scatter's strided copies, the double buffers, the exchange, the order of pairs and
  * merges, the gather) as the GPU runs it, but synchronously. O and L are graded against float64
  * attention of the whole sequence, on ragged and aligned shapes, causal or not, fp16 and bf16,
@@ -24,15 +25,23 @@ template <typename T> static T from_f(float x);
 template <> __half from_f(float x) { return __float2half_rn(x); }
 template <> __nv_bfloat16 from_f(float x) { return __float2bfloat16_rn(x); }
 
-/* Lesson 09's kernel: fa3_forward_kernel(tmQ, tmK, tmV, tmO, Q, K, V, O, L, N, BH, scale_log2,
- * causal, HS, sched): attention of N query rows against N keys per (b, h), in float64. */
+/* Lesson 09's library on the CPU (reference/include/hopper_attention.h): attention of N query rows
+ * against N keys per (b, h), in float64, O rounded to T. It also checks what the header asks of
+ * its caller: the device prepared (block_prepare_device), the chunk's own keys and heads, a
+ * stream, sms_left = RING_SMS_LEFT. */
+static bool g_prepared[RING_MAX_RANKS];
+extern "C" int hopper_attention_prepare_device(int dev) {
+    if (dev < 0 || dev >= RING_MAX_RANKS || cudaSetDevice(dev) != cudaSuccess) return ATTN_UNSUPPORTED;
+    g_prepared[dev] = true;
+    return ATTN_OK;
+}
 template <typename T, int D>
-static void fa3_cpu(dim3, dim3, void **args) {
-    const T *Q = *(const T **)args[4], *K = *(const T **)args[5], *V = *(const T **)args[6];
-    T *O = *(T **)args[7];
-    float *L = *(float **)args[8];
-    const int N = *(int *)args[9], BH = *(int *)args[10], causal = *(int *)args[12];
-    const double scale = *(float *)args[11] / 1.4426950408889634;  // the kernel gets scale log2(e)
+static void attention_cpu(const attn_args *a) {
+    const T *Q = (const T *)a->Q, *K = (const T *)a->K, *V = (const T *)a->V;
+    T *O = (T *)a->O;
+    float *L = a->L;
+    const int N = a->N, BH = a->B * a->H, causal = a->causal;
+    const double scale = a->scale;
     std::vector<double> s(N);
     for (int bh = 0; bh < BH; ++bh)
         for (int i = 0; i < N; ++i) {
@@ -53,6 +62,26 @@ static void fa3_cpu(dim3, dim3, void **args) {
             }
             L[(size_t)bh * N + i] = (float)(m + log(l));
         }
+}
+
+extern "C" int hopper_attention_forward(const attn_args *a, int sms_left) {
+    int dev = -1;
+    cudaGetDevice(&dev);
+    cr_assert(dev >= 0 && dev < RING_MAX_RANKS && g_prepared[dev],
+              "block_attention on device %d, which block_prepare_device has not prepared", dev);
+    cr_assert(a->N_kv == a->N && a->H_kv == a->H && !a->seqlens_kv && a->stream,
+              "block_attention's arguments: N_kv %d (N %d), H_kv %d (H %d), seqlens_kv %p, stream %p", a->N_kv, a->N,
+              a->H_kv, a->H, (const void *)a->seqlens_kv, a->stream);
+    cr_assert_eq(sms_left, RING_SMS_LEFT);
+    if (!(a->scale > 0.f)) return ATTN_UNSUPPORTED;
+    if (a->N < 1 || a->B < 1 || a->H < 1) return ATTN_OK;
+    const bool fp16 = a->dtype == DTYPE_FP16, bf16 = a->dtype == DTYPE_BF16;
+    if (fp16 && a->d == 64) attention_cpu<__half, 64>(a);
+    else if (fp16 && a->d == 128) attention_cpu<__half, 128>(a);
+    else if (bf16 && a->d == 64) attention_cpu<__nv_bfloat16, 64>(a);
+    else if (bf16 && a->d == 128) attention_cpu<__nv_bfloat16, 128>(a);
+    else return ATTN_UNSUPPORTED;
+    return ATTN_OK;
 }
 
 /* merge_partial(o_acc, l_acc, o_blk, l_blk, rows, d, first), one row at a time as its warps. */
@@ -78,15 +107,8 @@ static void convert_cpu(dim3, dim3, void **args) {
     for (long long i = 0; i < n; ++i) out[i] = from_f<T>(in[i]);
 }
 
-template <typename T, int D, int NC>
-static void on_fa3() {
-    using C = Config<T, D, D == 64 ? FA64_BC : FA128_BC, D == 64 ? FA64_STAGES : FA128_STAGES, FA9_STEP, NC>;
-    fake_on_launch((const void *)fa3_forward_kernel<T, D, C::BC, C::STAGES, FA9_STEP, NC>, fa3_cpu<T, D>);
-}
 static void setup(int devices) {
     fake_set_devices(devices);
-    on_fa3<__half, 64, 2>(); on_fa3<__half, 64, 3>(); on_fa3<__half, 128, 2>();
-    on_fa3<__nv_bfloat16, 64, 2>(); on_fa3<__nv_bfloat16, 64, 3>(); on_fa3<__nv_bfloat16, 128, 2>();
     fake_on_launch((const void *)merge_partial<__half>, merge_cpu<__half>);
     fake_on_launch((const void *)merge_partial<__nv_bfloat16>, merge_cpu<__nv_bfloat16>);
     fake_on_launch((const void *)convert_out<__half>, convert_cpu<__half>);

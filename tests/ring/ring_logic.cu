@@ -1,4 +1,4 @@
-/* tests/ring/ring_logic.cu: lesson 15's ring logic on the CPU, no GPU (make check-15). It includes the
+/* tests/ring/ring_logic.cu: lesson 15's ring logic on the CPU, no GPU (make emu-15). It includes the
  * solution and checks its host-side pieces against their definitions:
  *   - ranks_for and layout_of cut every N into equal chunks, and chunk_of hands each chunk to
  *     exactly one rank;

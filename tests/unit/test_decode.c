@@ -1,7 +1,7 @@
 /* Lesson 12 (flash decoding) without a GPU: the math of merging splits, the float64
  * reference over a visible prefix, the decode command line, and the split plan of
  * DECODE_SRC (the solution by default; its "config" and "plan" regions, plain C, extracted
- * into build/decode/<source>/fd_plan.h by mk/decode.mk). */
+ * into build/unit/12/fd_plan.h by make test-unit-12, from lesson 12's descriptor). */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdlib.h>

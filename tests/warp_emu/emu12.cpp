@@ -12,8 +12,8 @@
  * 2 x its plain error + 1e-4 + 1e-5 |L|. Also: the arrival counters are back to 0, no
  * ldmatrix bank conflict, no cp.async hazard, no emulator error.
  * `quick` runs the cases `make test` needs; no argument runs more. Built by `make emu-12`
- * (mk/decode.mk); EMU12_SRC=lessons/12-flash-decoding/flash_decoding.cu runs the starter, and
- * EMU12_SRC=build/decode-variants/merge-kernel.cu (make decode-variant) that variant. The
+ * (mk/emu.mk); EMU12_SRC=lessons/12-flash-decoding/flash_decoding.cu runs the starter, and
+ * EMU12_SRC=build/variants/solution12-merge-kernel.cu (make solution12-merge-kernel) that variant. The
  * kernel file includes "ptx_mma.h" and "ptx_cp_async.h", which resolve to this directory's
  * stand-ins; __threadfence, atomicAdd and __ldcg come from emu.h. */
 #include "emu_driver.h"  // the file is compiled whole (tests/emu/prep.py rewrites its launch)

@@ -9,7 +9,7 @@
                                                            emulator (tests/emu/prep.py, which make uses)
 
 The binary is reference/harness/runner_backward.cu compiled with g++ against tests/hostsim/
-fake_device.cpp (a CUDA runtime on host memory; mk/backward.mk builds those objects and passes
+fake_device.cpp (a CUDA runtime on host memory; mk/emu.mk builds those objects and passes
 them in HOSTSIM_OBJ), and the lesson's own source, host code included, compiled by g++ over the
 warp emulator, whole: its #include "ptx_mma.h", "ptx_cp_async.h", "ptx_memory.h" find the
 emulator's stand-ins first on the include path (tests/warp_emu: ldmatrix, mma, cp.async,

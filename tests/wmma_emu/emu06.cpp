@@ -1,8 +1,8 @@
 /* emu06.cpp: grade lesson 06's kernel, run on the CPU by wmma_emu.h, against the
  * harness's own float64 and same-precision references with the harness's 16-bit rule
  * (error <= 2x the plain same-precision reference's + a small absolute term).
- * Build: see mk/06-tensor-cores-wmma.mk (make emu-06). The kernel source arrives as
- * EMU_KERNEL, the lesson file whole with its launch rewritten (tests/emu/prep.py); emu_host.h
+ * Build: see mk/emu.mk and lesson 06's descriptor (make emu-06). The kernel source arrives as
+ * EMU_SRC, the lesson file whole with its launch rewritten (tests/emu/prep.py); emu_host.h
  * (force-included) answers its host code's device queries, and the runtime calls the fake
  * device would make are stubs below, never called: this driver launches the kernel itself. */
 #include "wmma_emu.h"
@@ -11,7 +11,7 @@ cudaError_t CUDARTAPI cudaMalloc(void **p, size_t) { *p = nullptr; return cudaEr
 cudaError_t CUDARTAPI cudaFree(void *) { return cudaSuccess; }
 cudaError_t CUDARTAPI cudaGetLastError(void) { return cudaSuccess; }
 }
-#include EMU_KERNEL
+#include EMU_SRC
 extern "C" {
 #include "cpu_reference.h"
 }

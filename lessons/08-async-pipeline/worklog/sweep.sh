@@ -73,7 +73,7 @@ if [ "$BUILD" = 1 ]; then
     for d in $DLIST; do
         for cfg in $(configs_for "$d"); do
             n=$(name_of "$d" "$cfg")
-            echo "make --no-print-directory sweep8-variant GPU_ARCH=$GPU_ARCH ${SRC:+SWEEP8_SRC=$SRC} SWEEP8_OUT=$OUTDIR/$n SWEEP8_DEFS=\"$(defs_of "$d" "$cfg")\" >/dev/null || echo \"build failed: $n\" >&2" >> "$jobs_file"
+            echo "make --no-print-directory variant N=8 GPU_ARCH=$GPU_ARCH ${SRC:+SRC=$SRC} OUT=$OUTDIR/$n DEFS=\"$(defs_of "$d" "$cfg")\" >/dev/null || echo \"build failed: $n\" >&2" >> "$jobs_file"
         done
     done
     echo "building $(wc -l < "$jobs_file") variants with $JOBS jobs..." >&2

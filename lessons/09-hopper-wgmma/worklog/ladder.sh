@@ -120,7 +120,9 @@ if [ "$BUILD" = 1 ]; then
         rm -f "$OUT/$name"
         dflags="" vfiles=""
         for w in $defs; do if [[ $w == +* ]]; then vfiles="$vfiles ${w#+}"; else dflags="$dflags $w"; fi; done
-        echo "make --no-print-directory hopper-variant ${SRC:+HOPPER_SRC=$SRC} HOPPER_OUT=$OUT/$name HOPPER_DEFS=\"${dflags# }\" HOPPER_VARIANTS=\"${vfiles# }\" >/dev/null || echo \"build failed: $name (see $OUT/$name.ptxas)\" >&2" >> "$jobs_file"
+        # steps 1-4 are written in variants/steps-1-4.var
+        case " $dflags " in *" -DFA9_STEP="[1-4]" "*) vfiles="steps-1-4 $vfiles" ;; esac
+        echo "make --no-print-directory variant N=9 ${SRC:+SRC=$SRC} OUT=$OUT/$name DEFS=\"${dflags# }\" VARIANTS=\"${vfiles# }\" >/dev/null || echo \"build failed: $name (see $OUT/$name.ptxas)\" >&2" >> "$jobs_file"
     done
     echo "building ${#VARIANTS[@]} variants with $JOBS jobs..." >&2
     xargs -d '\n' -P "$JOBS" -I{} bash -c {} < "$jobs_file"

@@ -5,7 +5,7 @@
 #
 #   bash lessons/09-hopper-wgmma/worklog/ncu.sh        (after make ladder-09, which builds the steps;
 #                                               or make ncu-09; a missing step is built with
-#                                               make hopper-variant, steps 1-4 through
+#                                               make variant N=9 VARIANTS=stepK, steps 1-4 through
 #                                               variants/steps-1-4.var)
 # Options:
 #   --steps "1 2 3 4 5 6 7"  --shape "-b 2 -H 16 -n 4096 -d 128 --dtype fp16" (harness options)
@@ -35,7 +35,7 @@ fail=0
 for s in $STEPS; do
     bin=build/ladder09/step$s
     if [ ! -x "$bin" ]; then
-        make --no-print-directory hopper-variant HOPPER_OUT="$bin" HOPPER_DEFS="-DFA9_STEP=$s -DFA64_WG=2" >/dev/null || { fail=1; continue; }
+        make --no-print-directory variant N=9 OUT="$bin" VARIANTS="step$s" >/dev/null || { fail=1; continue; }
     fi
     echo "== step $s: ncu on ./$bin --bench-only $SHAPE $CAUSAL"
     # shellcheck disable=SC2086

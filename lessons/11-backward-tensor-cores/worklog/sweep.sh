@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # lessons/11-backward-tensor-cores/worklog/sweep.sh: build lesson 11's options variant (the solution
-# with variants/options.patch, make variant11) with several tile configurations and time each on
+# with variants/options.patch, make solution11-options) with several tile configurations and time each on
 # the course's shapes, with PyTorch's SDPA backward (FlashAttention-2 and cuDNN) timed the same
 # way in the same run; prints a Markdown table. The variant's defaults are the solution's kernels.
 #
 #   bash lessons/11-backward-tensor-cores/worklog/sweep.sh        (from the repository root; GPU)
-#   make sweep-11 SWEEP11_ARGS="--quick"                   (the same)
+#   make sweep-11 ARGS="--quick"                   (the same)
 # Options:
 #   --d 64|128|64,128    head dimensions (default both)
 #   --n "1024 4096 16384" sequence lengths (B = 16384 / N, at least 1; H = 2048 / d)
@@ -86,13 +86,13 @@ configs_for() { if [ -n "$CONFIGS" ]; then echo "$CONFIGS"; elif [ "$1" = 64 ]; 
 
 # ---- build every variant (the harness objects first, once, so parallel builds share them) ----
 if [ "$BUILD" = 1 ]; then
-    make --no-print-directory solution11 variant11 GPU_ARCH="$GPU_ARCH" >/dev/null || { echo "sweep.sh: make solution11 variant11 failed" >&2; exit 1; }
+    make --no-print-directory solution11 GPU_ARCH="$GPU_ARCH" >/dev/null || { echo "sweep.sh: make solution11 failed" >&2; exit 1; }
     jobs_file="$OUTDIR/jobs.txt"
     : > "$jobs_file"
     for d in $DLIST; do
         for cfg in $(configs_for "$d"); do
             n=$(name_of "$d" "$cfg")
-            echo "make --no-print-directory sweep11-variant GPU_ARCH=$GPU_ARCH SWEEP11_OUT=$OUTDIR/$n SWEEP11_DEFS=\"$(defs_of "$d" "$cfg")\" >/dev/null 2>&1 || echo \"build failed (static_assert: a configuration the template refuses?): $n\" >&2" >> "$jobs_file"
+            echo "make --no-print-directory variant N=11 VARIANTS=options GPU_ARCH=$GPU_ARCH OUT=$OUTDIR/$n DEFS=\"$(defs_of "$d" "$cfg")\" >/dev/null 2>&1 || echo \"build failed (static_assert: a configuration the template refuses?): $n\" >&2" >> "$jobs_file"
         done
     done
     echo "building $(wc -l < "$jobs_file") variants with $JOBS jobs..." >&2

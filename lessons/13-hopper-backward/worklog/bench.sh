@@ -5,7 +5,7 @@
 # table of TFLOP/s and one of ratios to cuDNN.
 #
 #   bash lessons/13-hopper-backward/worklog/bench.sh           (from the repository root; or make bench-13)
-#   bash lessons/13-hopper-backward/worklog/bench.sh --ladder  (or make ladder-13): the ladder, below
+#   bash lessons/13-hopper-backward/worklog/bench.sh --ladder  (or make bench-13 ARGS=--ladder): the ladder, below
 # Options:
 #   --d 64|128|64,128     head dimensions (default both; --ladder: 128)
 #   --n "1024 4096 16384" sequence lengths (B = 16384 / N, at least 1; H = 2048 / d;
@@ -199,7 +199,7 @@ ladder_rungs() {
     local v label
     for v in $(cd lessons/13-hopper-backward/worklog/variants && ls ladder-*.var | sed 's/\.var$//' | sort -t- -k2,2n); do
         label=$(sed -n 's/^rung: //p' "lessons/13-hopper-backward/worklog/variants/$v.var" | head -n1)
-        echo "$v|solution13-$v|${label:-$v}|fa3_backward_kernel|build/variant13/$v.cu"
+        echo "$v|solution13-$v|${label:-$v}|fa3_backward_kernel|build/variants/solution13-$v.cu"
     done
     echo "lesson13|solution13|5: + causal longest-first order (lesson 13)|fa3_backward_kernel|$(ls solutions/13-*/*.cu | head -n1)"
 }

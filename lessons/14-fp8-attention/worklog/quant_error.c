@@ -1,4 +1,4 @@
-/* quant_error.c: where FP8 attention's error comes from, on the CPU (no GPU): `make quant-error-14`.
+/* quant_error.c: where FP8 attention's error comes from, on the CPU (no GPU): `make build/tools/quant_error && build/tools/quant_error`.
  *
  * FlashAttention-3's outlier inputs (N(0, 1), 0.1% of the entries x10: reference/cpu/fp8.c) for B = 1,
  * H = 4, N = 1024, d = 128 (the runner's outlier case), non-causal. Q, K, V are quantized to e4m3 as

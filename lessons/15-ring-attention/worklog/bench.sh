@@ -4,7 +4,7 @@
 # quotes), OUTDIR/ring.csv (one row per run), OUTDIR/steps.md (the per-step timelines),
 # OUTDIR/checks.log (the graders' output), OUTDIR/runs.log (each timed run's messages and exit
 # status) and OUTDIR/torch.csv (PyTorch's ring).
-#   1. builds build/ring15/ (make ring15-tools: the solution and the timeline tool with NCCL,
+#   1. builds build/ring15/ (make variant N=15 and nvcc: the solution and the timeline tool with NCCL,
 #      NCCL with the naive causal layout, the same three with RING_SMS_LEFT = 4 or 16 (SMs
 #      lesson 09's grid leaves to NCCL's kernels: ring_block.h), and the virtual ring of 2 ranks
 #      on one GPU)
@@ -37,7 +37,32 @@ gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -n1)
 echo "bench.sh: $P x $gpu, B=$B H=$H d=$D, $NPER rows per GPU (N = $N), fp16, $REPS repetitions" | tee "$out/summary.md"
 
 t0=$SECONDS
-make -s GPU_ARCH=90 -j"$(nproc)" ring15-tools 2>&1 | tee "$out/build.log" | tail -n 5
+# build NAME RING P NAIVE [SMS_LEFT]: build/ring15/solution-NAME (make variant) and, from the same
+# object, build/ring15/timeline-NAME (the timeline tool, tools/ring_timeline.cu)
+build() {
+    local name=$1 ring=$2 p=$3 naive=$4 left=${5:-} o=build/ring15/solution-$1 mk=(make -s --no-print-directory GPU_ARCH=90)
+    local knobs=(RING="$ring" P="$p" RING_NAIVE="$naive") defs=${5:+-DRING_SMS_LEFT=$5}
+    "${mk[@]}" variant N=15 OUT="$o" DEFS="$defs" "${knobs[@]}" || return 1
+    local nvcc flags libs lib
+    nvcc=$("${mk[@]}" print-NVCC) flags=$("${mk[@]}" print-RING_FLAGS "${knobs[@]}") libs=$("${mk[@]}" print-RING_LIBS "${knobs[@]}")
+    lib=$("${mk[@]}" link-objects-15 "${knobs[@]}" | tail -n1)
+    # shellcheck disable=SC2086
+    "$nvcc" -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a $flags $defs -Ireference/include -Ireference/harness \
+        -Ireference/cpu -Ireference/gpu -c "$o.cu" -o "$o.o" &&
+    "$nvcc" -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a $flags $defs -Ireference/include -Ireference/harness \
+        -Ireference/cpu -Ireference/gpu lessons/15-ring-attention/worklog/tools/ring_timeline.cu "$o.o" $lib \
+        -o build/ring15/timeline-$name $libs
+}
+mkdir -p build/ring15
+{ make -s GPU_ARCH=90 -j"$(nproc)" solution15 link-objects-15 RING=virtual P=2 &&
+  build virtual2 virtual 2 0
+  if [ -n "$(make -s print-NCCL_ROOT)" ]; then
+      for b in "nccl nccl 2 0" "nccl-naive nccl 2 1" "nccl-left4 nccl 2 0 4" "nccl-left16 nccl 2 0 16" "nccl-naive-left4 nccl 2 1 4"; do
+          # shellcheck disable=SC2086
+          build $b &
+      done
+      wait
+  fi; } 2>&1 | tee "$out/build.log" | tail -n 5
 [ -x build/ring15/timeline-virtual2 ] || { echo "bench.sh: the build failed (see $out/build.log)"; exit 1; }
 nccl=1; [ -x build/ring15/timeline-nccl ] || { nccl=0; echo "bench.sh: NCCL not found (see build.log): the virtual ring only" | tee -a "$out/summary.md"; }
 echo "built in $((SECONDS - t0)) s"

@@ -1,20 +1,28 @@
 /* ring_timeline.cu: times lesson 15's ring (bench.sh runs it; mk/ring.mk builds it per transport
- * and layout as build/ring15/timeline-NAME). It includes the solution as it is and measures,
- * from CUDA events recorded on each rank's streams:
+ * and layout as build/ring15/timeline-NAME, linked with the solution's object of that build and
+ * lesson 09's library). Through ring_timeline.h it measures, from CUDA events recorded on each
+ * rank's streams:
  *   whole   the whole call, as the grader times it (scatter from GPU 0, ring, gather)
  *   ring    the ring alone, on the slowest rank: its first step's start to its last step's end
  *           (in training the chunks already live on their GPUs: no scatter, no gather)
  *   per step and rank: compute (the pairs and merges), transfer (send + receive on the comm
  *           stream), and the wait before the step (compute idle for its block: the part of the
  *           transfer the compute did not hide)
- * --one-gpu times lesson 09's kernel as the ring runs it (step 6), alone on GPU 0, on the whole
- * sequence: the baseline of the scaling. TFLOP/s: 4 B H N^2 d, halved when causal.
+ * --one-gpu times lesson 09's kernel as the ring runs it (its step: the descriptor's library flags, or LIB_FLAGS, and
+ * RING_SMS_LEFT), alone on GPU 0, on the whole sequence: the baseline of the scaling.
+ * TFLOP/s: 4 B H N^2 d, halved when causal.
  * Usage: timeline-NAME -b B -H H -n N -d d [--causal] [--bf16] [--reps R] [--one-gpu]
  *        [--label TEXT] [--steps FILE]   (prints one CSV row; --steps appends the per-step table) */
-#include "../../../../solutions/15-ring-attention/ring_attention.cu"
-#include <algorithm>
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <algorithm>
 #include <vector>
+#include "../../ring_block.h"     // --one-gpu: lesson 09's kernel, as the ring calls it
+#include "../../ring_timeline.h"  // ring_forward with events, ring_ranks
 
 #define TOOL_CUDA(call)                                                                                  \
     do {                                                                                                 \
@@ -93,6 +101,7 @@ int main(int argc, char **argv) {
     cudaEvent_t t0, t1;
     TOOL_CUDA(cudaEventCreate(&t0)); TOOL_CUDA(cudaEventCreate(&t1));
     std::vector<double> whole, ring;
+    int devs[RING_MAX_RANKS], P = 1, c = N;  // the ranks: their number, devices, rows per chunk
     if (one_gpu) {  // lesson 09's kernel alone, as the ring calls it
         if (block_prepare_device(dev0)) return EXIT_NO_GPU;
         for (int r = -2; r < reps; ++r) {
@@ -106,11 +115,11 @@ int main(int argc, char **argv) {
     } else {
         if (ring_forward(&a, NULL) != ATTN_OK) return EXIT_FAILED;  // makes the ranks
         TOOL_CUDA(cudaStreamSynchronize(stream));
-        const Ring &g = the_ring;
+        P = ring_ranks(devs, &c);
         static RingTimeline tl;
-        for (int s = 0; s < g.P; ++s)
-            for (int r = 0; r < g.P; ++r) {
-                TOOL_CUDA(cudaSetDevice(g.rank[r].dev));
+        for (int s = 0; s < P; ++s)
+            for (int r = 0; r < P; ++r) {
+                TOOL_CUDA(cudaSetDevice(devs[r]));
                 TOOL_CUDA(cudaEventCreate(&tl.compute_begin[s][r])); TOOL_CUDA(cudaEventCreate(&tl.compute_end[s][r]));
                 TOOL_CUDA(cudaEventCreate(&tl.comm_begin[s][r])); TOOL_CUDA(cudaEventCreate(&tl.comm_end[s][r]));
             }
@@ -121,27 +130,26 @@ int main(int argc, char **argv) {
             TOOL_CUDA(cudaEventRecord(t1, stream));
             TOOL_CUDA(cudaEventSynchronize(t1));
             double slowest = 0;
-            for (int r = 0; r < g.P; ++r)
-                slowest = std::max(slowest, (double)elapsed(tl.compute_begin[0][r], tl.compute_end[g.P - 1][r]));
+            for (int r = 0; r < P; ++r)
+                slowest = std::max(slowest, (double)elapsed(tl.compute_begin[0][r], tl.compute_end[P - 1][r]));
             if (rep >= 0) { whole.push_back(elapsed(t0, t1)); ring.push_back(slowest); }
         }
         FILE *f = steps_path ? fopen(steps_path, "a") : NULL;
         if (f) {  // the last repetition, step by step
             fprintf(f, "\n%s: B=%d H=%d N=%d d=%d%s, %d ranks, chunk %d rows (ms)\n\n", label, B, H, N, d,
-                    causal ? " causal" : "", g.P, g.lay.c);
+                    causal ? " causal" : "", P, c);
             fprintf(f, "| step | rank | wait for block | compute | transfer (next block) |\n|---|---|---|---|---|\n");
-            for (int s = 0; s < g.P; ++s)
-                for (int r = 0; r < g.P; ++r) {
+            for (int s = 0; s < P; ++s)
+                for (int r = 0; r < P; ++r) {
                     const double wait = s ? elapsed(tl.compute_end[s - 1][r], tl.compute_begin[s][r]) : 0.0;
                     char comm[32] = "-";
-                    if (s + 1 < g.P) snprintf(comm, sizeof comm, "%.3f", elapsed(tl.comm_begin[s][r], tl.comm_end[s][r]));
+                    if (s + 1 < P) snprintf(comm, sizeof comm, "%.3f", elapsed(tl.comm_begin[s][r], tl.comm_end[s][r]));
                     fprintf(f, "| %d | %d | %.3f | %.3f | %s |\n", s, r, wait,
                             elapsed(tl.compute_begin[s][r], tl.compute_end[s][r]), comm);
                 }
             fclose(f);
         }
     }
-    const int P = one_gpu ? 1 : the_ring.P;
     const double w = median(whole), rg = median(ring);
     printf("label,P,B,H,N,d,causal,dtype,whole_ms,ring_ms,ring_tflops,whole_tflops\n");
     printf("%s,%d,%d,%d,%d,%d,%d,%s,%.3f,%.3f,%.1f,%.1f\n", label, P, B, H, N, d, causal,

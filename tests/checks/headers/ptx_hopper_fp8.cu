@@ -1,4 +1,4 @@
-/* tests/gpu_fp8/header_check.cu: every wrapper of reference/include/ptx_hopper_fp8.h instantiated
+/* tests/checks/headers/ptx_hopper_fp8.cu: every wrapper of reference/include/ptx_hopper_fp8.h instantiated
  * once, so that `make check-14` sees ptxas accept them for sm_90a (the e4m3 wgmma shapes and
  * operand lists, the cvt). Compiled, never run. */
 #include "ptx_hopper_fp8.h"
