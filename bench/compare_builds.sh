@@ -10,13 +10,13 @@
 # GPU_ARCH; --after defaults to the current tree (built first with make solutions).
 # Options:
 #   --lessons "2 8 12"  which solutions (default: every solution binary found in both builds)
-#   --grids             also the grids: lessons 09 and 11 on the course grid (H d = 2048,
-#                       B N = 16384, d 64 and 128, N 1k 4k 16k, causal and not, fp16) and lesson
-#                       12 on 17 decode shapes (H = 32, d = 128, fp16; B x H_kv of 1x8, 16x8,
-#                       64x8, 16x32; N_kv 4k, 32k, 128k; one query; then 8, 16 and 32 queries,
-#                       d = 64 and bf16 at 16x8, 32k: every row layout of the kernel); every
-#                       other lesson at B = 16, H d = 2048, N = 1024, d 64 and 128 (causal too
-#                       from lesson 05 on, bf16 at d = 128 for the 16-bit lessons)
+#   --grids             also the grids, from each lesson's descriptor: a 16-bit lesson on the
+#                       course grid (H d = 2048, B N = 16384, N 1k 4k 16k, each d, causal where
+#                       it has it, in its first dtype), other lessons at N = 1024 alone, then the
+#                       second dtype at the largest d; a decode lesson on 17 decode shapes
+#                       (H = 32, d = 128, fp16; B x H_kv of 1x8, 16x8, 64x8, 16x32; N_kv 4k, 32k,
+#                       128k; one query; then 8, 16 and 32 queries, d = 64 and bf16 at 16x8,
+#                       32k: every row layout of the kernel)
 #   --shape "ARGS"      time these shape options instead (repeatable; "" is the bench shape),
 #                       e.g. to finish a grid that an earlier run left part of
 #   --rounds R          each (shape, build) is timed R times, alternating before and after
@@ -87,31 +87,34 @@ time_one() { # BIN ARGS...
 }
 median() { tr ' ' '\n' | grep -E '^[0-9.]+$' | sort -g | awk '{ v[NR] = $1 } END { if (NR) print (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2) }'; }
 
+# a lesson's facts, from its descriptor (reference/tools/lessons.py KEY: "N name value" lines)
+fact() { python3 reference/tools/lessons.py "$2" | awk -v n="$1" '$1 == n { $1 = ""; $2 = ""; sub(/^ +/, ""); print }'; }
 shapes_of() { # LESSON: one shape per line ("" = the bench shape)
     if [ "$SHAPES_SET" = 1 ]; then printf '%s\n' "${SHAPES[@]}"; return 0; fi
     echo ""
     [ "$GRIDS" = 1 ] || return 0
-    case "$1" in
-    9|11)
-        for d in 64 128; do for N in 1024 4096 16384; do for c in 0 1; do
-            echo "-b $((16384 / N)) -H $((2048 / d)) -n $N -d $d --dtype fp16$([ $c = 1 ] && echo ' --causal')"
-        done; done; done ;;
-    12)
+    local dims causal dtypes runner
+    dims=$(fact "$1" head_dims) causal=$(fact "$1" causal) dtypes=$(fact "$1" dtypes) runner=$(fact "$1" runner)
+    if [ "$runner" = decode ]; then
         for cfg in "1 8" "16 8" "64 8" "16 32"; do for nkv in 4096 32768 131072; do
             set -- $cfg; echo "-b $1 -H 32 --kv-heads $2 -n 1 --kv-seq $nkv -d 128 --dtype fp16"
         done; done
         # each row layout of the kernel (G N rows: 1, 2 or 4 row warps, two m-tiles), d = 64, bf16
         for n in 8 16 32; do echo "-b 16 -H 32 --kv-heads 8 -n $n --kv-seq 32768 -d 128 --dtype fp16"; done
         echo "-b 16 -H 32 --kv-heads 8 -n 1 --kv-seq 32768 -d 64 --dtype fp16"
-        echo "-b 16 -H 32 --kv-heads 8 -n 1 --kv-seq 32768 -d 128 --dtype bf16" ;;
-    *)  # every other lesson: both head dimensions in its first dtype, causal from lesson 05 on,
-        # and bf16 at d = 128 for the 16-bit lessons (06 on, but lesson 10, fp32)
-        for d in 64 128; do for c in 0 1; do
-            [ "$c" = 1 ] && [ "$1" -lt 5 ] && continue
-            echo "-b 16 -H $((2048 / d)) -n 1024 -d $d$([ $c = 1 ] && echo ' --causal')"
-        done; done
-        [ "$1" -ge 6 ] && [ "$1" != 10 ] && echo "-b 16 -H 16 -n 1024 -d 128 --dtype bf16" ;;
-    esac
+        echo "-b 16 -H 32 --kv-heads 8 -n 1 --kv-seq 32768 -d 128 --dtype bf16"
+        return 0
+    fi
+    # the course grid (N 1k, 4k, 16k) for a 16-bit lesson, N = 1024 for the others; every head
+    # dimension, causal where the lesson has it, then its second dtype at the largest d
+    local ns=1024 cs=0 d N c
+    [ "${dtypes%% *}" = fp16 ] && ns="1024 4096 16384"
+    [ "$causal" = yes ] && cs="0 1"
+    for d in $dims; do for N in $ns; do for c in $cs; do
+        echo "-b $((16384 / N)) -H $((2048 / d)) -n $N -d $d --dtype ${dtypes%% *}$([ $c = 1 ] && echo ' --causal')"
+    done; done; done
+    [ "${dtypes#* }" != "$dtypes" ] && echo "-b 16 -H $((2048 / ${dims##* })) -n 1024 -d ${dims##* } --dtype $(cut -d' ' -f2 <<<"$dtypes")"
+    return 0
 }
 
 mkdir -p "$(dirname "$OUT")"

@@ -3,7 +3,7 @@
 # KEY := value lines (CONTRIBUTING.md, "The lesson descriptor").
 source := flash_decoding.cu
 arch := portable
-runner := forward
+runner := decode
 dtypes := fp16 bf16
 head_dims := 64 128
 causal := yes

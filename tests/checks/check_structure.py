@@ -106,7 +106,8 @@ def norm(text):
 def descriptor_errors(root):
     """Each lesson folder has a descriptor (lessons/NN-*/lesson.mk) whose source exists in lessons/
     and solutions/, and the solution's LESSON struct (which the runner reads) says what the
-    descriptor says: dtypes in order, causal, head dims, Hopper-only (needs_cc 90) for sm_90a."""
+    descriptor says: dtypes in order, causal, head dims, Hopper-only (needs_cc 90) for sm_90a, and
+    LESSON_DECODE exactly where runner := decode."""
     from lessons import lessons
     errors = []
     descs = lessons(root)
@@ -131,11 +132,14 @@ def descriptor_errors(root):
         said = {"dtypes": " ".join(x.lower() for x in re.findall(r"DTYPE_BIT\(DTYPE_(\w+)\)", body)),
                 "head_dims": " ".join(x for x in re.findall(r"\d+", dims.group(1)) if x != "0") if dims else "",
                 "causal": "yes" if re.search(r"\)\s*,\s*1\s*,\s*\{", body) else "no",
-                "arch": "sm_90a" if re.search(r",\s*90\s*$", tail.strip()) else desc["arch"] if desc["arch"] != "sm_90a" else "?"}
+                "arch": "sm_90a" if re.search(r",\s*90\s*$", tail.strip()) else desc["arch"] if desc["arch"] != "sm_90a" else "?",
+                "runner": ("decode" if "LESSON_DECODE" in tail else "forward") if desc["runner"] in ("forward", "decode")
+                else desc["runner"]}
         for k, v in said.items():
             if v != desc[k]:
                 errors.append("%s: %s := %s, but the LESSON struct of %s says %s" % (
-                    where, k, desc[k], os.path.relpath(sol, root), v if k != "arch" else "needs_cc 90 (Hopper only)" if v == "sm_90a" else "needs_cc is not 90"))
+                    where, k, desc[k], os.path.relpath(sol, root), "flags %s LESSON_DECODE" % ("with" if v == "decode" else "without")
+                if k == "runner" else v if k != "arch" else "needs_cc 90 (Hopper only)" if v == "sm_90a" else "needs_cc is not 90"))
     return errors
 
 

@@ -1,23 +1,11 @@
 #!/usr/bin/env python3
-"""tests/checks/compile_check.py N [--full]: make check-NN, lesson N compiled as its descriptor
-(lessons/NN-*/lesson.mk) says, no GPU needed:
-  - the starter and the solution build for the architectures of `ptxas` (75, 80, 90, or 90a)
-    with no ptxas warning (nor C7508 "setmaxnreg ignored", C7519 "warpgroup.arrive injected");
-  - the solution's kernels (and the starter's, with `starter_spills := yes`) spill at most
-    `spill_budget` bytes (0 when unset); for sm_90a the solution's have no stack frame; their
-    registers per thread (of the kernels named `register_kernel`, or all) are `registers` (the
-    distinct values, sorted; `max N`: at most N; `stack`: the build must have a stack frame;
-    `any`: not checked);
-  - every worklog variant applies to the solution (and to the starter where it says `starter:
-    yes`) (reference/tools/variant.py);
-  - each build of `check_builds` (with --full also `check_builds_full`): `VARIANT[+VARIANT] [-DX]
-    [-> EXPECT]`, builds `|`-separated, holds to the same rules with EXPECT (else the variants'
-    `registers:`, else the lesson's) as its registers; a build whose variants all apply to the
-    starter is also built from the starter (warnings only);
-  - `check_flags`: -D flags every compilation gets (lesson 15: which ring);
-  - `header_check`: a file that instantiates the lesson's shared PTX header compiles for sm_90a.
-ptxas's reports come from tests/checks/ptxas_report.sh (which reuses a binary's own build log).
-Exit status 0, 1 (what failed, printed); prints SKIP and exits 0 without nvcc."""
+"""tests/checks/compile_check.py N [--full]: make check-NN, lesson N's starter and solution
+compiled as its descriptor says (keys ptxas, spill_budget, starter_spills, registers,
+register_kernel, check_builds, check_builds_full with --full, check_flags, header_check:
+CONTRIBUTING.md, "The lesson descriptor"): no ptxas warning (nor C7508 "setmaxnreg ignored",
+C7519 "warpgroup.arrive injected"), spills within budget, no stack frame for sm_90a, the registers
+the design assumes, every worklog variant applied (reference/tools/variant.py). ptxas's reports
+come from tests/checks/ptxas_report.sh. Exit status 0, 1 (what failed); SKIP without nvcc."""
 import os
 import re
 import shutil

@@ -6,7 +6,7 @@
 # dims, dtypes, --causal before lesson 05), checked against the list the binary itself prints.
 # Runs without a GPU: the command line is checked before the GPU is touched. Values a lesson
 # accepts then run one tiny shape: exit 0 on a GPU, 4 without one.
-# The decode options: solution 08 refuses them, solution 12 checks them.
+# The decode options: a forward lesson refuses them, a decode lesson checks them.
 # With a GPU it also asks for a shape far beyond device memory: that must be exit 7 (OOM).
 set -u
 cd "$(dirname "$0")/../.."
@@ -102,9 +102,11 @@ generic_refusals() {
     refused $bin "--fuzz draws its own shapes" --fuzz 5 --bench-only
     refused $bin "exclude each other" --check-only --bench-only
 }
-runner_kind() {
-    case $1 in 1) echo cpu ;; 10|11|13) echo backward ;; 12) echo decode ;; 15) echo ring ;; *) echo forward ;; esac
-}
+# each lesson's runner (its descriptor: cpu, forward, decode, backward; ring where transport := nccl)
+declare -A KIND=()
+while read -r n _ runner; do KIND[$n]=$runner; done < <(python3 reference/tools/lessons.py runner)
+while read -r n _ transport; do [ -n "$transport" ] && KIND[$n]=ring; done < <(python3 reference/tools/lessons.py transport)
+runner_kind() { echo "${KIND[$1]:-forward}"; }
 declare -A kind_seen=()
 
 for n in "$@"; do
@@ -162,18 +164,22 @@ for n in "$@"; do
         fi
     fi
 done
-# the decode options (lesson 12's runner): refused by a forward lesson, checked by lesson 12
-if [ -x ./solution8 ] && [ -x ./solution12 ]; then
-    refused solution8 "lesson 12 (flash decoding) takes them" --kv-seq 100
-    refused solution8 "does not take decode shapes" --kv-heads 2 -H 4
-    refused solution8 "does not take decode shapes" --ragged
-    refused solution12 "--kv-heads 3 does not divide --heads 8" -H 8 --kv-heads 3
-    refused solution12 "--kv-heads 5 does not divide --heads 32" --kv-heads 5
-    refused solution12 "give --kv-seq >= 16" -n 16 --kv-seq 8 --causal
-    refused solution12 "--kv-seq '0' is not valid: expected an integer in 1..1048576" --kv-seq 0
-    refused solution12 "--kv-heads 'x' is not valid" --kv-heads x
-    refused solution12 "--fuzz draws its own shapes" --fuzz 3 --ragged
-    refused solution12 "--dim 96 is not supported by lesson 12" -d 96 --kv-seq 10
+# the decode options: refused by a forward lesson, checked by a decode one (the last of each given)
+fwd=""; dec=""
+for n in "$@"; do case $(runner_kind "$n") in forward) fwd=solution$n ;; decode) dec=solution$n ;; esac; done
+if [ -n "$fwd" ] && [ -x "./$fwd" ]; then
+    refused $fwd "(flash decoding) takes them" --kv-seq 100
+    refused $fwd "does not take decode shapes" --kv-heads 2 -H 4
+    refused $fwd "does not take decode shapes" --ragged
+fi
+if [ -n "$dec" ] && [ -x "./$dec" ]; then
+    refused $dec "--kv-heads 3 does not divide --heads 8" -H 8 --kv-heads 3
+    refused $dec "--kv-heads 5 does not divide --heads 32" --kv-heads 5
+    refused $dec "give --kv-seq >= 16" -n 16 --kv-seq 8 --causal
+    refused $dec "--kv-seq '0' is not valid: expected an integer in 1..1048576" --kv-seq 0
+    refused $dec "--kv-heads 'x' is not valid" --kv-heads x
+    refused $dec "--fuzz draws its own shapes" --fuzz 3 --ragged
+    refused $dec "--dim 96 is not supported by lesson" -d 96 --kv-seq 10
 fi
 echo "command line: $pass checks passed, $fail failed$([ $gaps -gt 0 ] && echo ", $gaps known gaps") (solutions $*; GPU: $([ $have_gpu = 1 ] && echo yes || echo no))"
 [ $fail -eq 0 ]
