@@ -39,9 +39,10 @@ const lesson_info LESSON = {
 // [region config]
 /* Compile-time choices (mk/ring.mk sets them: make solution15 RING=virtual P=4):
  *   RING_NCCL            the ranks are all visible GPUs (up to RING_MAX_RANKS), exchanging by NCCL;
- *                        one GPU is refused (exit 4).
- *   RING_VIRTUAL_RANKS   without RING_NCCL: this many ranks on the current GPU, exchanging by
- *                        device copies (default 2): the ring's logic on one GPU.
+ *                        where the process sees one GPU, the run takes the virtual ring (printed).
+ *   RING_VIRTUAL_RANKS   the virtual ring (no RING_NCCL, or one GPU): this many ranks on the
+ *                        current GPU, exchanging by device copies (default 2): the ring's logic
+ *                        on one GPU.
  *   RING_NAIVE_CAUSAL    1: causal attention on the naive layout (rank r holds chunk r) instead
  *                        of the balanced one, to measure the imbalance. */
 #ifndef RING_VIRTUAL_RANKS
@@ -51,11 +52,6 @@ const lesson_info LESSON = {
 #define RING_NAIVE_CAUSAL 0
 #endif
 // [end config]
-#ifdef RING_NCCL
-#define RING_NCCL_ON true  // every rank has its own comm stream
-#else
-#define RING_NCCL_ON false  // the virtual ranks share one
-#endif
 
 // [region layout]
 /* Which rows of the sequence a rank holds. The sequence is cut into P * per_rank chunks of c
@@ -136,6 +132,8 @@ struct Ring {
     size_t chunk_elems, chunk_bytes;  // B H c d, and times the element size
     Rank rank[RING_MAX_RANKS];
     cudaEvent_t start;                // on the harness's device: its stream hands over to the ranks
+    bool nccl;                        // this run's transport: NCCL (a comm stream per rank), or the
+                                      // virtual ring's device copies (the ranks share one)
 #ifdef RING_NCCL
     ncclComm_t comm[RING_MAX_RANKS];
 #endif
@@ -270,31 +268,34 @@ static int compute_step(const Ring &g, int rid, int src, int pairs_done[2]) {
 static int send_recv(Ring &g, size_t bytes) {
     // TODO(6) begin
 #ifdef RING_NCCL
-    ncclResult_t e = ncclGroupStart();
-    for (int r = 0; r < g.P && e == ncclSuccess; ++r) {
-        Rank &k = g.rank[r];
-        e = ncclSend(k.kv[k.cur], bytes, ncclUint8, (r + 1) % g.P, g.comm[r], k.comm);
-        if (e == ncclSuccess) e = ncclRecv(k.kv[k.cur ^ 1], bytes, ncclUint8, (r + g.P - 1) % g.P, g.comm[r], k.comm);
+    if (g.nccl) {
+        ncclResult_t e = ncclGroupStart();
+        for (int r = 0; r < g.P && e == ncclSuccess; ++r) {
+            Rank &k = g.rank[r];
+            e = ncclSend(k.kv[k.cur], bytes, ncclUint8, (r + 1) % g.P, g.comm[r], k.comm);
+            if (e == ncclSuccess) e = ncclRecv(k.kv[k.cur ^ 1], bytes, ncclUint8, (r + g.P - 1) % g.P, g.comm[r], k.comm);
+        }
+        const ncclResult_t e_end = ncclGroupEnd();
+        if (e == ncclSuccess) e = e_end;
+        if (e != ncclSuccess) {
+            fprintf(stderr, "%s:%d: NCCL send/recv: %s\n", __FILE__, __LINE__, ncclGetErrorString(e));
+            return ATTN_UNSUPPORTED;
+        }
+        return ATTN_OK;
     }
-    const ncclResult_t e_end = ncclGroupEnd();
-    if (e == ncclSuccess) e = e_end;
-    if (e != ncclSuccess) {
-        fprintf(stderr, "%s:%d: NCCL send/recv: %s\n", __FILE__, __LINE__, ncclGetErrorString(e));
-        return ATTN_UNSUPPORTED;
-    }
-#else
+#endif
     for (int r = 0; r < g.P; ++r) {
         const Rank &from = g.rank[r], &to = g.rank[(r + 1) % g.P];
         RING_CUDA(cudaMemcpyAsync(to.kv[to.cur ^ 1], from.kv[from.cur], bytes, cudaMemcpyDeviceToDevice, from.comm));
     }
-#endif
     return ATTN_OK;
     // TODO(6) end
     //| /* TODO(6): every rank r sends the block it holds (kv[cur], `bytes` bytes) to rank r + 1 and
-    //|  * receives rank r - 1's into its spare (kv[cur ^ 1]), on its comm stream. With RING_NCCL
-    //|  * defined: one ncclSend and one ncclRecv per rank on g.comm[r], all in one group; a failed
-    //|  * NCCL call printed with ncclGetErrorString and answered with ATTN_UNSUPPORTED, the group
-    //|  * closed by ncclGroupEnd even then; without: a device-to-device copy into the next rank's spare. "The transport" says
+    //|  * receives rank r - 1's into its spare (kv[cur ^ 1]), on its comm stream. When the run is over
+    //|  * NCCL (g.nccl, only in a build with RING_NCCL defined): one ncclSend and one ncclRecv per rank
+    //|  * on g.comm[r], all in one group; a failed NCCL call printed with ncclGetErrorString and
+    //|  * answered with ATTN_UNSUPPORTED, the group closed by ncclGroupEnd even then; otherwise (the
+    //|  * virtual ring): a device-to-device copy into the next rank's spare. "The transport" says
     //|  * why the group is needed and on which stream each copy goes. */
     //| (void)g; (void)bytes;
     //| return ATTN_NOT_IMPLEMENTED;
@@ -324,29 +325,30 @@ static int exchange(Ring &g, RingTimeline *tl, int step) {
 /* ---- Setup: the ranks, their streams, events and buffers (kept for the next call of the same
  * shape: the harness times repeated calls) ---- */
 
-/* The devices of the ranks: NCCL, every visible GPU, the harness's first; virtual, the harness's
- * GPU RING_VIRTUAL_RANKS times. One GPU with NCCL is refused, exit 4 (EXIT_NO_GPU). */
-static int ring_devices(int devs[RING_MAX_RANKS]) {
+/* The devices of the ranks, and the transport (*nccl), decided when the ring first runs: with
+ * NCCL built in and two or more GPUs visible, every visible GPU, the harness's first; else the
+ * virtual ring, the harness's GPU RING_VIRTUAL_RANKS times (an NCCL build says so on stderr). */
+static int ring_devices(int devs[RING_MAX_RANKS], bool *nccl) {
+    static_assert(RING_VIRTUAL_RANKS >= 1 && RING_VIRTUAL_RANKS <= RING_MAX_RANKS, "RING_VIRTUAL_RANKS: 1..8");
     int dev0 = 0;
+    *nccl = false;
     if (cudaGetDevice(&dev0) != cudaSuccess) return 0;
 #ifdef RING_NCCL
     int n = 0;
     if (cudaGetDeviceCount(&n) != cudaSuccess) n = 0;
-    if (n < 2) {
-        fprintf(stderr, "lesson 15: this build exchanges K/V blocks between GPUs with NCCL, and this machine has %d GPU.\n"
-                "  hint: run the ring's P ranks on one GPU instead: make solution15 RING=virtual P=2 (or lesson15)\n", n);
-        exit(EXIT_NO_GPU);
+    if (n >= 2) {
+        const int P = n < RING_MAX_RANKS ? n : RING_MAX_RANKS;
+        devs[0] = dev0;
+        for (int i = 0, k = 1; i < n && k < P; ++i)
+            if (i != dev0) devs[k++] = i;
+        *nccl = true;
+        return P;
     }
-    const int P = n < RING_MAX_RANKS ? n : RING_MAX_RANKS;
-    devs[0] = dev0;
-    for (int i = 0, k = 1; i < n && k < P; ++i)
-        if (i != dev0) devs[k++] = i;
-    return P;
-#else
-    static_assert(RING_VIRTUAL_RANKS >= 1 && RING_VIRTUAL_RANKS <= RING_MAX_RANKS, "RING_VIRTUAL_RANKS: 1..8");
+    fprintf(stderr, "lesson 15: one GPU visible: the ring runs as %d virtual ranks on it, blocks exchanged by device "
+            "copies (NCCL needs two or more GPUs)\n", RING_VIRTUAL_RANKS);
+#endif
     for (int i = 0; i < RING_VIRTUAL_RANKS; ++i) devs[i] = dev0;
     return RING_VIRTUAL_RANKS;
-#endif
 }
 
 #ifdef RING_NCCL
@@ -384,7 +386,7 @@ static void rank_release(Rank &k, bool own_comm) {
 }
 
 static void ring_release(Ring &g, int dev0) {
-    for (int r = 0; r < g.P; ++r) rank_release(g.rank[r], RING_NCCL_ON || r == 0);
+    for (int r = 0; r < g.P; ++r) rank_release(g.rank[r], g.nccl || r == 0);
     cudaSetDevice(dev0);
     if (g.start) cudaEventDestroy(g.start);
     g.P = 0;
@@ -441,12 +443,13 @@ static int ring_prepare(Ring &g, const attn_args *a) {
         return ATTN_OK;
     }
     static int devs[RING_MAX_RANKS], n_devs = 0;
-    static bool prepared[RING_MAX_RANKS] = {};
-    if (!n_devs) n_devs = ring_devices(devs);
+    static bool prepared[RING_MAX_RANKS] = {}, nccl = false;
+    if (!n_devs) n_devs = ring_devices(devs, &nccl);
     if (n_devs < 1) return ATTN_UNSUPPORTED;
     ring_release(g, dev0);
+    g.nccl = nccl;
 #ifdef RING_NCCL
-    if (ring_comms(g.comm, n_devs, devs)) return ATTN_UNSUPPORTED;
+    if (g.nccl && ring_comms(g.comm, n_devs, devs)) return ATTN_UNSUPPORTED;
 #endif
     g.P = ranks_for(n_devs, a->N, a->causal);
     g.B = a->B; g.H = a->H; g.N = a->N; g.d = a->d; g.causal = a->causal; g.dtype = a->dtype; g.scale = a->scale;
@@ -456,7 +459,7 @@ static int ring_prepare(Ring &g, const attn_args *a) {
     for (int r = 0; r < g.P; ++r) {
         if (!prepared[r] && block_prepare_device(devs[r])) return ATTN_UNSUPPORTED;
         prepared[r] = true;
-        const int rc = rank_alloc(g, g.rank[r], devs[r], RING_NCCL_ON || r == 0 ? NULL : g.rank[0].comm);
+        const int rc = rank_alloc(g, g.rank[r], devs[r], g.nccl || r == 0 ? NULL : g.rank[0].comm);
         if (rc != ATTN_OK) {
             ring_release(g, dev0);
             return rc;
