@@ -10,9 +10,11 @@ EMU_QUICK ?= 1
 EMU_ARG = $(if $(filter 1,$(EMU_QUICK)),quick,)
 .PHONY: emu-starters emu-solutions test-step-ladder test-step-ladder-full hostsim-forward
 
-# The real runners compiled by g++ over tests/hostsim's fake CUDA runtime (forward; backward)
+# The real runners compiled by g++ over the fake CUDA runtime (tests/fake_cuda) and tests/hostsim's
+# fake harness device (forward; backward)
 HOSTSIM_CXX = $(EMU_CXX) -O2 -std=c++17 -fopenmp -w -I$(CUDA_INC) $(REF_INC)
-HOSTSIM_COMMON := $(addprefix build/hostsim/,runner_main.o runner_grade.o runner_common.o runner_buffers.o fake_device.o) $(HARNESS_C_OBJ)
+HOSTSIM_COMMON := $(addprefix build/hostsim/,runner_main.o runner_grade.o runner_common.o runner_buffers.o fake_device.o fake_cuda.o) \
+  $(HARNESS_C_OBJ)
 HOSTSIM_FWD_OBJ := build/hostsim/runner_attention.o $(HOSTSIM_COMMON)
 HOSTSIM_OBJ := build/hostsim/runner_backward.o $(HOSTSIM_COMMON)
 HOSTSIM_HAVE_CUDA := $(wildcard $(CUDA_INC)/cuda_runtime_api.h)
@@ -20,8 +22,10 @@ build/hostsim/%.o: %.cu $(HARNESS_H)
 	@mkdir -p build/hostsim
 	$(HOSTSIM_CXX) -x c++ -c $< -o $@
 build/hostsim/fake_device.o: tests/hostsim/fake_device.cpp $(HARNESS_H)
+build/hostsim/fake_cuda.o: tests/fake_cuda/fake_cuda.cpp tests/fake_cuda/fake_cuda.h
+build/hostsim/fake_device.o build/hostsim/fake_cuda.o:
 	@mkdir -p build/hostsim
-	$(HOSTSIM_CXX) -c $< -o $@
+	$(HOSTSIM_CXX) -Itests/fake_cuda -c $< -o $@
 # objects are prerequisites, not a sub-make: two steps of make -j2 would build the same one at once
 EMU_OBJS = $(if $(HOSTSIM_HAVE_CUDA),$(HOSTSIM_FWD_OBJ) $(HOSTSIM_OBJ) build/host/cpu_reference.o)
 EMU_ENV = EMU_FWD_OBJ='$(HOSTSIM_FWD_OBJ)' EMU_BWD_OBJ='$(HOSTSIM_OBJ)' EMU_CXX='$(EMU_CXX)' EMU_OPT='$(EMU_OPT)' \

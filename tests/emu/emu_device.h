@@ -1,6 +1,6 @@
-/* tests/emu/emu_device.h: the device every CPU emulator describes to a lesson's host code (the
- * emulator core's part of the fake CUDA runtime; tests/hostsim/fake_device.cpp is the rest:
- * memory, copies, streams, timing). Included by each emulator's emu_host.h (tests/wmma_emu,
+/* tests/emu/emu_device.h: the device every CPU emulator describes to a lesson's host code: its
+ * attributes (the runtime's other calls: tests/fake_cuda/fake_cuda.cpp, linked where host code
+ * runs; the drivers' refusing stand-ins, emu_driver.h, where it does not). Included by each emulator's emu_host.h (tests/wmma_emu,
  * tests/warp_emu) and the Hopper drivers' emu_driver.h, all compiled by g++ with the real CUDA
  * headers. The device: compute capability 9.0, 227 KiB of shared memory per block, 50 MiB of L2,
  * and 132 SMs (an H100 SXM's), so that a split rule (lesson 12) splits as it does there. */
@@ -8,10 +8,6 @@
 #include <cuda_runtime.h>
 
 extern "C" {
-cudaError_t CUDARTAPI cudaGetDevice(int *d) {
-    *d = 0;
-    return cudaSuccess;
-}
 cudaError_t CUDARTAPI cudaDeviceGetAttribute(int *v, enum cudaDeviceAttr attr, int) {
     switch (attr) {
     case cudaDevAttrComputeCapabilityMajor: *v = 9; break;

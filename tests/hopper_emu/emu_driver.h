@@ -22,6 +22,7 @@ static bool emu_launch(dim3 grid, int nt, size_t smem, const std::function<void(
 
 #include "../emu/emu_device.h"  // the device the host code sees (queries, attributes)
 extern "C" {
+cudaError_t CUDARTAPI cudaGetDevice(int *d) { *d = 0; return cudaSuccess; }
 cudaError_t CUDARTAPI cudaMalloc(void **p, size_t) { *p = nullptr; return cudaErrorMemoryAllocation; }
 cudaError_t CUDARTAPI cudaMemset(void *, int, size_t) { return cudaErrorInvalidValue; }
 cudaError_t CUDARTAPI cudaFree(void *) { return cudaSuccess; }

@@ -1,8 +1,7 @@
-/* tests/hostsim/fake_device.cpp: the GPU below the runners, faked on the CPU, so that
+/* tests/hostsim/fake_device.cpp: the harness's own device functions below the runners, faked on the CPU, so that
  * the runners (reference/harness/runner_main.cu with runner_backward.cu: `make hostsim-10`; with
  * runner_attention.cu: `make hostsim-forward`) run for real on a machine without a GPU:
- *   - the CUDA runtime calls the harness makes (cudaMalloc is malloc, cudaMemcpy is memcpy,
- *     streams are names; everything is synchronous);
+ *   - the CUDA runtime calls the harness makes: tests/fake_cuda/fake_cuda.cpp, linked beside this;
  *   - runner_device.cu's functions (gpu_env.h): a fake H100 report, fill_pattern on host memory,
  *     wait_stream returns at once, time_launches runs the launch once and reports 1 ms;
  *     runner_fill.cu's device_fill_random on the host;
@@ -22,49 +21,6 @@
 #include "gpu_env.h"
 extern "C" {
 #include "cpu_reference.h"
-}
-
-static size_t g_in_use = 0;
-/* An H100's 80 GiB, or HOSTSIM_MEM_MIB: the decode runner's timing line measures a copy of a
- * quarter of the free memory (up to 1 GiB), which on the CPU costs seconds of page faults, so a
- * test that only checks that line's form runs with less. */
-static const size_t FAKE_MEM = [] {
-    const char *e = getenv("HOSTSIM_MEM_MIB");
-    return e && atol(e) > 0 ? (size_t)atol(e) << 20 : (size_t)80 << 30;
-}();
-
-extern "C" {
-cudaError_t CUDARTAPI cudaMalloc(void **p, size_t bytes) {
-    if (g_in_use + bytes > FAKE_MEM) return cudaErrorMemoryAllocation;
-    *p = aligned_alloc(256, (bytes + 255) / 256 * 256 + 256);
-    if (!*p) return cudaErrorMemoryAllocation;
-    g_in_use += bytes;
-    return cudaSuccess;
-}
-cudaError_t CUDARTAPI cudaFree(void *p) { free(p); return cudaSuccess; }
-cudaError_t CUDARTAPI cudaMemcpy(void *dst, const void *src, size_t n, enum cudaMemcpyKind) {
-    memcpy(dst, src, n);
-    return cudaSuccess;
-}
-cudaError_t CUDARTAPI cudaMemGetInfo(size_t *free_b, size_t *total) {
-    *free_b = FAKE_MEM - g_in_use;
-    *total = FAKE_MEM;
-    return cudaSuccess;
-}
-cudaError_t CUDARTAPI cudaStreamCreate(cudaStream_t *s) { *s = (cudaStream_t)0x1; return cudaSuccess; }
-cudaError_t CUDARTAPI cudaStreamDestroy(cudaStream_t) { return cudaSuccess; }
-cudaError_t CUDARTAPI cudaMemcpyAsync(void *dst, const void *src, size_t n, enum cudaMemcpyKind, cudaStream_t) {
-    memcpy(dst, src, n);
-    return cudaSuccess;
-}
-cudaError_t CUDARTAPI cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t) {
-    memset(p, v, n);
-    return cudaSuccess;
-}
-cudaError_t CUDARTAPI cudaGetLastError(void) { return cudaSuccess; }
-cudaError_t CUDARTAPI cudaDeviceSynchronize(void) { return cudaSuccess; }
-const char *CUDARTAPI cudaGetErrorName(cudaError_t) { return "fake"; }
-const char *CUDARTAPI cudaGetErrorString(cudaError_t) { return "fake"; }
 }
 
 void gpu_init(gpu_env *g, int quiet) {

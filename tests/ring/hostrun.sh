@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # tests/ring/hostrun.sh SRC NAME [quick|full]: lesson 15's emulator (its descriptor's emu_grader:
-# make emu-15, emu-lesson15, emu-solution15; no GPU). The ring's host code, SRC, runs over a fake
-# CUDA runtime (tests/ring/ring_fake_cuda.cpp) with float64 stand-ins for lesson 09's library, and
+# make emu-15, emu-lesson15, emu-solution15; no GPU). The ring's host code, SRC, runs over the fake
+# CUDA runtime (tests/fake_cuda/fake_cuda.cpp, and tests/ring/fake_nccl.cpp) with float64 stand-ins for lesson 09's library, and
 # is graded by the Criterion tests of tests/ring/ring_logic.cu: the virtual ring (3 ranks on one
 # "GPU"), and also the NCCL ring over a fake NCCL where nccl.h is found (NCCL_ROOT, from make).
 # Then the timeline tool (the worklog's) compiles. Each failure names the TODO it checks.
@@ -15,9 +15,11 @@ trap 'rm -rf "$dir"' EXIT
 transports=("-DRING_VIRTUAL_RANKS=3"); [ -n "${NCCL_ROOT:-}" ] && transports+=("-DRING_NCCL -I$NCCL_ROOT/include")
 for t in "${transports[@]}"; do
     # shellcheck disable=SC2086
-    $CXX -O2 -std=c++17 -I"${CUDA_INC:-/usr/local/cuda/include}" $t -c tests/ring/ring_fake_cuda.cpp -o "$dir/fake.o" &&
-    "$NVCC" "${flags[@]}" -cudart none $t -Itests/ring -DRING_LOGIC_SRC="\"$(realpath "$src")\"" tests/ring/ring_hostrun.cu \
-        "$dir/fake.o" -o "$dir/hostrun" -lcriterion || { echo "$name: the host run of $src does not build"; exit 1; }
+    fakes=(tests/fake_cuda/fake_cuda.cpp); [[ $t == *NCCL* ]] && fakes+=(tests/ring/fake_nccl.cpp)
+    objs=(); for f in "${fakes[@]}"; do o="$dir/$(basename "$f" .cpp).o"; objs+=("$o")
+        $CXX -O2 -std=c++17 -I"${CUDA_INC:-/usr/local/cuda/include}" -Itests/fake_cuda $t -c "$f" -o "$o" || exit 1; done
+    "$NVCC" "${flags[@]}" -cudart none $t -Itests/ring -Itests/fake_cuda -DRING_LOGIC_SRC="\"$(realpath "$src")\"" \
+        tests/ring/ring_hostrun.cu "${objs[@]}" -o "$dir/hostrun" -lcriterion || { echo "$name: the host run of $src does not build"; exit 1; }
     "$dir/hostrun" --jobs 1 || { echo "$name: $src fails the tests above ($t); each failure names the TODO it checks"; exit 1; }
     echo "$name: $src runs right on the CPU ($([[ $t == *NCCL* ]] && echo fake NCCL || echo virtual ring))"
 done

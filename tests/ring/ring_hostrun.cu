@@ -1,6 +1,6 @@
 /* tests/ring/ring_hostrun.cu: lesson 15's ring run for real on the CPU (tests/ring/hostrun.sh: make
  * emu-15). The solution's host code, unchanged, over the fake CUDA runtime and NCCL of
- * tests/ring/ring_fake_cuda.cpp: lesson 09's library (reference/include/hopper_attention.h, which
+ * tests/fake_cuda/fake_cuda.cpp and tests/ring/fake_nccl.cpp: lesson 09's library (reference/include/hopper_attention.h, which
  * ring_block.h calls), merge_partial and convert_out replaced by CPU stand-ins (float64 attention
  * of one chunk pair, rounded as the kernel rounds), the rest (the
  * layout, the scatter's strided copies, the double buffers, the exchange, the order of pairs and
@@ -16,7 +16,7 @@
 #include <criterion/redirect.h>
 #include <type_traits>
 #include <vector>
-#include "ring_fake_cuda.h"
+#include "fake_cuda.h"
 
 template <typename T> static float to_f(T x);
 template <> float to_f(__half x) { return __half2float(x); }

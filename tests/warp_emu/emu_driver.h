@@ -7,6 +7,7 @@
 #define EMU_DRIVER  // the driver prints its own summary (emu_host.h)
 #include "emu_host.h"
 extern "C" {
+cudaError_t CUDARTAPI cudaGetDevice(int *d) { *d = 0; return cudaSuccess; }
 cudaError_t CUDARTAPI cudaMalloc(void **p, size_t) { *p = nullptr; return cudaErrorMemoryAllocation; }
 cudaError_t CUDARTAPI cudaFree(void *) { return cudaSuccess; }
 cudaError_t CUDARTAPI cudaGetLastError(void) { return cudaSuccess; }

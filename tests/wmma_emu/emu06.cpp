@@ -7,6 +7,7 @@
  * device would make are stubs below, never called: this driver launches the kernel itself. */
 #include "wmma_emu.h"
 extern "C" {
+cudaError_t CUDARTAPI cudaGetDevice(int *d) { *d = 0; return cudaSuccess; }
 cudaError_t CUDARTAPI cudaMalloc(void **p, size_t) { *p = nullptr; return cudaErrorMemoryAllocation; }
 cudaError_t CUDARTAPI cudaFree(void *) { return cudaSuccess; }
 cudaError_t CUDARTAPI cudaGetLastError(void) { return cudaSuccess; }
