@@ -1,8 +1,10 @@
 /* tests/fake_cuda/fake_cuda.cpp: the one fake CUDA runtime of the tests, on the CPU, so that host code
  * written for a GPU runs for real on a machine without one: the runners (tests/hostsim, with
  * tests/hostsim/fake_device.cpp for the harness's own device functions), the student's path on the
- * emulators (tests/emu/grade.py) and lesson 15's ring (tests/ring). Memory is host memory, filled
- * with 0xff at allocation (NaN in every float type: a read before any write shows); every call is
+ * emulators (tests/emu/grade.py) and lesson 15's ring (tests/ring). Memory is host memory, as
+ * the allocator gives it (fresh pages are zero, as a GPU's fresh memory usually is), or filled
+ * with 0xff (NaN in every float type: a read before any write shows) after
+ * fake_poison_allocations(1); every call is
  * synchronous (streams and events are names, a wait is a no-op); fake_set_devices(n) devices,
  * with peer access between all; an 80 GiB device (HOSTSIM_MEM_MIB: less, so that a test that
  * copies a share of the free memory stays fast). A kernel launch of a file built by nvcc
@@ -21,6 +23,7 @@ static int g_devices = 1, g_current = 0;
 static std::map<const void *, fake_kernel_fn> g_kernels;
 static std::map<void *, size_t> g_allocs;
 static size_t g_in_use = 0;
+static int g_fill = 0;  // what cudaMalloc writes into new memory (0: nothing)
 static dim3 g_grid, g_block;
 static size_t g_smem;
 static void *g_stream;
@@ -30,6 +33,7 @@ static const size_t FAKE_MEM = [] {
 }();
 
 void fake_set_devices(int n) { g_devices = n; }
+void fake_poison_allocations(int on) { g_fill = on ? 0xff : 0; }
 void fake_on_launch(const void *kernel, fake_kernel_fn fn) { g_kernels[kernel] = fn; }
 size_t fake_bytes_allocated(void) { return g_in_use; }
 
@@ -68,7 +72,7 @@ cudaError_t CUDARTAPI cudaMalloc(void **p, size_t bytes) {
     if (g_in_use + bytes > FAKE_MEM) return cudaErrorMemoryAllocation;
     *p = aligned_alloc(256, (bytes + 255) / 256 * 256 + 256);
     if (!*p) return cudaErrorMemoryAllocation;
-    memset(*p, 0xff, bytes);
+    if (g_fill) memset(*p, g_fill, bytes);
     g_allocs[*p] = bytes;
     g_in_use += bytes;
     return cudaSuccess;

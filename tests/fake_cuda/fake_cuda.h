@@ -10,4 +10,5 @@ typedef void (*fake_kernel_fn)(dim3 grid, dim3 block, void **args);
 void fake_on_launch(const void *kernel, fake_kernel_fn fn);  // kernel: the __global__ function's host address
 void fake_set_devices(int n);                                // cudaGetDeviceCount's answer (default 1)
 size_t fake_bytes_allocated(void);                           // bytes cudaMalloc holds now
+void fake_poison_allocations(int on);                        // 1: new memory is 0xff (NaN), else not written
 #endif
