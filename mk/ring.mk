@@ -3,8 +3,10 @@
 # (libnccl-dev), the CUDA toolkit nvcc belongs to, and the nvidia-nccl Python wheel, in that
 # order: include/nccl.h and libnccl.so.2, linked with an rpath.
 #   RING=nccl (default where NCCL is found): the ring over every visible GPU, blocks exchanged by NCCL
-#   RING=virtual P=4: P ranks on one GPU, blocks exchanged by device copies (the default without NCCL)
+#     (where the binary sees one GPU when it runs, it takes the virtual ring on it)
+#   RING=virtual: the ranks on one GPU, blocks exchanged by device copies (the default without NCCL)
 #   RING_NAIVE=1: causal attention on the naive layout (rank r: chunk r)
+# How many ranks the virtual ring has is chosen when it runs (./lesson15 --ranks P), not here.
 NCCL_HOME ?=
 RING_NVCC_ROOT := $(patsubst %/,%,$(dir $(CUDA_INC)))
 NCCL_ROOT := $(firstword $(foreach d,$(NCCL_HOME) /usr $(RING_NVCC_ROOT),$(if $(wildcard $(d)/include/nccl.h),$(d))))
@@ -18,18 +20,20 @@ RING_NCCL_HOW := NCCL not found (looked in NCCL_HOME, /usr, $(RING_NVCC_ROOT), t
   install libnccl-dev (apt) or the wheel (pip install nvidia-nccl-cu13), or point NCCL_HOME at a directory with \
   include/nccl.h and lib/libnccl.so.2
 RING ?= $(if $(NCCL_ROOT),nccl,virtual)
-P ?= 2
 RING_NAIVE ?= 0
-RING_FLAGS = $(if $(filter nccl,$(RING)),-DRING_NCCL -I$(NCCL_ROOT)/include,-DRING_VIRTUAL_RANKS=$(P)) \
+RING_FLAGS = $(if $(filter nccl,$(RING)),-DRING_NCCL -I$(NCCL_ROOT)/include) \
   $(if $(filter 1,$(RING_NAIVE)),-DRING_NAIVE_CAUSAL=1)
+ifeq ($(origin P),command line)
+  $(warning P=$(P): the virtual ring's ranks are chosen when it runs: ./lesson15 --ranks $(P))
+endif
 RING_LIBS = $(if $(filter nccl,$(RING)),-L$(NCCL_LIB) -l:libnccl.so.2 -Xlinker -rpath -Xlinker $(NCCL_LIB))
-# a change of RING, P, RING_NAIVE or LIB_FLAGS relinks the binaries (as GPU_ARCH does)
+# a change of RING, RING_NAIVE or LIB_FLAGS relinks the binaries (as GPU_ARCH does)
 RING_STAMP := build/ring-stamp
 RING_STAMP_TEXT := $(RING_FLAGS) $(RING_LIBS) $(LIB_FLAGS)
 $(if $(DRY_RUN),,$(shell mkdir -p build; [ "$$(cat $(RING_STAMP) 2>/dev/null)" = "$(RING_STAMP_TEXT)" ] || echo "$(RING_STAMP_TEXT)" > $(RING_STAMP)))
 # the shell lines a build of such a lesson runs first
 RING_NOTE = if [ "$(RING)" = nccl ] && [ -z "$(NCCL_ROOT)" ]; then echo "$(RING_NCCL_HOW)"; exit 4; fi; \
-	if [ -z "$(NCCL_ROOT)" ]; then echo "note: $(RING_NCCL_HOW); building the virtual ring ($(P) ranks on one GPU)"; fi
+	if [ -z "$(NCCL_ROOT)" ]; then echo "note: $(RING_NCCL_HOW); building the virtual ring (its ranks on one GPU: --ranks P)"; fi
 # make print-VAR: a variable's value, for the worklogs' scripts (lesson 15's bench.sh: RING_FLAGS, RING_LIBS)
 print-%:
 	@echo '$($*)'

@@ -15,5 +15,4 @@ racecheck := advisory
 library := 9 -DFA9_STEP=6
 transport := nccl
 ptxas := 90a
-check_flags := -DRING_VIRTUAL_RANKS=2
 emu_grader := tests/ring/hostrun.sh

@@ -5,8 +5,9 @@
 #define RING_TIMELINE_H
 #include <cuda_runtime.h>
 #include "attention.h"
+#include "attention_ranks.h"
 
-enum { RING_MAX_RANKS = 8 };  // the most ranks a ring has
+enum { RING_MAX_RANKS = ATTN_MAX_RANKS };  // the most ranks a ring has (--ranks takes 1..RING_MAX_RANKS)
 
 /* Events, indexed [step][rank], each made by the caller on that rank's device: ring_forward
  * records compute_begin and compute_end around the rank's compute of the step (its pairs and

@@ -1,5 +1,6 @@
 #include "cli.h"
 #include "attention.h"
+#include "attention_ranks.h"
 #include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
@@ -34,6 +35,12 @@ void print_usage(const char *prog, int cpu_lesson) {
                "  three-pass (safe) and two-pass (naive) softmax.\n", prog);
         return;
     }
+    static const int graded[] = ATTN_RANKS_GRADED;  /* "2, 3 and 4" */
+    char graded_text[64] = "";
+    const int n_graded = (int)(sizeof graded / sizeof graded[0]);
+    for (int k = 0; k < n_graded; ++k)
+        snprintf(graded_text + strlen(graded_text), sizeof graded_text - strlen(graded_text), "%s%d",
+                 k == 0 ? "" : k + 1 < n_graded ? ", " : " and ", graded[k]);
     printf("usage: %s [options]\n"
            "  With no shape options: grade the lesson's case matrix, then time the bench\n"
            "  shape B=%d H=%d N=%d d=%d. With any shape option: grade and time that shape.\n"
@@ -70,11 +77,15 @@ void print_usage(const char *prog, int cpu_lesson) {
            "      --hadamard     rotate Q and K along d by the Hadamard matrix before quantizing\n"
            "                     (incoherent processing)\n"
            "      --outliers     inputs N(0, 1) with 0.1%% of them x10 (the matrix has such a case)\n"
+           "  Ranks (lesson 15 only, the ring):\n"
+           "      --ranks P      the ring's ranks where they are virtual (all on one GPU), 1..%d\n"
+           "                     (default: every case graded on %s ranks in turn, then timed on\n"
+           "                     %d); a ring of one rank per GPU (NCCL) has as many ranks as GPUs\n"
            "  -h, --help\n"
            "Exit status: 0 pass, 1 failed, 2 usage, 3 not implemented, 4 no GPU,\n"
            "5 CUDA error, 6 timeout, 7 out of memory.\n",
            prog, BENCH_B, BENCH_H, BENCH_N, BENCH_D, MAX_B, MAX_H, MAX_N, MAX_REPS, MAX_N, DECODE_BENCH_N,
-           DECODE_BENCH_NKV, FP8_BLOCK_ROWS);
+           DECODE_BENCH_NKV, FP8_BLOCK_ROWS, ATTN_MAX_RANKS, graded_text, graded[0]);
 }
 
 int parse_options(int argc, char **argv, options *o, char *err, size_t errlen) {
@@ -85,7 +96,7 @@ int parse_options(int argc, char **argv, options *o, char *err, size_t errlen) {
     o->seed %= 1000000007ULL; /* short enough to retype */
 
     enum { OPT_WARMUP = 1000, OPT_TIMEOUT, OPT_CHECK, OPT_BENCH, OPT_CSV, OPT_FUZZ, OPT_KV_SEQ, OPT_KV_HEADS,
-           OPT_RAGGED, OPT_QUANT, OPT_HADAMARD, OPT_OUTLIERS };
+           OPT_RAGGED, OPT_QUANT, OPT_HADAMARD, OPT_OUTLIERS, OPT_RANKS };
     static const struct option longopts[] = {
         {"batch", required_argument, 0, 'b'}, {"heads", required_argument, 0, 'H'},
         {"seq", required_argument, 0, 'n'},   {"dim", required_argument, 0, 'd'},
@@ -100,6 +111,7 @@ int parse_options(int argc, char **argv, options *o, char *err, size_t errlen) {
         {"ragged", no_argument, 0, OPT_RAGGED},
         {"quant", required_argument, 0, OPT_QUANT}, {"hadamard", no_argument, 0, OPT_HADAMARD},
         {"outliers", no_argument, 0, OPT_OUTLIERS},
+        {"ranks", required_argument, 0, OPT_RANKS},
         {0, 0, 0, 0}};
     optind = 1;
     opterr = 0;
@@ -134,6 +146,7 @@ int parse_options(int argc, char **argv, options *o, char *err, size_t errlen) {
             break;
         case OPT_HADAMARD: o->hadamard = 1; o->given |= GIVEN_FP8; break;
         case OPT_OUTLIERS: o->outliers = 1; o->given |= GIVEN_FP8; break;
+        case OPT_RANKS: RANGE("--ranks", 1, ATTN_MAX_RANKS, o->ranks); break;
         case 't':
             o->dtype = dtype_from_name(optarg);
             if (o->dtype < 0) {

@@ -46,6 +46,8 @@ typedef struct {
     int quant_tensor;     /* --quant tensor: one scale per tensor (default block: FP8_BLOCK_ROWS rows) */
     int hadamard;         /* --hadamard: Q and K rotated along d before quantizing */
     int outliers;         /* --outliers: 0.1% of the inputs x10 */
+    /* A lesson that runs over ranks (attention_ranks.h; lesson 15): --ranks P, 0 when not given. */
+    int ranks;
     unsigned given;       /* GIVEN_* bits: which shape options the command line set */
 } options;
 

@@ -499,8 +499,8 @@ static bool rerun_check(Problem &p, const run_result &r1, const options &o) {
                     count_differences(p, OUT_L, r1.out[OUT_L], r2.out[OUT_L], 0, c.N, false, exact, NULL);
     if (!nd) return true;
     const bool outside = !outside_writes(p).empty();
-    printf("    FAIL  %-6s %s%s: race suspected: two launches on the same input differ in %ld elements "
-           "(%s)\n", c.name, dtype_name(p.dt), c.causal ? " causal" : "", nd,
+    printf("    FAIL  %-6s %s%s%s: race suspected: two launches on the same input differ in %ld elements "
+           "(%s)\n", c.name, dtype_name(p.dt), c.causal ? " causal" : "", ranks_text(c).c_str(), nd,
            outside ? "blocks that write outside their rows (above) race with the blocks that own those rows"
                    : LESSON.needs_cc >= 90
                        ? "a wait on a full or empty mbarrier missing, or a wrong phase? racecheck cannot see "
@@ -540,8 +540,9 @@ static bool causal_check(Problem &p, const run_result &r1, uint64_t seed, const 
                            count_differences(p, OUT_L, r1.out[OUT_L], r2.out[OUT_L], 0, pos, false, exact, NULL);
         if (!leaks) continue;
         if (!is_decode(c))
-            printf("    FAIL  %-6s %s causal: future keys influence the output: changing K and V at "
-                   "positions >= %d changed %ld elements of rows < %d\n", c.name, dtype_name(p.dt), pos, leaks, pos);
+            printf("    FAIL  %-6s %s causal%s: future keys influence the output: changing K and V at "
+                   "positions >= %d changed %ld elements of rows < %d\n", c.name, dtype_name(p.dt),
+                   ranks_text(c).c_str(), pos, leaks, pos);
         else
             printf("    FAIL  %-6s %s causal: future keys influence the output: changing the last %d keys of "
                    "each sequence changed %ld elements of query rows < %d (query i sees keys j <= "
@@ -612,10 +613,10 @@ static double copy_gbps(const options &o, const gpu_env &g) {
 
 static void forward_print_time(const run_timing &tm, const shape_case &bench, dtype_t dt, const options &,
                                const gpu_env &g) {
-    printf("Time: %s B=%d H=%d N=%d d=%d%s: %.3f ms, %.2f TFLOP/s, %.1f%% of %s peak %.0f TFLOP/s (%s); "
+    printf("Time: %s B=%d H=%d N=%d d=%d%s%s: %.3f ms, %.2f TFLOP/s, %.1f%% of %s peak %.0f TFLOP/s (%s); "
            "device memory %.1f MiB\n", dtype_name(dt), bench.B, bench.H, bench.N, bench.d,
-           bench.causal ? " causal" : "", tm.ms, tm.tflops, tm.pct, dt == DTYPE_FP32 ? "fp32" : "tensor-core",
-           gpu_peak(&g, dt), g.peak_source, tm.mem / 1048576.0);
+           bench.causal ? " causal" : "", ranks_text(bench).c_str(), tm.ms, tm.tflops, tm.pct,
+           dt == DTYPE_FP32 ? "fp32" : "tensor-core", gpu_peak(&g, dt), g.peak_source, tm.mem / 1048576.0);
 }
 
 static void decode_print_time(const run_timing &tm, const shape_case &bench, dtype_t dt, const options &o,

@@ -7,10 +7,15 @@
 #include <string.h>
 #include <unistd.h>
 #include <algorithm>
+#include "attention_ranks.h"
 #include "cuda_check.h"
 extern "C" {
 #include "rng.h"
 }
+
+/* Defined by a lesson that runs over ranks only (attention_ranks.h): weak, so that every other
+ * lesson links without it and the harness sees a null address. */
+extern "C" int attention_set_ranks(int P) __attribute__((weak));
 
 const char *runner_prog = "lessonN";
 
@@ -28,6 +33,8 @@ bool is_decode(const shape_case &c0) {
 bool decode_lesson() { return (LESSON.flags & LESSON_DECODE) != 0; }
 
 bool fp8_lesson() { return (LESSON.dtypes & DTYPE_BIT(DTYPE_E4M3)) != 0; }
+
+bool ranks_lesson() { return attention_set_ranks != NULL; }
 
 bool lesson_supports_d(int d) {
     for (int k = 0; k < 8 && LESSON.head_dims[k]; ++k)
@@ -84,6 +91,11 @@ int runner_options(int argc, char **argv, options &o, const char *causal_from, c
                 "(FP8 attention) takes them\n", prog, LESSON.number);
         return EXIT_USAGE;
     }
+    if (o.ranks && !ranks_lesson()) {
+        fprintf(stderr, "%s: lesson %02d does not run over ranks (--ranks): lesson 15 (ring attention) does\n", prog,
+                LESSON.number);
+        return EXIT_USAGE;
+    }
     if (resolve_shape(&o, decode_lesson(), err, sizeof err)) { fprintf(stderr, "%s: %s\n", prog, err); return EXIT_USAGE; }
     if (o.dtype >= 0 && !(LESSON.dtypes & DTYPE_BIT(o.dtype))) {
         fprintf(stderr, "%s: --dtype %s is not supported by lesson %02d: expected one of %s\n", prog,
@@ -104,6 +116,42 @@ size_t runner_gpu_init(gpu_env &g, const options &o) {
     size_t free_b = 0, total = 0;
     CUDA_CHECK(cudaMemGetInfo(&free_b, &total));
     return free_b;
+}
+
+rank_plan runner_ranks(const options &o) {
+    rank_plan plan = {{0}, 0};
+    if (!ranks_lesson()) return plan;
+    static const int graded[] = ATTN_RANKS_GRADED;
+    const std::vector<int> asked =
+        o.ranks ? std::vector<int>{o.ranks} : std::vector<int>(graded, graded + sizeof graded / sizeof *graded);
+    plan.P.clear();
+    for (int P : asked) {
+        const int n = attention_set_ranks(P);
+        if (n < 1) {
+            fprintf(stderr, "%s: lesson %02d cannot run on %d ranks (attention_set_ranks returned %d)\n", runner_prog,
+                    LESSON.number, P, n);
+            exit(EXIT_FAILED);
+        }
+        if (n != P) { /* the transport's own ranks, one per GPU: nothing to choose */
+            if (o.ranks) {
+                fprintf(stderr, "%s: --ranks %d: lesson %02d runs here on %d ranks, one per GPU; --ranks sets the ranks "
+                        "of its virtual ring (all on one GPU), which runs where one GPU is visible "
+                        "(CUDA_VISIBLE_DEVICES=0 ./%s --ranks %d) or in a build without NCCL (make lesson%d RING=virtual)\n",
+                        runner_prog, P, LESSON.number, n, runner_prog, P, LESSON.number);
+                exit(EXIT_USAGE);
+            }
+            return {{0}, n};
+        }
+        plan.P.push_back(P);
+    }
+    return plan;
+}
+
+void set_ranks(int P) {
+    if (P > 0 && attention_set_ranks(P) != P) {
+        fprintf(stderr, "%s: lesson %02d no longer takes %d ranks (attention_set_ranks)\n", runner_prog, LESSON.number, P);
+        exit(EXIT_FAILED);
+    }
 }
 
 shape_case bench_shape(const options &o) {
@@ -165,6 +213,11 @@ std::vector<shape_case> case_matrix(bool causal_edges) {
         m.push_back({"N=1000", 1, 2, 1000, d1, 1, 1.f});
         m.push_back({"x30", 1, 2, 300, d1, 1, 30.f});
         m.push_back({"bench", BENCH_B, BENCH_H, BENCH_N, db, 1, 1.f});
+    }
+    if (ranks_lesson()) { /* 1680 = 2^4 3 5 7: 2P divides it for every P up to 8 */
+        static_assert(ATTN_MAX_RANKS <= 8, "the ring case's N must be a multiple of 2P for every P");
+        m.push_back({"ring", 1, 2, 1680, d0, 0, 1.f});
+        if (LESSON.causal) m.push_back({"ring", 1, 2, 1680, d0, 1, 1.f});
     }
     if (fp8_lesson()) { /* FlashAttention-3's FP8 test inputs: N(0, 1) with 0.1% of them x10 */
         shape_case o = {"outlier", 1, 4, 1024, d1, 0, 1.f};
@@ -237,9 +290,11 @@ std::string shape_text(const shape_case &c0) {
     return s;
 }
 
+std::string ranks_text(const shape_case &c) { return c.ranks ? " on " + std::to_string(c.ranks) + " ranks" : ""; }
+
 case_outcome outcome_of(const shape_case &c0, bool pass) {
     const shape_case c = normalized(c0);
-    return {c.N, c.causal, pass, c.H_kv < c.H, c.ragged, is_decode(c), !c.ragged && c.N_kv % 16 == 0, c.N_kv};
+    return {c.N, c.causal, pass, c.H_kv < c.H, c.ragged, is_decode(c), !c.ragged && c.N_kv % 16 == 0, c.N_kv, c.ranks};
 }
 
 /* Does every failing case have the property, and some case without it pass? */
@@ -301,6 +356,14 @@ void print_failure_pattern(const std::vector<case_outcome> &v, const char *what_
         if (o.N % 16 == 0) { fail_aligned += !o.pass; pass_aligned += o.pass; }
     }
     if (fail == 0) return;
+    int least = 0; /* the fewest ranks among the failing cases, when every case on fewer passes */
+    for (const case_outcome &o : v)
+        if (!o.pass && o.ranks > 0 && (!least || o.ranks < least)) least = o.ranks;
+    if (least > 2 && only_with(v, [least](const case_outcome &o) { return o.ranks >= least; }))
+        printf("diagnosis: only the rings of %d or more ranks fail, every case on fewer passes: on two ranks the rank "
+               "before and the rank after are the same (r - s = r + s mod 2), so a ring that sends the wrong way, or "
+               "takes the block it holds at step s for another rank's, still gets two ranks right; check which rank's "
+               "block each rank holds at each step, the chunks that block carries, and where each rank sends\n", least);
     if (decode_lesson()) {
         print_decode_pattern(v, fail, fail_nc == 0 && pass_nc > 0);
         return;
@@ -320,11 +383,11 @@ void print_failure_pattern(const std::vector<case_outcome> &v, const char *what_
 
 void print_rerun(const shape_case &c0, int dt, uint64_t run_seed) {
     const shape_case c = normalized(c0);
-    const std::string fp8 = std::string(c.outliers ? " --outliers" : "") + (c.fp8_tensor ? " --quant tensor" : "") +
-                            (c.hadamard ? " --hadamard" : "");
+    const std::string more = std::string(c.outliers ? " --outliers" : "") + (c.fp8_tensor ? " --quant tensor" : "") +
+                             (c.hadamard ? " --hadamard" : "") + (c.ranks ? " --ranks " + std::to_string(c.ranks) : "");
     if (!is_decode(c))
         printf("          rerun: ./%s -b %d -H %d -n %d -d %d --dtype %s%s%s --seed %llu --check-only\n", runner_prog,
-               c.B, c.H, c.N, c.d, dtype_name(dt), c.causal ? " --causal" : "", fp8.c_str(),
+               c.B, c.H, c.N, c.d, dtype_name(dt), c.causal ? " --causal" : "", more.c_str(),
                (unsigned long long)run_seed);
     else
         printf("          rerun: ./%s -b %d -H %d -n %d -d %d --kv-seq %d --kv-heads %d%s --dtype %s%s --seed %llu "
@@ -334,9 +397,9 @@ void print_rerun(const shape_case &c0, int dt, uint64_t run_seed) {
 
 void print_case_line(bool ok, const shape_case &c, int dt, const std::string &detail, uint64_t run_seed) {
     if (ok)
-        printf("    pass  %-6s %s  %s%s%s%s  %s\n", c.name, dtype_name(dt), shape_text(c).c_str(),
+        printf("    pass  %-6s %s  %s%s%s%s%s  %s\n", c.name, dtype_name(dt), shape_text(c).c_str(),
                c.causal ? " causal" : "", c.qscale != 1.f ? " x30 logits" : "", c.outliers ? " outliers" : "",
-               detail.c_str());
+               ranks_text(c).c_str(), detail.c_str());
     else
         print_rerun(c, dt, run_seed);
     fflush(stdout);

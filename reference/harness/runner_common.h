@@ -32,6 +32,10 @@ struct shape_case {
      * FP8_BLOCK_ROWS rows, Q and K rotated by the Hadamard matrix first. From the command line
      * (--outliers, --quant tensor, --hadamard) or the case matrix (the outlier case). */
     int outliers, fp8_tensor, hadamard;
+    /* A lesson that runs over ranks (ranks_lesson): the P it is asked for (attention_set_ranks),
+     * which the rerun line repeats as --ranks P; 0 for every other lesson, and where the
+     * transport fixes the ranks (one per GPU). */
+    int ranks;
 };
 shape_case normalized(shape_case c);
 /* A shape only a decode lesson takes: N_kv != N, grouped heads (H_kv < H), or ragged lengths. */
@@ -40,6 +44,9 @@ bool is_decode(const shape_case &c);
 bool decode_lesson();
 /* The lesson declares DTYPE_E4M3 (lesson 14): the FP8 options and the outlier case are its. */
 bool fp8_lesson();
+/* The lesson runs over ranks: it defines attention_set_ranks (attention_ranks.h; lesson 15's
+ * ring). --ranks, the grading at several P and the "ring" case are its. */
+bool ranks_lesson();
 
 /* The program name the rerun lines print ("lesson3"); set by runner_options. */
 extern const char *runner_prog;
@@ -50,12 +57,26 @@ std::string lesson_dtypes();    /* "fp16, bf16" */
 
 /* Parses the command line and checks it against what LESSON declares, in this order: --causal
  * (`causal_from` names the lesson where causal masking starts), the decode options (refused,
- * naming lesson 12, unless LESSON_DECODE), the shape (resolve_shape: a decode lesson's defaults,
+ * naming lesson 12, unless LESSON_DECODE), the FP8 options (naming lesson 14, unless the lesson
+ * takes e4m3), --ranks (naming lesson 15, unless ranks_lesson), the shape (resolve_shape: a decode lesson's defaults,
  * H_kv dividing H, causal N_kv >= N), --dtype, --dim (always checked for a decode lesson, whose
  * default d is its own). --help prints the usage and then `help_note` (NULL: nothing).
  * Returns -1 when the runner should go on, else the exit status (0 after --help, EXIT_USAGE
  * after a message "<prog>: ..." naming the option and its valid values). */
 int runner_options(int argc, char **argv, options &o, const char *causal_from, const char *help_note);
+
+/* The ranks a ranks lesson is graded on (runner_main.cu), each confirmed by the lesson's
+ * attention_set_ranks: P, --ranks or else each of ATTN_RANKS_GRADED (in that order; the timed
+ * shape runs on the first), and nothing to set ({0}) for any other lesson. Where the lesson's
+ * transport fixes its ranks (one per GPU) P is {0} too and `fixed` their number; then --ranks
+ * is refused, exit EXIT_USAGE, naming how to get the virtual ring. Call after runner_gpu_init. */
+struct rank_plan {
+    std::vector<int> P;
+    int fixed;
+};
+rank_plan runner_ranks(const options &o);
+/* Asks the lesson for P ranks (attention_set_ranks) when P > 0; nothing otherwise. */
+void set_ranks(int P);
 
 /* Finds the GPU (gpu_init: exits EXIT_NO_GPU without one), refuses a GPU the lesson's code does
  * not run on (LESSON.needs_cc), and returns the free device memory before any case: the
@@ -73,7 +94,10 @@ shape_case bench_shape(const options &o);
  * backward's dependency tests need). A decode lesson gets its own matrix instead: KV length 1,
  * group sizes 1, 4, 8, one and 16 new queries, ragged lengths, causal aligned to the end, x30,
  * long caches split many ways, three ordinary shapes, the decode bench shape. An FP8 lesson
- * (fp8_lesson) also gets FlashAttention-3's outlier case. */
+ * (fp8_lesson) also gets FlashAttention-3's outlier case; a ranks lesson (ranks_lesson) a
+ * "ring" shape, causal and not, that every P up to ATTN_MAX_RANKS cuts into equal chunks (2P
+ * of them when causal), where the matrix's other lengths suit few rings (300 is the only one
+ * three ranks split). */
 std::vector<shape_case> case_matrix(bool causal_edges);
 
 /* --fuzz K: K random valid shapes, deterministic in seed. B 1..4, H 1..6, N log-uniform in
@@ -90,6 +114,8 @@ uint64_t case_seed(uint64_t run_seed, const shape_case &c, int dtype);
 
 /* "B=2 H=8 N=1 d=128" and, for a decode shape, " N_kv=1000 H_kv=2 ragged". */
 std::string shape_text(const shape_case &c);
+/* " on 3 ranks" for a case of a ranks lesson asked for P = 3 ranks (shape_case's ranks), else "". */
+std::string ranks_text(const shape_case &c);
 
 /* What the failing cases have in common, when that points at a cause: only the causal ones
  * ("diagnosis: only the causal cases fail ..."), or only those whose N is not a multiple of
@@ -103,6 +129,7 @@ struct case_outcome {
     int gqa, ragged, decode; /* H_kv < H; per-sequence lengths; N_kv != N or either of those */
     int keys_aligned;        /* every sequence's KV length is a multiple of 16 */
     int N_kv;
+    int ranks;               /* the P a ranks lesson was asked for (shape_case's ranks) */
 };
 case_outcome outcome_of(const shape_case &c, bool pass);
 void print_failure_pattern(const std::vector<case_outcome> &v, const char *what_causal, const char *what_ragged);

@@ -36,11 +36,25 @@ static int grade_case(const runner_kind &K, const shape_case &c, dtype_t dt, uin
     return ok ? ATTN_OK : -1;
 }
 
+/* "", or how the cases are spread over the ranks of a ranks lesson (runner_ranks): ", each on 2,
+ * 3 and 4 ranks", ", on 2, 3 and 4 ranks in turn" (--fuzz), ", on 4 ranks, one per GPU". */
+static std::string plan_text(const rank_plan &R, bool fuzz) {
+    if (R.fixed) return ", on " + std::to_string(R.fixed) + " ranks, one per GPU";
+    if (R.P[0] == 0) return "";
+    std::string s = R.P.size() > 1 && !fuzz ? ", each on " : ", on ";
+    for (size_t k = 0; k < R.P.size(); ++k)
+        s += (k == 0 ? "" : k + 1 < R.P.size() ? ", " : " and ") + std::to_string(R.P[k]);
+    return s + " ranks" + (R.P.size() > 1 && fuzz ? " in turn" : "");
+}
+
 /* The grading part of a run: the cases (the command line's shape, --fuzz shapes, or the case
  * matrix) times the dtypes asked for, one line per case, "N of M cases passed", then what the
- * failing cases have in common (print_failure_pattern). Returns -1 with *passed, *total filled,
- * or EXIT_NOT_IMPLEMENTED (after the message, and the CSV row with --csv). */
-static int grade_cases(const runner_kind &K, const options &o, const shape_case &bench, int *passed, int *total) {
+ * failing cases have in common (print_failure_pattern). A ranks lesson grades every case on
+ * each P of R (--fuzz: shape i on the i-th P in turn), since a ring wrong only from three ranks
+ * on passes on two. Returns -1 with *passed, *total filled, or
+ * EXIT_NOT_IMPLEMENTED (after the message, and the CSV row with --csv). */
+static int grade_cases(const runner_kind &K, const options &o, const shape_case &bench, const rank_plan &R,
+                       int *passed, int *total) {
     std::vector<shape_case> cases;
     if (o.shape_given) {
         shape_case custom = bench;
@@ -54,13 +68,20 @@ static int grade_cases(const runner_kind &K, const options &o, const shape_case 
             c.hadamard = o.hadamard;
         }
     }
-    printf("Grading against float64 on the CPU (%zu cases x %s):\n", cases.size(),
-           o.dtype >= 0 ? dtype_name(o.dtype) : lesson_dtypes().c_str());
+    printf("Grading against float64 on the CPU (%zu cases x %s%s):\n", cases.size(),
+           o.dtype >= 0 ? dtype_name(o.dtype) : lesson_dtypes().c_str(), plan_text(R, o.fuzz).c_str());
+    std::vector<shape_case> runs; /* the cases on each P of R in turn (--fuzz: case i on the i-th P) */
+    for (size_t k = 0; k < (o.fuzz ? 1 : R.P.size()); ++k)
+        for (size_t i = 0; i < cases.size(); ++i) {
+            runs.push_back(cases[i]);
+            runs.back().ranks = R.P[o.fuzz ? i % R.P.size() : k];
+        }
     std::vector<case_outcome> outcomes;
     *passed = *total = 0;
     for (int t = 0; t < DTYPE_COUNT; ++t) {
         if (!(LESSON.dtypes & DTYPE_BIT(t)) || (o.dtype >= 0 && o.dtype != t)) continue;
-        for (const shape_case &c : cases) {
+        for (const shape_case &c : runs) {
+            set_ranks(c.ranks);
             const int rc = grade_case(K, c, (dtype_t)t, case_seed(o.seed, c, t), o);
             if (rc == ATTN_NOT_IMPLEMENTED) {
                 printf("NOT IMPLEMENTED: lesson %02d's %s says it is not written yet.\n"
@@ -118,16 +139,19 @@ int main(int argc, char **argv) {
     gpu_env g;
     g_free_at_start = runner_gpu_init(g, o);
     const dtype_t dt_time = o.dtype >= 0 ? (dtype_t)o.dtype : (dtype_t)__builtin_ctz(LESSON.dtypes);
-    const shape_case bench = bench_shape(o);
+    const rank_plan ranks = runner_ranks(o);
+    shape_case bench = bench_shape(o);
+    bench.ranks = ranks.P[0]; /* timed on the first P graded */
     if (!(o.csv && o.bench_only))
         printf("Lesson %02d: %s\n%sseed %llu (rerun with --seed %llu)\n", LESSON.number, LESSON.title, K.banner,
                (unsigned long long)o.seed, (unsigned long long)o.seed);
     int passed = 0, total = 0;
     if (!o.bench_only)
-        if (int rc = grade_cases(K, o, bench, &passed, &total); rc >= 0) return rc;
+        if (int rc = grade_cases(K, o, bench, ranks, &passed, &total); rc >= 0) return rc;
     run_timing tm = {0, 0, 0, 0, 0, 0};
     bool timed = false;
     if (!o.check_only) {
+        set_ranks(bench.ranks);
         tm = time_shape(K, bench, dt_time, o, g, rng_mix(o.seed, 77));
         timed = true;
         if (!(o.csv && o.bench_only)) K.print_time(tm, bench, dt_time, o, g);

@@ -3,8 +3,9 @@
  * and the backward pass (runner_backward.cu); a binary links exactly one of those two files,
  * the Makefile picks it (a source that defines attention_backward gets the backward one).
  *
- * main, per run: the command line (runner_options), the GPU, the banner; then per dtype and
- * case (grade_cases): alloc, run_once, grade, more_checks, the verdict line, release; then the
+ * main, per run: the command line (runner_options), the GPU, the ranks of a lesson that runs
+ * over ranks (runner_ranks), the banner; then per dtype and case, each on every P of those
+ * ranks (grade_cases): alloc, run_once, grade, more_checks, the verdict line, release; then the
  * timed shape: alloc (graded false), run_once, time_launches, flops and kv_bytes, print_time,
  * with the causal ratio where the kind has it; the CSV row or PASS / FAIL, and the exit status
  * (attention.h). C++. */

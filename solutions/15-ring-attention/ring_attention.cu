@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include "attention.h"
+#include "attention_ranks.h"  // attention_set_ranks: the virtual ring's P, chosen when it runs
 //| #include "ring_block.h"     // given: lesson 09's kernel on one chunk pair
 //| #include "ring_timeline.h"  // given: what the timeline tool (worklog/tools) reads of the ring
 // solution begin
@@ -37,17 +38,15 @@ const lesson_info LESSON = {
     DTYPE_BIT(DTYPE_FP16) | DTYPE_BIT(DTYPE_BF16), 1, {64, 128, 0}, 0, 90};
 
 // [region config]
-/* Compile-time choices (mk/ring.mk sets them: make solution15 RING=virtual P=4):
+/* Compile-time choices (mk/ring.mk sets them: make solution15 RING=virtual RING_NAIVE=1):
  *   RING_NCCL            the ranks are all visible GPUs (up to RING_MAX_RANKS), exchanging by NCCL;
  *                        where the process sees one GPU, the run takes the virtual ring (printed).
- *   RING_VIRTUAL_RANKS   the virtual ring (no RING_NCCL, or one GPU): this many ranks on the
- *                        current GPU, exchanging by device copies (default 2): the ring's logic
- *                        on one GPU.
+ *                        Without it, the virtual ring always.
  *   RING_NAIVE_CAUSAL    1: causal attention on the naive layout (rank r holds chunk r) instead
- *                        of the balanced one, to measure the imbalance. */
-#ifndef RING_VIRTUAL_RANKS
-#define RING_VIRTUAL_RANKS 2
-#endif
+ *                        of the balanced one, to measure the imbalance.
+ * The virtual ring (P ranks on the current GPU, exchanging by device copies: the ring's logic on
+ * one GPU) takes its P when it runs, from attention_set_ranks (the grader's --ranks P), so that
+ * one binary is graded on rings of 2, 3 and 4 ranks. */
 #ifndef RING_NAIVE_CAUSAL
 #define RING_NAIVE_CAUSAL 0
 #endif
@@ -125,6 +124,7 @@ struct Rank {
 };
 
 struct Ring {
+    int ranks;                        // the ranks asked for (ring_devices); P may be fewer (ranks_for)
     int P, B, H, N, d, causal;
     dtype_t dtype;
     float scale;
@@ -325,30 +325,61 @@ static int exchange(Ring &g, RingTimeline *tl, int step) {
 /* ---- Setup: the ranks, their streams, events and buffers (kept for the next call of the same
  * shape: the harness times repeated calls) ---- */
 
-/* The devices of the ranks, and the transport (*nccl), decided when the ring first runs: with
- * NCCL built in and two or more GPUs visible, every visible GPU, the harness's first; else the
- * virtual ring, the harness's GPU RING_VIRTUAL_RANKS times (an NCCL build says so on stderr). */
-static int ring_devices(int devs[RING_MAX_RANKS], bool *nccl) {
-    static_assert(RING_VIRTUAL_RANKS >= 1 && RING_VIRTUAL_RANKS <= RING_MAX_RANKS, "RING_VIRTUAL_RANKS: 1..8");
-    int dev0 = 0;
-    *nccl = false;
-    if (cudaGetDevice(&dev0) != cudaSuccess) return 0;
+/* The transport and the ranks' devices, decided once, when the ring is first asked for (a call
+ * of ring_forward or attention_set_ranks), and kept: with NCCL built in and two or more GPUs
+ * visible, one rank per visible GPU (up to RING_MAX_RANKS), the harness's first; else the
+ * virtual ring on the harness's GPU (an NCCL build says so on stderr), whose P is
+ * virtual_ranks. */
+struct Transport {
+    bool decided, nccl;
+    int n;                     // NCCL: the ranks, one per GPU in devs; virtual: 0
+    int dev0;                  // the harness's GPU, where the virtual ranks run
+    int devs[RING_MAX_RANKS];
+};
+static Transport transport;
+static int virtual_ranks = 2;  // the virtual ring's P: attention_set_ranks
+
+/* Returns 0, or -1 when CUDA cannot say which GPU is current. */
+static int ring_transport() {
+    Transport &t = transport;
+    if (t.decided) return 0;
+    if (cudaGetDevice(&t.dev0) != cudaSuccess) return -1;
+    t.decided = true;
 #ifdef RING_NCCL
     int n = 0;
     if (cudaGetDeviceCount(&n) != cudaSuccess) n = 0;
     if (n >= 2) {
-        const int P = n < RING_MAX_RANKS ? n : RING_MAX_RANKS;
-        devs[0] = dev0;
-        for (int i = 0, k = 1; i < n && k < P; ++i)
-            if (i != dev0) devs[k++] = i;
-        *nccl = true;
-        return P;
+        t.n = n < RING_MAX_RANKS ? n : RING_MAX_RANKS;
+        t.devs[0] = t.dev0;
+        for (int i = 0, k = 1; i < n && k < t.n; ++i)
+            if (i != t.dev0) t.devs[k++] = i;
+        t.nccl = true;
+        return 0;
     }
-    fprintf(stderr, "lesson 15: one GPU visible: the ring runs as %d virtual ranks on it, blocks exchanged by device "
-            "copies (NCCL needs two or more GPUs)\n", RING_VIRTUAL_RANKS);
+    fprintf(stderr, "lesson 15: one GPU visible: the ring runs on virtual ranks on it (--ranks P, 1..%d), blocks "
+            "exchanged by device copies (NCCL needs two or more GPUs)\n", RING_MAX_RANKS);
 #endif
-    for (int i = 0; i < RING_VIRTUAL_RANKS; ++i) devs[i] = dev0;
-    return RING_VIRTUAL_RANKS;
+    return 0;
+}
+
+/* The ranks' devices for the next call, and its transport (*nccl): NCCL's GPUs, or the
+ * harness's GPU virtual_ranks times. Returns their number, 0 without a GPU. */
+static int ring_devices(int devs[RING_MAX_RANKS], bool *nccl) {
+    if (ring_transport()) return 0;
+    const Transport &t = transport;
+    *nccl = t.nccl;
+    const int P = t.nccl ? t.n : virtual_ranks;
+    for (int r = 0; r < P; ++r) devs[r] = t.nccl ? t.devs[r] : t.dev0;
+    return P;
+}
+
+/* attention_ranks.h: the virtual ring runs on P ranks from the next call on; the NCCL ring has
+ * one rank per GPU whatever P asks, and says how many. */
+int attention_set_ranks(int P) {
+    if (P < 1 || P > RING_MAX_RANKS || ring_transport()) return 0;
+    if (transport.nccl) return transport.n;
+    virtual_ranks = P;
+    return P;
 }
 
 #ifdef RING_NCCL
@@ -433,24 +464,26 @@ static void enable_peer(int a, int b) {
     cudaGetLastError();  // "already enabled" is no error here
 }
 
-/* Makes g match the call's shape: same shape, nothing to do; else the ranks are (re)made. */
+/* Makes g match the call's shape and ranks: the same, nothing to do; else the ranks are (re)made. */
 static int ring_prepare(Ring &g, const attn_args *a) {
     int dev0 = 0;
     RING_CUDA(cudaGetDevice(&dev0));
-    if (g.P && g.B == a->B && g.H == a->H && g.N == a->N && g.d == a->d && g.causal == a->causal &&
-        g.dtype == a->dtype) {
+    int devs[RING_MAX_RANKS];
+    bool nccl = false;
+    const int n_devs = ring_devices(devs, &nccl);
+    if (n_devs < 1) return ATTN_UNSUPPORTED;
+    if (g.P && g.ranks == n_devs && g.B == a->B && g.H == a->H && g.N == a->N && g.d == a->d &&
+        g.causal == a->causal && g.dtype == a->dtype) {
         g.scale = a->scale;
         return ATTN_OK;
     }
-    static int devs[RING_MAX_RANKS], n_devs = 0;
-    static bool prepared[RING_MAX_RANKS] = {}, nccl = false;
-    if (!n_devs) n_devs = ring_devices(devs, &nccl);
-    if (n_devs < 1) return ATTN_UNSUPPORTED;
+    static bool prepared[RING_MAX_RANKS] = {};  // rank r's device, which the transport fixes, prepared
     ring_release(g, dev0);
     g.nccl = nccl;
 #ifdef RING_NCCL
     if (g.nccl && ring_comms(g.comm, n_devs, devs)) return ATTN_UNSUPPORTED;
 #endif
+    g.ranks = n_devs;
     g.P = ranks_for(n_devs, a->N, a->causal);
     g.B = a->B; g.H = a->H; g.N = a->N; g.d = a->d; g.causal = a->causal; g.dtype = a->dtype; g.scale = a->scale;
     g.lay = layout_of(g.P, a->N, a->causal);

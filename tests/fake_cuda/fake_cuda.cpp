@@ -20,7 +20,12 @@
 #include "fake_cuda.h"
 
 static int g_devices = 1, g_current = 0;
-static std::map<const void *, fake_kernel_fn> g_kernels;
+/* the CPU handlers, by kernel; made on first use, so that a test may register its handlers from a
+ * static initializer of its own, whatever the order of the translation units */
+static std::map<const void *, fake_kernel_fn> &kernels() {
+    static std::map<const void *, fake_kernel_fn> m;
+    return m;
+}
 static std::map<void *, size_t> g_allocs;
 static size_t g_in_use = 0;
 static int g_fill = 0;  // what cudaMalloc writes into new memory (0: nothing)
@@ -34,7 +39,7 @@ static const size_t FAKE_MEM = [] {
 
 void fake_set_devices(int n) { g_devices = n; }
 void fake_poison_allocations(int on) { g_fill = on ? 0xff : 0; }
-void fake_on_launch(const void *kernel, fake_kernel_fn fn) { g_kernels[kernel] = fn; }
+void fake_on_launch(const void *kernel, fake_kernel_fn fn) { kernels()[kernel] = fn; }
 size_t fake_bytes_allocated(void) { return g_in_use; }
 
 extern "C" {
@@ -55,8 +60,8 @@ cudaError_t __cudaPopCallConfiguration(dim3 *grid, dim3 *block, size_t *smem, vo
 }
 cudaError_t __cudaGetKernel(cudaKernel_t *k, const void *fn) { *k = (cudaKernel_t)fn; return cudaSuccess; }
 cudaError_t __cudaLaunchKernel(cudaKernel_t k, dim3 grid, dim3 block, void **args, size_t, cudaStream_t) {
-    auto it = g_kernels.find((const void *)k);
-    if (it == g_kernels.end()) {
+    auto it = kernels().find((const void *)k);
+    if (it == kernels().end()) {
         fprintf(stderr, "fake CUDA: a kernel with no CPU handler was launched\n");
         abort();
     }

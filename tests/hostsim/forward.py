@@ -9,8 +9,9 @@ The binaries are the forward runner itself (reference/harness/runner_main.cu, th
 runner_attention.cu, the forward and decode kinds), compiled with g++ against tests/hostsim/
 fake_device.cpp (a CUDA runtime on host memory), linked with
   - forward_lesson.cpp, a stand-in lesson computing the plain same-precision attention on the CPU,
-    built as an ordinary lesson (lessons 02-08's options and matrix) and as a decode lesson
-    (LESSON_DECODE: lesson 12's), with one bug planted per run by HOSTSIM_BUG;
+    built as an ordinary lesson (lessons 02-08's options and matrix), as a decode lesson
+    (LESSON_DECODE: lesson 12's) and as a lesson that runs over ranks (attention_ranks.h: lesson
+    15's --ranks and its grading on 2, 3 and 4 ranks), with one bug planted per run by HOSTSIM_BUG;
   - fp8_lesson.cpp, a stand-in FP8 lesson (--dtype e4m3, lesson 14's interface) computing what
     lesson 14's kernel computes on the CPU, with its bugs planted the same way;
   - solutions 03 and 05, their kernels on the fp32 emulator (tests/fp32_emu).
@@ -75,6 +76,26 @@ CHECKS = [
     ("fp8", "hadamardq", "-b 1 -H 2 -n 300 -d 128 --hadamard --check-only", 1, r"0 of 1 cases passed"),
     ("fp8", "tensor", "-b 1 -H 2 -n 300 -d 128 --outliers --check-only", 1, r"0 of 1 cases passed"),
     ("fp8", "", "-b 1 -H 2 -n 300 -d 128 --causal --seed 5 --check-only --outliers", 0, r"PASS"),
+    # a lesson that runs over ranks (lesson 15's interface, attention_ranks.h): every case on 2, 3 and 4 ranks
+    ("ring", "", "-b 1 -H 2 -n 48 -d 64 --causal --check-only", 0,
+     r"\(1 cases x fp16, bf16, each on 2, 3 and 4 ranks\):\n    pass  custom fp16  B=1 H=2 N=48 d=64 causal on 2 ranks"
+     r"[\s\S]*pass  custom bf16  B=1 H=2 N=48 d=64 causal on 4 ranks[\s\S]*6 of 6 cases passed"),
+    ("ring", "", "-b 1 -H 2 -n 48 -d 64 --dtype fp16 --ranks 3 --check-only", 0,
+     r"\(1 cases x fp16, on 3 ranks\):\n    pass  custom fp16  B=1 H=2 N=48 d=64 on 3 ranks[\s\S]*1 of 1 cases passed"),
+    ("ring", "", "-b 1 -H 2 -n 48 -d 64 --dtype fp16 --bench-only", 0, r"Time: fp16 B=1 H=2 N=48 d=64 on 2 ranks: "),
+    ("ring", "", "--ranks 9", 2, r"--ranks '9' is not valid: expected an integer in 1\.\.8"),
+    ("ring", "", "--ranks 0", 2, r"--ranks '0' is not valid: expected an integer in 1\.\.8"),
+    ("fwd", "", "--ranks 2", 2, r"lesson 05 does not run over ranks \(--ranks\): lesson 15 \(ring attention\) does"),
+    ("ring", "ranks3", "-b 1 -H 2 -n 48 -d 64 --dtype fp16 --seed 1 --check-only", 1,
+     r"pass  custom fp16  B=1 H=2 N=48 d=64 on 2 ranks[\s\S]*rerun: \./ring -b 1 -H 2 -n 48 -d 64 --dtype fp16 "
+     r"--ranks 3 --seed 1 --check-only[\s\S]*1 of 3 cases passed\ndiagnosis: only the rings of 3 or more ranks fail"),
+    ("ring", "ranks3", "--fuzz 3 --seed 2 --dtype fp16", 1,
+     r"\(3 cases x fp16, on 2, 3 and 4 ranks in turn\)[\s\S]*--ranks 4 --seed 2 --check-only"),
+    # its transport fixes the ranks (lesson 15's NCCL ring, one rank per GPU): graded once, --ranks refused
+    ("ring", "", "-b 1 -H 2 -n 48 -d 64 --dtype fp16 --check-only", 0,
+     r"\(1 cases x fp16, on 4 ranks, one per GPU\):\n    pass  custom fp16  B=1 H=2 N=48 d=64  ", {"HOSTSIM_RANKS_FIXED": "4"}),
+    ("ring", "", "-b 1 -H 2 -n 48 -d 64 --ranks 3", 2, r"--ranks 3: lesson 15 runs here on 4 ranks, one per GPU; --ranks "
+     r"sets the ranks of its virtual ring", {"HOSTSIM_RANKS_FIXED": "4"}),
     ("sol03", "", "-b 2 -H 3 -n 77 -d 64 --check-only", 0, r"1 of 1 cases passed"),
     ("sol03", "", "--causal", 2, r"lesson 03 does not support --causal \(causal masking starts in lesson 05\)"),
     ("sol05", "", "-b 1 -H 2 -n 130 -d 128 --causal --check-only", 0, r"1 of 1 cases passed"),
@@ -88,12 +109,12 @@ def sh(cmd, env=None):
 
 
 def build():
-    """The five binaries in build/hostsim/forward/; an error text or None."""
+    """The six binaries in build/hostsim/forward/; an error text or None."""
     out = os.path.join(BUILD, "forward")
     os.makedirs(out, exist_ok=True)
     base = [CXX, "-O2", "-std=c++17", "-fopenmp", "-w", "-I" + CUDA_INC, "-Ireference/include", "-Ireference/harness", "-Ireference/cpu", "-Ireference/gpu"]
-    for name, decode in (("fwd", 0), ("dec", 1)):
-        rc, log = sh(base + ["-DSTANDIN_DECODE=%d" % decode, "tests/hostsim/forward_lesson.cpp"] + OBJ +
+    for name, flag in (("fwd", "-DSTANDIN_DECODE=0"), ("dec", "-DSTANDIN_DECODE=1"), ("ring", "-DSTANDIN_RANKS=1")):
+        rc, log = sh(base + [flag, "tests/hostsim/forward_lesson.cpp"] + OBJ +
                      ["-o", os.path.join(out, name), "-lm"])
         if rc:
             return log

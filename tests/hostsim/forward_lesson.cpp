@@ -4,8 +4,11 @@
  * keys each query row sees, with grouped K/V heads, per-sequence KV lengths and causal queries
  * aligned to the end of the cache (attention.h). Its error is by construction the plain
  * attention's own, within the grader's rule, so every case of the runner's matrix passes.
- * Built twice: -DSTANDIN_DECODE=1 declares LESSON_DECODE (the decode matrix, fuzz and options of
- * lesson 12), 0 an ordinary lesson (lessons 02-08's matrix).
+ * Built three times: -DSTANDIN_DECODE=1 declares LESSON_DECODE (the decode matrix, fuzz and
+ * options of lesson 12), -DSTANDIN_RANKS=1 runs over ranks as lesson 15's ring does
+ * (attention_set_ranks: the P asked for, as its virtual ring; with HOSTSIM_RANKS_FIXED=n, n
+ * whatever P asks, as its NCCL ring on n GPUs), neither an ordinary lesson (lessons 02-08's
+ * matrix).
  *
  * HOSTSIM_BUG=<name> plants one bug, so that the runner's diagnoses run end to end:
  *   causal     the causal mask ignored: every key of the sequence is seen
@@ -17,12 +20,14 @@
  *   gqa        query head h reads K/V head h % H_kv instead of h / (H / H_kv)
  *   ragged     seqlens_kv ignored: N_kv keys for every sequence (the NaN rows past a length)
  *   long       caches longer than 4096 keys lose their last key
+ *   ranks3     on 3 ranks or more, row 0's O[0] off by 1 (a ring right only on two ranks)
  *   notimpl    returns ATTN_NOT_IMPLEMENTED */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <vector>
 #include "attention.h"
+#include "attention_ranks.h"
 #include "elements.h"
 extern "C" {
 #include "cpu_reference.h"
@@ -31,17 +36,31 @@ extern "C" {
 #ifndef STANDIN_DECODE
 #define STANDIN_DECODE 0
 #endif
+#ifndef STANDIN_RANKS
+#define STANDIN_RANKS 0
+#endif
 
 extern "C" const lesson_info LESSON = {
-    STANDIN_DECODE ? 12 : 5, STANDIN_DECODE ? "hostsim-decode" : "hostsim-forward",
+    STANDIN_DECODE ? 12 : STANDIN_RANKS ? 15 : 5,
+    STANDIN_DECODE ? "hostsim-decode" : STANDIN_RANKS ? "hostsim-ring" : "hostsim-forward",
     "plain same-precision attention on the CPU (host simulation)",
-    DTYPE_BIT(DTYPE_FP32) | DTYPE_BIT(DTYPE_FP16) | DTYPE_BIT(DTYPE_BF16), 1, {64, 128, 0},
+    (STANDIN_RANKS ? 0u : DTYPE_BIT(DTYPE_FP32)) | DTYPE_BIT(DTYPE_FP16) | DTYPE_BIT(DTYPE_BF16), 1, {64, 128, 0},
     STANDIN_DECODE ? (unsigned)LESSON_DECODE : 0u, 0};
 
 static bool bug(const char *name) {
     const char *b = getenv("HOSTSIM_BUG");
     return b && !strcmp(b, name);
 }
+
+static int ranks = 0;  // the P last asked for (attention_set_ranks); 0: never
+#if STANDIN_RANKS
+extern "C" int attention_set_ranks(int P) {
+    if (P < 1 || P > ATTN_MAX_RANKS) return 0;
+    if (const char *fixed = getenv("HOSTSIM_RANKS_FIXED")) return atoi(fixed);
+    ranks = P;
+    return P;
+}
+#endif
 
 extern "C" int attention_forward(const attn_args *a) {
     static int launches = 0;
@@ -66,6 +85,7 @@ extern "C" int attention_forward(const attn_args *a) {
             double L;
             attention_prefix_lowp(q.data(), K.data(), V.data(), nk, d, a->scale, t, o.data(), &L);
             if (bug("tail") && N % 16 && i == N - 1) o[0] += 1;
+            if (bug("ranks3") && ranks >= 3 && i == 0) o[0] += 1;
             if (bug("race") && launches % 2 == 0 && bh == 0 && i == 0) o[0] += 0.5;
             if (bug("L2")) L /= log(2.0);
             for (int c = 0; c < d; ++c) put(a->O, row * d + c, o[c], t);

@@ -71,7 +71,7 @@ generic_refusals() {
     refused $bin "--warmup '-1' is not valid" --warmup -1
     if [ "$n" = 1 ]; then
         # lesson 01 is one softmax row on the CPU: shape, dtype and causal options do not apply
-        for a in "--seq 5" "--batch 2" "--heads 2" "--dim 64" "--causal" "--dtype fp16" "--dtype bf16"; do
+        for a in "--seq 5" "--batch 2" "--heads 2" "--dim 64" "--causal" "--dtype fp16" "--dtype bf16" "--ranks 2"; do
             refused $bin "do not apply" $a
         done
         refused $bin "--dtype 'fp8' is not valid: expected fp32, fp16 or bf16" --dtype fp8
@@ -97,6 +97,9 @@ generic_refusals() {
     refused $bin "--fuzz draws its own shapes" --fuzz 5 --seq 8
     refused $bin "--fuzz draws its own shapes" --fuzz 5 --bench-only
     refused $bin "exclude each other" --check-only --bench-only
+    for a in "--ranks 0" "--ranks 9" "--ranks -1" "--ranks x"; do
+        refused $bin "--ranks '${a#* }' is not valid: expected an integer in 1..8" $a
+    done
 }
 # each lesson's runner (its descriptor: cpu, forward, decode, backward; ring where transport := nccl)
 declare -A KIND=()
@@ -160,13 +163,18 @@ for n in "$@"; do
         fi
     fi
 done
-# the decode options: refused by a forward lesson, checked by a decode one (the last of each given)
-fwd=""; dec=""
-for n in "$@"; do case $(runner_kind "$n") in forward) fwd=solution$n ;; decode) dec=solution$n ;; esac; done
+# the decode options: refused by a forward lesson, checked by a decode one (the last of each given);
+# --ranks: refused by a forward lesson, taken by the ring (no GPU: it stops at the device query)
+fwd=""; dec=""; ring=""
+for n in "$@"; do case $(runner_kind "$n") in forward) fwd=solution$n ;; decode) dec=solution$n ;; ring) ring=solution$n ;; esac; done
 if [ -n "$fwd" ] && [ -x "./$fwd" ]; then
     refused $fwd "(flash decoding) takes them" --kv-seq 100
     refused $fwd "does not take decode shapes" --kv-heads 2 -H 4
     refused $fwd "does not take decode shapes" --ragged
+    refused $fwd "does not run over ranks (--ranks): lesson 15 (ring attention) does" --ranks 2
+fi
+if [ -n "$ring" ] && [ -x "./$ring" ]; then
+    accepted $ring --ranks 3 -b 1 -H 1 -n 6 -d 64
 fi
 if [ -n "$dec" ] && [ -x "./$dec" ]; then
     refused $dec "--kv-heads 3 does not divide --heads 8" -H 8 --kv-heads 3

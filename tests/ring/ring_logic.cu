@@ -9,7 +9,7 @@
  *   - merge_weights (lesson 01's rule) merging the ring's partial results, pair by pair in the
  *     ring's order, gives the attention of the whole row (float64 reference), also for logits
  *     of +-100 where a merge without the max would overflow.
- * Criterion; build: nvcc -DRING_VIRTUAL_RANKS=2 (any transport: nothing here touches a GPU). */
+ * Criterion; build: nvcc, either transport (nothing here touches a GPU). */
 #ifndef RING_LOGIC_SRC  // -DRING_LOGIC_SRC='"../../lessons/15-ring-attention/ring_attention.cu"': a student's file
 #define RING_LOGIC_SRC "../../solutions/15-ring-attention/ring_attention.cu"
 #endif

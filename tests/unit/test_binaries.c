@@ -25,6 +25,8 @@ Test(binaries, bad_command_line_exits_2) {
     cr_assert_eq(sh("./solution2 --seq -5 2>/dev/null"), EXIT_USAGE);
     cr_assert_eq(sh("./solution2 --causal 2>/dev/null"), EXIT_USAGE);
     cr_assert_eq(sh("./solution2 --dim 48 2>/dev/null"), EXIT_USAGE);
+    cr_assert_eq(sh("./solution1 --ranks 2 2>/dev/null"), EXIT_USAGE);  /* only a lesson that runs over ranks takes it */
+    cr_assert_eq(sh("./solution2 --ranks 2 2>/dev/null"), EXIT_USAGE);
 }
 
 Test(binaries, lesson2_without_gpu_says_so) {

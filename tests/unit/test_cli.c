@@ -23,6 +23,10 @@ Test(cli, valid_values_are_taken) {
     cr_assert_eq(o.dtype, 2);
     cr_assert_eq(parse(&o, err, "--seed", "18446744073709551615"), 0);
     cr_assert(o.seed_given && o.seed == 18446744073709551615ULL);
+    cr_assert_eq(parse(&o, err, NULL, NULL), 0);
+    cr_assert_eq(o.ranks, 0, "--ranks not given: 0 (the lesson's own)");
+    cr_assert_eq(parse(&o, err, "--ranks", "3"), 0);
+    cr_assert_eq(o.ranks, 3);
 }
 
 struct bad { const char *opt, *val, *expect; };
@@ -34,6 +38,7 @@ static const struct bad BAD[] = {
     {"--reps", "0", "1..100000"},      {"--dtype", "fp8", "fp32, fp16 or bf16"},
     {"--timeout", "0", "0.1..3600"},   {"--timeout", "nan", "0.1..3600"},
     {"--seed", "-1", "0.."},           {"--warmup", "5000", "0..1000"},
+    {"--ranks", "0", "1..8"},          {"--ranks", "9", "1..8"},
 };
 
 Test(cli, bad_values_are_refused_with_the_range) {

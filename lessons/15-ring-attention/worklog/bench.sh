@@ -6,8 +6,8 @@
 # status) and OUTDIR/torch.csv (PyTorch's ring).
 #   1. builds build/ring15/ (make variant N=15 and nvcc: the solution and the timeline tool with NCCL,
 #      NCCL with the naive causal layout, the same three with RING_SMS_LEFT = 4 or 16 (SMs
-#      lesson 09's grid leaves to NCCL's kernels: ring_block.h), and the virtual ring of 2 ranks
-#      on one GPU)
+#      lesson 09's grid leaves to NCCL's kernels: ring_block.h), and the virtual ring (run on
+#      2 ranks on one GPU, --ranks 2)
 #   2. grades the solution builds (--check-only: the case matrix, and shapes of 4096 rows)
 #   3. times, fp16, B = 1, H = 16, d = 128: lesson 09's kernel (step 6, as the ring runs it) on
 #      one GPU at N = 32768; the NCCL ring over P GPUs at N = P x 32768, non-causal, causal
@@ -37,11 +37,11 @@ gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -n1)
 echo "bench.sh: $P x $gpu, B=$B H=$H d=$D, $NPER rows per GPU (N = $N), fp16, $REPS repetitions" | tee "$out/summary.md"
 
 t0=$SECONDS
-# build NAME RING P NAIVE [SMS_LEFT]: build/ring15/solution-NAME (make variant) and, from the same
+# build NAME RING NAIVE [SMS_LEFT]: build/ring15/solution-NAME (make variant) and, from the same
 # object, build/ring15/timeline-NAME (the timeline tool, tools/ring_timeline.cu)
 build() {
-    local name=$1 ring=$2 p=$3 naive=$4 left=${5:-} o=build/ring15/solution-$1 mk=(make -s --no-print-directory GPU_ARCH=90)
-    local knobs=(RING="$ring" P="$p" RING_NAIVE="$naive") defs=${5:+-DRING_SMS_LEFT=$5}
+    local name=$1 ring=$2 naive=$3 o=build/ring15/solution-$1 mk=(make -s --no-print-directory GPU_ARCH=90)
+    local knobs=(RING="$ring" RING_NAIVE="$naive") defs=${4:+-DRING_SMS_LEFT=$4}
     "${mk[@]}" variant N=15 OUT="$o" DEFS="$defs" "${knobs[@]}" || return 1
     local nvcc flags libs lib
     nvcc=$("${mk[@]}" print-NVCC) flags=$("${mk[@]}" print-RING_FLAGS "${knobs[@]}") libs=$("${mk[@]}" print-RING_LIBS "${knobs[@]}")
@@ -54,16 +54,16 @@ build() {
         -o build/ring15/timeline-$name $libs
 }
 mkdir -p build/ring15
-{ make -s GPU_ARCH=90 -j"$(nproc)" solution15 link-objects-15 RING=virtual P=2 &&
-  build virtual2 virtual 2 0
+{ make -s GPU_ARCH=90 -j"$(nproc)" solution15 link-objects-15 RING=virtual &&
+  build virtual virtual 0
   if [ -n "$(make -s print-NCCL_ROOT)" ]; then
-      for b in "nccl nccl 2 0" "nccl-naive nccl 2 1" "nccl-left4 nccl 2 0 4" "nccl-left16 nccl 2 0 16" "nccl-naive-left4 nccl 2 1 4"; do
+      for b in "nccl nccl 0" "nccl-naive nccl 1" "nccl-left4 nccl 0 4" "nccl-left16 nccl 0 16" "nccl-naive-left4 nccl 1 4"; do
           # shellcheck disable=SC2086
           build $b &
       done
       wait
   fi; } 2>&1 | tee "$out/build.log" | tail -n 5
-[ -x build/ring15/timeline-virtual2 ] || { echo "bench.sh: the build failed (see $out/build.log)"; exit 1; }
+[ -x build/ring15/timeline-virtual ] || { echo "bench.sh: the build failed (see $out/build.log)"; exit 1; }
 nccl=1; [ -x build/ring15/timeline-nccl ] || { nccl=0; echo "bench.sh: NCCL not found (see build.log): the virtual ring only" | tee -a "$out/summary.md"; }
 echo "built in $((SECONDS - t0)) s"
 
@@ -71,7 +71,7 @@ echo "built in $((SECONDS - t0)) s"
 if [ "${SKIP_CHECKS:-0}" != 1 ]; then
   big="--check-only --seed 1 -b 1 -H 4 -n 4096 -d 128"  # chunks of 1024 or 2048 rows
   for run in "nccl|--check-only --seed 1" "nccl|$big" "nccl|$big --causal" "nccl-naive|$big --causal" \
-             "virtual2|--check-only --seed 1 --dtype fp16" "virtual2|$big --causal"; do
+             "virtual|--check-only --seed 1 --dtype fp16" "virtual|$big --causal"; do
     b=${run%%|*}; args=${run#*|}
     [ -x build/ring15/solution-$b ] || continue
     echo "+ build/ring15/solution-$b $args" >> "$out/checks.log"
@@ -90,8 +90,8 @@ run() {  # run LABEL BINARY ARGS...: one CSV row
     2>>"$out/runs.log" | tail -n 1 | tee -a "$csv"
   echo "exit ${PIPESTATUS[0]}: $bin $* --label $label" >> "$out/runs.log"
 }
-run one-gpu timeline-virtual2 -n "$NPER" --one-gpu
-run one-gpu-causal timeline-virtual2 -n "$NPER" --one-gpu --causal
+run one-gpu timeline-virtual -n "$NPER" --one-gpu
+run one-gpu-causal timeline-virtual -n "$NPER" --one-gpu --causal
 if [ $nccl = 1 ]; then
 run nccl timeline-nccl -n "$N"
 run nccl-causal-balanced timeline-nccl -n "$N" --causal
@@ -104,8 +104,8 @@ for left in 4 16; do
 done
 [ -x build/ring15/timeline-nccl-naive-left4 ] && run nccl-causal-naive-left4 timeline-nccl-naive-left4 -n "$N" --causal
 fi
-run virtual2 timeline-virtual2 -n $((2 * NPER))
-run virtual2-causal timeline-virtual2 -n $((2 * NPER)) --causal
+run virtual2 timeline-virtual -n $((2 * NPER)) --ranks 2
+run virtual2-causal timeline-virtual -n $((2 * NPER)) --causal --ranks 2
 
 if [ "${SKIP_TORCH:-0}" != 1 ]; then
   timeout 240 python3 -m torch.distributed.run --standalone --nproc-per-node "$P" lessons/15-ring-attention/worklog/torch_ring.py \

@@ -10,8 +10,10 @@
  *           transfer the compute did not hide)
  * --one-gpu times lesson 09's kernel as the ring runs it (its step: the descriptor's library flags, or LIB_FLAGS, and
  * RING_SMS_LEFT), alone on GPU 0, on the whole sequence: the baseline of the scaling.
+ * --ranks P: the virtual ring's ranks (attention_set_ranks; refused where the build's transport
+ * has one rank per GPU).
  * TFLOP/s: 4 B H N^2 d, halved when causal.
- * Usage: timeline-NAME -b B -H H -n N -d d [--causal] [--bf16] [--reps R] [--one-gpu]
+ * Usage: timeline-NAME -b B -H H -n N -d d [--causal] [--bf16] [--reps R] [--one-gpu] [--ranks P]
  *        [--label TEXT] [--steps FILE]   (prints one CSV row; --steps appends the per-step table) */
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
@@ -55,7 +57,8 @@ static double median(std::vector<double> v) {
 }
 
 int main(int argc, char **argv) {
-    int B = 1, H = 16, N = 65536, d = 128, causal = 0, reps = 10, one_gpu = 0;
+    int B = 1, H = 16, N = 65536, d = 128, causal = 0, reps = 10, one_gpu = 0, ranks = 0;
+    bool ranks_given = false;
     dtype_t dt = DTYPE_FP16;
     const char *label = "", *steps_path = NULL;
     for (int i = 1; i < argc; ++i) {
@@ -66,19 +69,21 @@ int main(int argc, char **argv) {
         else if (!strcmp(o, "-n") && more) N = atoi(argv[++i]);
         else if (!strcmp(o, "-d") && more) d = atoi(argv[++i]);
         else if (!strcmp(o, "--reps") && more) reps = atoi(argv[++i]);
+        else if (!strcmp(o, "--ranks") && more) { ranks_given = true; ranks = atoi(argv[++i]); }
         else if (!strcmp(o, "--label") && more) label = argv[++i];
         else if (!strcmp(o, "--steps") && more) steps_path = argv[++i];
         else if (!strcmp(o, "--causal")) causal = 1;
         else if (!strcmp(o, "--bf16")) dt = DTYPE_BF16;
         else if (!strcmp(o, "--one-gpu")) one_gpu = 1;
         else {
-            fprintf(stderr, "usage: %s -b B -H H -n N -d d [--causal] [--bf16] [--reps R] [--one-gpu] [--label TEXT] "
-                    "[--steps FILE]\n", argv[0]);
+            fprintf(stderr, "usage: %s -b B -H H -n N -d d [--causal] [--bf16] [--reps R] [--one-gpu] [--ranks P] "
+                    "[--label TEXT] [--steps FILE]\n", argv[0]);
             return EXIT_USAGE;
         }
     }
-    if (B < 1 || H < 1 || N < 1 || (d != 64 && d != 128) || reps < 1) {
-        fprintf(stderr, "bad shape: B, H, N >= 1, d 64 or 128, reps >= 1\n");
+    if (B < 1 || H < 1 || N < 1 || (d != 64 && d != 128) || reps < 1 ||
+        (ranks_given && (ranks < 1 || ranks > RING_MAX_RANKS))) {
+        fprintf(stderr, "bad shape: B, H, N >= 1, d 64 or 128, reps >= 1, --ranks 1..%d\n", RING_MAX_RANKS);
         return EXIT_USAGE;
     }
     int dev0 = 0;
@@ -113,6 +118,11 @@ int main(int argc, char **argv) {
         }
         ring = whole;
     } else {
+        if (ranks_given && attention_set_ranks(ranks) != ranks) {
+            fprintf(stderr, "--ranks %d: this build's ring has one rank per GPU (NCCL); --ranks sets the virtual "
+                    "ring's (one GPU visible, or a build with RING=virtual)\n", ranks);
+            return EXIT_USAGE;
+        }
         if (ring_forward(&a, NULL) != ATTN_OK) return EXIT_FAILED;  // makes the ranks
         TOOL_CUDA(cudaStreamSynchronize(stream));
         P = ring_ranks(devs, &c);
