@@ -37,7 +37,7 @@ NO_CUDA_SKIP = if [ ! -f $(CUDA_INC)/cuda_fp16.h ]; then echo "$@: SKIP (no CUDA
 # ("label: -D flags"), each run as it comes, then again with emu_late's environment
 emu_driver = $(NO_CUDA_SKIP); \
 	mkdir -p build/emu && emu=$$(mktemp -d "$(CURDIR)/build/emu/$@.XXXXXX") && trap 'rm -rf "$$emu"' EXIT && \
-	f=$(2); defs=; vs="$(strip $(L$(1)_emu_variants) $(EMU$(call pad,$(1))_VARIANTS) $(3))"; if [ -n "$$vs" ]; then f="$$emu/full.cu"; \
+	f=$(2); defs=; vs="$(strip $(L$(1)_emu_variants) $(call emu_step_variant,$(1)) $(EMU$(call pad,$(1))_VARIANTS) $(3))"; if [ -n "$$vs" ]; then f="$$emu/full.cu"; \
 	  defs=$$(python3 reference/tools/variant.py $(1) $(2) $$f $$vs) || exit 1; fi; \
 	python3 $(or $(L$(1)_emu_prep),tests/emu/prep.py) $$f > "$$emu/kernel.cu" || exit 1; \
 	IFS='|' read -ra builds <<<'$(or $(L$(1)_emu_builds),:)'; for b in "$${builds[@]}"; do \
@@ -48,6 +48,10 @@ emu_driver = $(NO_CUDA_SKIP); \
 	  $(or $(4),$(L$(1)_emu_env)) timeout 1200 "$$emu/emu" $(EMU_ARG) || exit 1; \
 	  $(if $(L$(1)_emu_late),$(or $(4),$(L$(1)_emu_env)) $(L$(1)_emu_late) timeout 1200 "$$emu/emu" $(EMU_ARG) || exit 1;) \
 	done
+# EMU_STEP=k for a lesson whose steps are builds (the descriptor's emu_step_variant, NAME: the
+# worklog variant NAMEk builds step k, with its -D flags; the last step has none: the file as it is)
+emu_step_variant = $(if $(and $(EMU_STEP),$(L$(1)_emu_step_variant)),$(notdir $(basename $(wildcard \
+  lessons/$(call pad,$(1))-*/worklog/variants/$(L$(1)_emu_step_variant)$(EMU_STEP).var))))
 emu_src = $(or $(EMU$(call pad,$(1))_SRC),$(call src_of,solutions,$(1)))
 # a lesson with its own grader (emu_grader: SRC NAME quick|full) instead of a driver
 emu_grader = $(NO_CUDA_SKIP); src=$(2); [ -n "$$src" ] || { echo "$@: no source"; exit 2; }; \

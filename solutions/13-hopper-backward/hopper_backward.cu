@@ -3,9 +3,11 @@
 //|  *
 //|  * What is here: the PTX wrappers this lesson adds (read them), lesson 09's from ptx_hopper.h, the
 //|  * host side, the shared-memory layout, the barriers, the roles, preprocess and convert, the
-//|  * epilogue. What you write: the TODO(n) below, in order; README.md explains each. TODO(0) turns
-//|  * the grader on; `make emu-13 EMU13_SRC=lessons/13-hopper-backward/hopper_backward.cu` runs your
-//|  * kernel on the CPU emulator first.
+//|  * epilogue. What you write: the TODO(n) below, in order; README.md explains each. Climb the
+//|  * ladder as you go (TODO(0) says how far you are): after TODO(1)-(3) step 1 runs, after (4) step
+//|  * 2, (5) step 3, (6) and (7) step 4, the default build; (8) only makes causal runs faster. Steps
+//|  * 1-3 build from this file with lessons/13-hopper-backward/worklog/variants/steps.var: make
+//|  * lesson13-step1 on a Hopper GPU; make emu-lesson13 on the CPU grades the step your file has reached.
 // solution begin
 /* 13-hopper-backward: FlashAttention-2's backward pass (Algorithm 2) on the Hopper hardware of
  * lesson 09: wgmma, TMA, mbarriers, warp specialization with setmaxnreg.
@@ -33,9 +35,13 @@
 #include "ptx_mma.h"      // lesson 07: smem_u32, ex2, pack2
 #include "ptx_hopper.h"   // lesson 09: wgmma, descriptors, TMA, mbarriers, named barriers, setmaxnreg
 //|
-//| /* TODO(0): set to 0 once TODO(1)-(8) are written; the grader then runs your kernels. Until then
-//|  * attention_backward says "not implemented" instead of running code you have not written. */
-//| #define STARTER_NOT_DONE 1
+//| /* TODO(0): the last step of the ladder whose TODOs you have written (1 after TODO(1)-(3), 2
+//|  * after (4), 3 after (5), 4 after (6) and (7)). A build of a later step (FA13_STEP) says "not
+//|  * implemented" instead of running code you have not written. */
+//| #define STARTER_DONE_STEP 0
+//| #ifndef FA13_STEP
+//| #define FA13_STEP 4  // the step this build runs: 4, the whole kernel (1-3: worklog/variants/stepK.var)
+//| #endif
 
 const lesson_info LESSON = {
     13, "13-hopper-backward", "backward pass on Hopper: wgmma, TMA, dQ by bulk reduce-add",
@@ -790,7 +796,7 @@ int attention_backward(const attn_bwd_args *a) {
     static const int cc = 10 * device_attr(cudaDevAttrComputeCapabilityMajor) +
                           device_attr(cudaDevAttrComputeCapabilityMinor);
     if (cc != 90 || !(a->scale > 0.f)) return ATTN_UNSUPPORTED;
-    //| if (STARTER_NOT_DONE) return ATTN_NOT_IMPLEMENTED;  // TODO(0)
+    //| if (FA13_STEP > STARTER_DONE_STEP) return ATTN_NOT_IMPLEMENTED;  // TODO(0)
     if (a->N < 1 || a->B < 1 || a->H < 1) return ATTN_OK;  // nothing to compute
     const int fp16 = a->dtype == DTYPE_FP16, bf16 = a->dtype == DTYPE_BF16;
     if (a->d == 64 && fp16) return launch<__half, 64>(a);

@@ -18,7 +18,11 @@ build failed, 3 the file says it is not implemented (the runner's exit status).
 Lessons 09 and 13 run on their own emulator drivers (make emu-09 / emu-13 with the file as the
 source), graded against float64 by the driver; their starters, as shipped, are
 reported as not implemented from the file's own switch (STARTER_NOT_DONE, STARTER_DONE_STEP),
-as the runner would report them. The objects come from make (mk/emu.mk).
+as the runner would report them. Both are built in steps (the descriptor's `steps`): a file is
+graded at the step its STARTER_DONE_STEP has reached (or EMU_STEP), a solution at every step. 09's
+driver runs the step it is asked for; 13's steps are builds, each a worklog variant (the
+descriptor's emu_step_variant), so a solution is built once per step. The objects come from make
+(mk/emu.mk).
 """
 import os
 import re
@@ -149,12 +153,17 @@ def starter_switch(n, src):
     return bool(m and int(m.group(1)) == 0)
 
 
+def ladder_steps(n):
+    """The steps of lesson n's ladder (its descriptor's `steps`, "STEP:LAST_TODO ...")."""
+    return [int(s.split(":")[0]) for s in split(DESCRIPTORS[n]["steps"], " ")]
+
+
 def step_to_grade(n, src):
     """For a lesson with a ladder of steps (its descriptor's `steps`, "STEP:LAST_TODO ..."): the
     step to grade and why, or (None, why) when there is nothing to grade. The step is the one
     the file says it has reached (STARTER_DONE_STEP), or EMU_STEP when that is not above it; a
     file with no STARTER_DONE_STEP (a solution) is graded at every step, or at EMU_STEP."""
-    steps = [int(s.split(":")[0]) for s in split(DESCRIPTORS[n]["steps"], " ")]
+    steps = ladder_steps(n)
     asked = os.environ.get("EMU_STEP", "")
     asked = int(asked) if asked.isdigit() and int(asked) > 0 else None
     if asked is not None and asked not in steps:
@@ -201,7 +210,13 @@ def main():
                 print("%s: %s" % (name, why))
                 return 2
             print("%s: grading %s" % (name, why))
-            rc = run_driver(DRIVERS[n], src, name, step)
+            if step is None and DESCRIPTORS[n]["emu_step_variant"]:
+                # each step is a build of its own (emu_step_variant): one driver run per step
+                rc = 0
+                for s in ladder_steps(n):
+                    rc = rc or run_driver(DRIVERS[n], src, name, s)
+            else:
+                rc = run_driver(DRIVERS[n], src, name, step)
             print("%s: %s %s" % (name, why.split(" (")[0].split(",")[0], "PASS" if rc == 0 else "FAIL"))
         else:
             rc = run_driver(DRIVERS[n], src, name)

@@ -17,7 +17,10 @@
  * float64| <= 2 x max |plain same-precision backward - float64| + atol x max(1, max |float64|),
  * atol 1e-4 (fp16) or 8e-4 (bf16); NaN never passes. The emulator's own errors (hazards, protocol)
  * must be zero. Usage: emu13 [quick]. Environment: EMU_WGMMA=late, EMU_TMA=late (hemu.h),
- * EMU_SCHED=reverse (tests/emu/core.h). */
+ * EMU_SCHED=reverse (tests/emu/core.h). A step of the lesson's ladder below the last (make emu-13
+ * EMU_STEP=k, as make emu-lesson13 asks for the step a file has reached) is a build of its own:
+ * the file with the worklog variant stepK applied (mk/emu.mk), whose kernel also takes the
+ * inputs as pointers (FA13_LADDER). */
 #define FA_EMULATOR 1
 #define EMU_PTX_HOPPER_PLAIN 1
 #include "ptx_hopper.h"
@@ -159,7 +162,11 @@ static void run(int B, int H, int N, int causal, float qmul, unsigned seed) {
     const int hs = causal && BH > 1 ? 1 + (int)(seed % BH) : BH;  // sections of several sizes
     emu_launch((unsigned)geo.main_blocks, C::THREADS, SL::ALLOC, 65536 / C::THREADS / 8 * 8, [&] {
         fa3_backward_kernel<T, D>(maps[0], maps[1], maps[2], maps[3], maps[4], maps[5], L2, Dv, dQacc, N, BH,
-                                  scale * 1.4426950408889634f, scale, causal, hs);
+                                  scale * 1.4426950408889634f, scale, causal, hs
+#ifdef FA13_LADDER  // a step below the last (worklog/variants/steps.var): the inputs as pointers too
+                                  , Q.data(), K.data(), V.data(), dO.data()
+#endif
+        );
     });
     /* a small grid, so that the grid-stride loop of the convert kernel runs */
     const unsigned cb = (unsigned)std::min<long long>(geo.conv_blocks, 3);
