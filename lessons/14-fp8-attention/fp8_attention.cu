@@ -18,7 +18,7 @@
  * descale x value with the descales of attn_args.fp8 (attention.h: one per tensor, or one per block
  * of rows of each (b, h)); O: [B, H, N, d] bf16; L: [B, H, N] fp32, the natural-log logsumexp of
  * the scaled scores. Preconditions: d = 128, scale > 0, block scales over a multiple of 64 rows of Q
- * and of 128 of K and V, compute capability 9.0 (sm_90a). */
+ * and of B_c (192) of K and V, compute capability 9.0 (sm_90a). */
 // build: sm_90a
 #include <cuda.h>  // CUtensorMap
 #include <cuda_runtime.h>
@@ -44,15 +44,26 @@ const lesson_info LESSON = {
 #ifndef FA14_STAGES
 #define FA14_STAGES 3
 #endif
+/* -DFA14_BC=k: keys per tile, 128 or 192 (the default: the work done once per tile, O's rescaling,
+ * the maxima's shuffles, the turn, spread over 1.5 times the keys; worklog/README.md, section 12). */
+#ifndef FA14_BC
+#define FA14_BC 192
+#endif
 // [end config]
-constexpr int D = 128, BR = 128, BC = 128, NC = 2, STAGES = FA14_STAGES;
+constexpr int D = 128, BR = 128, BC = FA14_BC, NC = 2, STAGES = FA14_STAGES;
+/* A row of V^T is keys, and a TMA box with the 128-byte swizzle is at most 128 bytes wide: V^T's
+ * tile is VSUBS boxes of 128 keys, each its own 128 x 128 sub-tile (the last one's keys past B_c
+ * loaded and unused). */
+constexpr int VSUB_KEYS = 128, VSUBS = (BC + VSUB_KEYS - 1) / VSUB_KEYS;
+static_assert(BC == 128 || BC == 192, "FA14_BC: 128 or 192");
 constexpr int THREADS = 128 * (NC + 1);
 /* 24 + 2 x 240 = 3 x 168: the producer warpgroup gives its registers to the two consumers. */
 constexpr int REG_PRODUCER = 24, REG_CONSUMER = 240;
 /* P is computed as 2^8 exp(S - m) <= 256 (the shift folded into the exponent): far from e4m3's
  * subnormals, below its 448, a power of two that rounds nothing; the row sum carries it too. */
 constexpr float P_SHIFT = 8.f;
-static_assert(STAGES >= 1 && STAGES <= 4, "FA14_STAGES: 1..4 (4 x 32 KiB + 16 KiB of Q fit in 227 KiB)");
+static_assert(STAGES >= 1 && STAGES * (BC + VSUBS * VSUB_KEYS) * D + BR * D <= 227 * 1024,
+              "FA14_STAGES: the ring and Q must fit in 227 KiB (B_c = 192: 3 slots of 56 KiB)");
 
 /* Named barriers (0 is __syncthreads): consumer warpgroup c's turn, TURN_WG0 + c (256 threads: its
  * own and the warpgroup handing the turn over). */
@@ -96,6 +107,7 @@ __device__ void wgmma_rs_e4m3(float (&d)[N / 2], const uint32_t (&a)[4], uint64_
     }
 FA_WGMMA_SS_E4M3(64, FA_ACC32, FA_REGS32, "32", "33", "34")
 FA_WGMMA_SS_E4M3(128, FA_ACC64, FA_REGS64, "64", "65", "66")
+FA_WGMMA_SS_E4M3(192, FA_ACC96, FA_REGS96, "96", "97", "98")
 FA_WGMMA_RS_E4M3(64, FA_ACC32, FA_REGS32, "%32, %33, %34, %35", "36", "37")
 FA_WGMMA_RS_E4M3(128, FA_ACC64, FA_REGS64, "%64, %65, %66, %67", "68", "69")
 
@@ -161,10 +173,10 @@ __global__ void transpose_v_kernel(const uint8_t *__restrict__ V, uint8_t *__res
 // [end transpose-v]
 
 /* Shared memory of a block, from a 1024-byte aligned base: Q_i [B_r x 128 codes], STAGES slots of
- * K_j [B_c x 128] and of V_j^T [128 x B_c], each row 128 bytes in the layout TMA writes with the
- * 128-byte swizzle; the mbarriers (FULL_Q, then STAGES of each other kind). */
+ * K_j [B_c x 128] and of V_j^T (VSUBS sub-tiles [128 x 128 keys]), each row 128 bytes in the
+ * layout TMA writes with the 128-byte swizzle; the mbarriers (FULL_Q, then STAGES of each other kind). */
 struct SmemLayout {
-    static constexpr uint32_t QTILE = BR * D, KTILE = BC * D, VTILE = D * BC;  // bytes: one per code
+    static constexpr uint32_t QTILE = BR * D, KTILE = BC * D, VSUB = D * VSUB_KEYS, VTILE = VSUBS * VSUB;  // bytes
     static constexpr uint32_t Q = 0, K = QTILE, V = K + STAGES * KTILE, BAR = V + STAGES * VTILE;
     static constexpr uint32_t ALLOC = BAR + 8 * (1 + 4 * STAGES) + 1024;  // dynamic smem is 16-byte aligned
     __host__ __device__ static constexpr uint32_t bar(MBar b, int s = 0) {
@@ -264,10 +276,11 @@ struct Consumer {
     // [region issue-pv]
     /* O += P V_j: B_c / 32 wgmmas, A = 32 keys of P from registers, B = the same 32 columns of
      * V_j^T (K-major: a row per column of V, keys contiguous, in key_of_column's order); dVt: the
-     * descriptor of k-slice 0. */
+     * descriptor of k-slice 0; keys 128 .. are in the next sub-tile, VSUB bytes on. */
     __device__ __forceinline__ void issue_pv(uint64_t dVt) {
         // TODO(3): one wgmma_rs_e4m3<D> per 32 keys ks, A the registers p[ks], B the same 32 columns of
-        //   the V^T tile (its 128 rows: dVt + DESC_K32 ks), adding to o; one commit group.
+        //   the V^T tile (its 128 rows): in sub-tile ks / 4 (SmemLayout::VSUB / 16 descriptor units
+        //   each), k-slice ks % 4 of it (DESC_K32 each); adding to o; one commit group.
         (void)dVt;
     }
     // [end issue-pv]
@@ -406,7 +419,9 @@ struct Kernel {
             tma_load_3d(base + SL::K + s * SL::KTILE, tmK, 0, k0, wk.bh, bar(FULL_K, s));
             if (use > 0) mbar_wait(bar(EMPTY_V, s), (use - 1) & 1);
             mbar_arrive_expect_tx(bar(FULL_V, s), SL::VTILE);
-            tma_load_3d(base + SL::V + s * SL::VTILE, tmVt, k0, 0, wk.bh, bar(FULL_V, s));
+#pragma unroll
+            for (int h = 0; h < VSUBS; ++h)  // past Npad TMA fills zeros (and counts their bytes)
+                tma_load_3d(base + SL::V + s * SL::VTILE + h * SL::VSUB, tmVt, k0 + h * VSUB_KEYS, 0, wk.bh, bar(FULL_V, s));
         }
     }
     // [end producer]
@@ -531,8 +546,8 @@ struct Kernel {
 /* O and L for query tiles of B_r = 128 rows, one per block (T_r B H blocks); the block hands out
  * roles: warpgroup 0 the producer (its thread 0 issues every copy), warpgroups 1 and 2 consumers.
  * THREADS threads, SmemLayout::ALLOC bytes of dynamic shared memory. tmQ, tmK: tensor maps {128,
- * N, B H} of the codes, boxes of B_r and B_c rows; tmVt: {Npad, 128, B H} of V^T, boxes of B_c x
- * 128. scale_log2 = scale log2(e). */
+ * N, B H} of the codes, boxes of B_r and B_c rows; tmVt: {Npad, 128, B H} of V^T, boxes of 128 x
+ * 128 (VSUBS per key tile). scale_log2 = scale log2(e). */
 __global__ void __launch_bounds__(THREADS, 1)
 fp8_forward_kernel(const __grid_constant__ CUtensorMap tmQ, const __grid_constant__ CUtensorMap tmK,
                    const __grid_constant__ CUtensorMap tmVt, __nv_bfloat16 *__restrict__ O, float *__restrict__ L,
@@ -614,7 +629,7 @@ static int prepare(Fp8State *st, const attn_args *a, int Npad) {
 
 /* Entry point (reference/include/attention.h): e4m3 inputs, d = 128, scale > 0, block scales
  * whose blocks hold whole warpgroup rows of Q (a multiple of 64 rows) and whole key tiles of K and
- * V (a multiple of 128), a compute capability 9.0 GPU; anything else is ATTN_UNSUPPORTED. */
+ * V (a multiple of B_c), a compute capability 9.0 GPU; anything else is ATTN_UNSUPPORTED. */
 int attention_forward(const attn_args *a) {
     static const int cc = 10 * device_attr(cudaDevAttrComputeCapabilityMajor) +
                           device_attr(cudaDevAttrComputeCapabilityMinor);

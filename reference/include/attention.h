@@ -52,7 +52,7 @@ enum {
  * descale arrays are device floats: [1] for a whole tensor, else [B*H][ceil(N / rows)] for Q and
  * [B*H_kv][ceil(N_kv / rows)] for K and V, block k of slice bh at bh * ceil(N / rows) + k.
  * Every other dtype gets all zeros and NULL pointers. */
-#define FP8_BLOCK_ROWS 128
+#define FP8_BLOCK_ROWS 192  /* lesson 14's key tile B_c: a key tile meets one block of K and V */
 #define FP8_E4M3_MAX 448.0f
 typedef struct {
     int q_rows, kv_rows;   /* rows per scale block of Q, and of K and V; 0: one scale per tensor */

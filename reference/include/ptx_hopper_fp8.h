@@ -55,6 +55,7 @@ __device__ void wgmma_rs_e4m3(float (&d)[N / 2], const uint32_t (&a)[4], uint64_
     }
 FA_WGMMA_SS_E4M3(64, FA_ACC32, FA_REGS32, "32", "33", "34")
 FA_WGMMA_SS_E4M3(128, FA_ACC64, FA_REGS64, "64", "65", "66")
+FA_WGMMA_SS_E4M3(192, FA_ACC96, FA_REGS96, "96", "97", "98")
 FA_WGMMA_RS_E4M3(64, FA_ACC32, FA_REGS32, "%32, %33, %34, %35", "36", "37")
 FA_WGMMA_RS_E4M3(128, FA_ACC64, FA_REGS64, "%64, %65, %66, %67", "68", "69")
 

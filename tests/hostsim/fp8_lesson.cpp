@@ -1,6 +1,6 @@
 /* tests/hostsim/fp8_lesson.cpp: a stand-in FP8 "lesson" (dtype e4m3, lesson 14's interface,
  * attention.h's attn_fp8) for the host simulation of the forward runner (`make hostsim-forward`):
- * what lesson 14's kernel computes, on the CPU. Per query row, key tiles of 128 (FP8_BLOCK_ROWS:
+ * what lesson 14's kernel computes, on the CPU. Per query row, key tiles of FP8_BLOCK_ROWS (
  * one K and V scale per tile): S = (q codes . k codes) * descale_q * descale_k * scale in fp32,
  * an online softmax, P = exp(S - m) multiplied by FP8_P_SCALE and rounded to e4m3 (the scale kept
  * in registers), O += e4m3(P) . V codes * descale_v / FP8_P_SCALE, O / l rounded to bf16.
