@@ -469,7 +469,9 @@ def emu_one(m):
         f.write("$ %s\n%s\nexit status %d\n" % (" ".join(ecmd), eout, erc))
     diag = emu_diagnosis(eout) or "exit status %d" % erc
     if erc != 0:
-        return "rejected (emulator)", True, diag
+        # a CPU path that runs the real grader (lesson 15's) prints its diagnosis: show the expected one
+        found = re.search(m.meta["expect"], eout, re.M)
+        return "rejected (emulator)", True, given(eout, m.meta["expect"]) if found else diag
     return "ACCEPTED by the emulator", False, diag
 
 
