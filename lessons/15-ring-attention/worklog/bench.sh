@@ -16,24 +16,54 @@
 #      per-step timeline of each ring
 #   4. PyTorch's context_parallel ring attention (torch.distributed.tensor.experimental) on the
 #      same GPUs and shapes (lessons/15-ring-attention/worklog/torch_ring.py, torchrun over P GPUs)
-# Environment: B, H, D, NPER (rows per GPU, 32768), REPS (10), SKIP_TORCH=1, SKIP_CHECKS=1.
+# P is the number of GPUs this process can see, as CUDA counts them (at most 8): CUDA_VISIBLE_DEVICES=0,1
+# on a machine of four runs everything, the ring, its N = P x NPER, the tables and PyTorch, on two.
+# Environment: B, H, D, NPER (rows per GPU, 32768), REPS (10), SKIP_TORCH=1, SKIP_CHECKS=1, CUDA_VISIBLE_DEVICES.
 set -uo pipefail
 out=${1:?usage: bash lessons/15-ring-attention/worklog/bench.sh OUTDIR}
 cd "$(dirname "$0")/../../.."
 mkdir -p "$out"
 export NCCL_NVLS_ENABLE=0  # the ring only sends and receives: no NVLink multicast objects
 B=${B:-1}; H=${H:-16}; D=${D:-128}; NPER=${NPER:-32768}; REPS=${REPS:-10}
-# the GPUs this process can see: CUDA_VISIBLE_DEVICES (a comma-separated list) when it is set, as
-# the ring and PyTorch see them, else every GPU nvidia-smi lists
-gpus=$(nvidia-smi -L 2>/dev/null | wc -l)
-if [ -n "${CUDA_VISIBLE_DEVICES+x}" ]; then
-    visible=$(tr ',' '\n' <<<"$CUDA_VISIBLE_DEVICES" | grep -c .)
-    [ "$visible" -lt "$gpus" ] && gpus=$visible
-fi
-[ "$gpus" -ge 2 ] || { echo "bench.sh: needs 2 or more GPUs visible, found $gpus${CUDA_VISIBLE_DEVICES+ (CUDA_VISIBLE_DEVICES=$CUDA_VISIBLE_DEVICES)}"; exit 4; }
-P=$gpus; [ "$P" -gt 8 ] && P=8
+# visible_gpus: "COUNT NAME", the GPUs this process can see (the ring and PyTorch see the same ones)
+# and the name of the first. Asked of the CUDA driver itself (cuDeviceGetCount through python3's
+# ctypes: no build, no PyTorch), so CUDA_VISIBLE_DEVICES counts as CUDA reads it: indices or UUIDs,
+# the list cut at its first entry that names no GPU. Where the driver library cannot be loaded,
+# nvidia-smi's list, filtered by CUDA_VISIBLE_DEVICES by the same rules.
+visible_gpus() {
+    python3 - <<'PY' 2>/dev/null && return
+import ctypes, sys
+cuda = ctypes.CDLL("libcuda.so.1")
+n, name = ctypes.c_int(0), ctypes.create_string_buffer(256)
+rc = cuda.cuInit(0)
+if rc == 100:  # CUDA_ERROR_NO_DEVICE: none visible (CUDA_VISIBLE_DEVICES empty, or naming none)
+    print("0 -"); sys.exit(0)
+dev = ctypes.c_int(0)
+if rc or cuda.cuDeviceGetCount(ctypes.byref(n)) or n.value < 1 or cuda.cuDeviceGet(ctypes.byref(dev), 0) or \
+        cuda.cuDeviceGetName(name, 256, dev):
+    sys.exit(1)
+print(n.value, name.value.decode())
+PY
+    local all first="" n=0 e
+    mapfile -t all < <(nvidia-smi --query-gpu=index,uuid --format=csv,noheader 2>/dev/null | tr -d ' ')
+    if [ -z "${CUDA_VISIBLE_DEVICES+x}" ]; then n=${#all[@]}; first=0
+    else
+        IFS=',' read -ra want <<<"$CUDA_VISIBLE_DEVICES"
+        for e in "${want[@]}"; do  # each an index of the list or the start of a UUID; the first that is neither ends it
+            local hit=""
+            for g in "${all[@]}"; do
+                if [ "$e" = "${g%%,*}" ] || [[ $e == GPU-* && ${g#*,} == "$e"* ]]; then hit=${g%%,*}; fi
+            done
+            [ -n "$hit" ] || break
+            n=$((n + 1)); [ -n "$first" ] || first=$hit
+        done
+    fi
+    echo "$n $( [ -n "$first" ] && nvidia-smi -i "$first" --query-gpu=name --format=csv,noheader 2>/dev/null || echo -)"
+}
+read -r gpus gpu <<<"$(visible_gpus)"
+[ "${gpus:-0}" -ge 2 ] || { echo "bench.sh: needs 2 or more GPUs visible, found ${gpus:-0}${CUDA_VISIBLE_DEVICES+ (CUDA_VISIBLE_DEVICES=$CUDA_VISIBLE_DEVICES)}"; exit 4; }
+P=$gpus; [ "$P" -gt 8 ] && P=8  # the ring's most ranks (RING_MAX_RANKS): the NCCL ring runs on the first 8
 N=$((P * NPER))
-gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -n1)
 echo "bench.sh: $P x $gpu, B=$B H=$H d=$D, $NPER rows per GPU (N = $N), fp16, $REPS repetitions" | tee "$out/summary.md"
 
 t0=$SECONDS
