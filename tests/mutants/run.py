@@ -28,7 +28,8 @@ Usage (normally through make, which passes the compiler flags in the environment
          EMU ERROR / EMU HANG / EMU FAILED line is the diagnosis shown (MUTANTS="a b": those)
   build  apply and compile the GPU mutants only (no GPU needed); with --equiv
          also compare each mutant's machine code, kernels and host code, with the solution's (the same = the
-         planted bug changes nothing = a useless mutant)
+         planted bug changes nothing = a useless mutant), each source padded with blank lines so that
+         a substitution that adds or drops lines moves no __LINE__ of the host code
 Environment: CC CFLAGS NVCC NVCC_FLAGS ARCH_FLAGS SM90A_FLAGS ARCH_TAG HARNESS_C_OBJ
 HARNESS_CU_OBJ HARNESS_BWD_CU_OBJ (from make), LESSONS="2 7" (subset), MUTANTS_SEED (default 1),
 MUTANTS_JOBS (parallel builds, default: CPU count), MUTANTS_RUN_JOBS (mutants graded at
@@ -148,6 +149,31 @@ class Mutant:
             with open(self.src, "w") as f:
                 f.write(text)
         return None
+
+    def line_aligned(self):
+        """For the machine-code comparison (build --equiv): the mutant's and the solution's
+        sources written with the same number of lines at every substitution (blank lines after
+        the shorter text), as (mutant path, solution path or None when the solution needs no
+        padding). Host code holds __LINE__ (a CUDA check's message), so a substitution that
+        adds or drops lines would otherwise move every later line and never compare equal.
+        Each is written in a folder beside self.dir, under the solution's file name, so that
+        the source's relative includes and the compiled names stay those of the solution."""
+        sol = text = mut = open(self.solution).read()
+        for a, b in self.subs:
+            na, nb = a.count("\n"), b.count("\n")
+            mut = mut.replace(a, b + "\n" * max(0, na - nb))
+            text = text.replace(a, a + "\n" * max(0, nb - na))
+        out = []
+        for suffix, body in (("lines", mut), ("solution-lines", text if text != sol else None)):
+            if body is None:
+                out.append(None)
+                continue
+            path = os.path.join(self.dir + "." + suffix, os.path.basename(self.solution))
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path, "w") as f:
+                f.write(body)
+            out.append(path)
+        return tuple(out)
 
 
 def sh(cmd, cwd=ROOT, timeout=None):
@@ -273,12 +299,17 @@ def build(m, equiv=False):
         errs = [l for l in log.split("\n") if "error" in l]
         return False, "build error: " + (errs[0].strip() if errs else log.strip()[-200:])
     if equiv and m.gpu:
-        with SASS_LOCK:  # the solution's SASS once per solution
-            if m.solution not in SASS_OF:
-                d = os.path.join(ROOT, "build", "mutants", "solution-%02d" % m.lesson)
-                os.makedirs(d, exist_ok=True)
-                SASS_OF[m.solution] = sass(m.solution, os.path.join(d, "solution"))
-        a, b = sass(m.src, os.path.join(m.dir, "mutant")), SASS_OF[m.solution]
+        mut_src, sol_src = m.line_aligned()
+        if sol_src:  # the mutant adds lines: the solution padded to match, compiled for it alone
+            b = sass(sol_src, os.path.join(os.path.dirname(sol_src), "solution"))
+        else:
+            with SASS_LOCK:  # the solution's SASS once per solution
+                if m.solution not in SASS_OF:
+                    d = os.path.join(ROOT, "build", "mutants", "solution-%02d" % m.lesson)
+                    os.makedirs(d, exist_ok=True)
+                    SASS_OF[m.solution] = sass(m.solution, os.path.join(d, "solution"))
+            b = SASS_OF[m.solution]
+        a = sass(mut_src, os.path.join(os.path.dirname(mut_src), "mutant"))
         if a is None or b is None:
             return False, "machine-code comparison failed (needs GPU_ARCH=<one arch>)"
         if a == b:
