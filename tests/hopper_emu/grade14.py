@@ -25,11 +25,13 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 CXX = os.environ.get("EMU_CXX", "g++")
 CUDA_INC = os.environ.get("CUDA_INC", "/usr/local/cuda/include")
 
-# Ragged N, one tile and several, causal (the diagonal inside a warpgroup's rows, tiles skipped),
-# block and per-tensor scales, the Hadamard rotation, the outlier inputs, B > 1.
+# Ragged N, one tile and several, causal (the diagonal inside a warpgroup's rows, tiles skipped;
+# several heads and query tiles, where the causal order maps a block to its head and tile
+# differently from the non-causal one), block and per-tensor scales, the Hadamard rotation, the
+# outlier inputs, B > 1.
 CASES = [
     "-b 1 -H 2 -n 200 -d 128 --outliers",
-    "-b 1 -H 1 -n 300 -d 128 --causal --hadamard",
+    "-b 1 -H 2 -n 200 -d 128 --causal --hadamard",
     "-b 2 -H 1 -n 77 -d 128 --quant tensor",
     "-b 1 -H 1 -n 1 -d 128 --causal",
 ]
