@@ -14,5 +14,5 @@ ptxas := 90a
 registers := 168
 register_kernel := fp8_forward_kernel
 header_check := tests/checks/headers/ptx_hopper_fp8.cu
-check_builds_full := persistent | transpose-in-kernel | -DFA14_BC=128
+check_builds_full := persistent | persistent-q2 | transpose-in-kernel | -DFA14_BC=128
 emu_grader := tests/hopper_emu/grade14.py
