@@ -153,6 +153,30 @@ static void run(int B, int H, int N, int causal, float qmul, unsigned seed) {
         if (i >= 1 && i < 1 + 4 * S) return emu_fmt("the %s slot %d", kind[(i - 1) / S], (i - 1) % S);
         return emu_fmt("the mbarrier at shared %u", a);
     };
+    /* the kernel's shared memory (SmemLayout) and threads (the roles), in the lesson's words, for
+     * the emulator's diagnoses; step 1 of the ladder keeps dS^T row-major, not as TMA would */
+#if defined(FA13_LADDER) && FA13_STEP == 1
+    const EmuRegion ds = {"dS^T (row-major: key B_r + query)", SL::DS, SL::DST, 2, "buffer", 0, 2, "element"};
+#else
+    const EmuRegion ds = {"dS^T", SL::DS, SL::DST, 2, "buffer", C::BC};
+#endif
+    emu_regions = {{"K_j", SL::K, SL::KV, 1, "", C::BC},
+                   {"V_j", SL::V, SL::KV, 1, "", C::BC},
+                   {"Q_i", SL::Q, SL::QT, C::STAGES, "slot", C::BR},
+                   {"dO_i", SL::DO, SL::QT, C::STAGES, "slot", C::BR},
+                   ds,
+                   {"the dQ block", SL::DQ, SL::DQT, 2, "of consumer warpgroup", 0, 4, "float"},
+                   {"L2", SL::L, C::BR * 4, C::STAGES, "slot", 0, 4, "query"},
+                   {"D", SL::DD, C::BR * 4, C::STAGES, "slot", 0, 4, "query"}};
+    emu_globals = {{"the dQ accumulator", dQacc, (size_t)geo.rows * D * 4},
+                   {"preprocess's L2", L2, (size_t)geo.rows * 4},
+                   {"preprocess's D", Dv, (size_t)geo.rows * 4}};
+    emu_role_name = [](int t) {
+        if (t == 0) return std::string("the producer");
+        if (t / 32 == 1) return std::string("the dQ warp");
+        if (t < 128) return std::string("the producer warpgroup");
+        return emu_fmt("consumer warpgroup %d", t / 128 - 1);
+    };
     const long errors0 = emu_errors.load();
     const T *Op = O.data(), *dOp = dO.data();
     const float *Lp = L.data();

@@ -119,6 +119,19 @@ static void run(int B, int H, int N, int causal, float qmul, unsigned seed, int 
         }
         return emu_fmt("the mbarrier at shared %u", a);
     };
+    /* the kernel's shared memory (SmemLayout) and threads (Roles), in the lesson's words, for the
+     * emulator's diagnoses */
+    emu_regions = {{"Q_i", SL::Q, BR * D * 2, (int)((SL::K - SL::Q) / (BR * D * 2)), "buffer", BR},
+                   {"K_j", SL::K, SL::TILE, STAGES, "slot", BC},
+                   {"V_j", SL::V, SL::TILE, STAGES, "slot", BC},
+                   {"O", SL::O, (SL::BAR - SL::O) / NC, NC, "tile of consumer warpgroup", 64},
+                   {"the next work item's word", SL::WORK, 16, 1, "", 0, 4, "word"}};
+    const bool producer = Cfg::THREADS > 128 * NC;
+    emu_role_name = [producer](int t) {
+        if (producer && t == 0) return std::string("the producer");
+        if (producer && t < 128) return std::string("the producer warpgroup");
+        return emu_fmt("consumer warpgroup %d", t / 128 - (producer ? 1 : 0));
+    };
     const long errors0 = emu_errors.load();
     const int Tr = (N + BR - 1) / BR, NT = Cfg::THREADS;
     const int regs = NT > 128 * NC ? 65536 / NT / 8 * 8 : 0;  // with a producer: what setmaxnreg starts from

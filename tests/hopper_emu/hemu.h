@@ -41,7 +41,18 @@
  * progress: every one waits at a barrier that cannot complete or polls an mbarrier that nothing
  * can complete any more) at once, with what each thread waits for. Async engines are no threads:
  * a TMA copy lands at issue, or (EMU_TMA=late) when a thread polls its mbarrier; a wgmma's
- * products at its wait_group. */
+ * products at its wait_group.
+ *
+ * Diagnoses speak the kernel's terms where the driver describes them: emu_bar_name names each
+ * mbarrier by its role, emu_regions is the kernel's shared-memory layout as a table of named
+ * regions (so a shared address reads "dO_i slot 1: row 0, columns 0-1"), emu_role_name names
+ * the threads ("the producer", "consumer warpgroup 1"), emu_globals the launch's global buffers
+ * (a bulk copy or reduce-add outside them is reported, not let loose on the host's memory). A
+ * wgmma read that fails names the operand element and its descriptor (start, LBO, SBO, major-
+ * ness). After a hang, each mbarrier a thread is stuck on gets its side of the story: the
+ * threads of its arriving side that have not arrived and what they wait on (a cycle, named),
+ * phases that ran ahead of their waiter (too many arrivals per round), and waits that passed
+ * before their barrier completed any phase (a parity one phase off). */
 #pragma once
 #include <cuda.h>
 #include <cuda_runtime.h>
@@ -107,6 +118,32 @@ constexpr int EMU_MAX_MBAR = 64;
 #define emu_progress (emu::core.progress)
 static bool emu_wgmma_late = false, emu_tma_late = false;
 static std::function<std::string(uint32_t)> emu_bar_name;  // names an mbarrier by its address (driver)
+/* The kernel's shared memory in the lesson's words, described by the driver: a table of named
+ * regions, so that a diagnosis says which tile, slot, row and columns an address holds instead of
+ * its bytes. A region is `count` instances (ring slots, double buffers) of `bytes` each from
+ * `start` (from the block's 1024-byte aligned base): a tile in the layout TMA writes (`rows` > 0:
+ * d / 64 boxes of `rows` rows of 128 bytes, 16-bit elements, the 128-byte swizzle; a 1024-byte
+ * aligned start) or an array of `esize`-byte elements, each an `element` ("query", "float"). */
+struct EmuRegion {
+    std::string name;
+    uint32_t start = 0, bytes = 0;
+    int count = 1;
+    std::string instance = "slot";
+    int rows = 0;
+    int esize = 4;
+    std::string element = "element";
+};
+static std::vector<EmuRegion> emu_regions;
+/* The launch's global buffers, named by the driver (optional): a bulk copy or reduce-add that
+ * leaves them is reported by the buffer it runs past, not left to corrupt the host's memory. */
+struct EmuGlobal {
+    std::string name;
+    const void *p;
+    size_t bytes;
+};
+static std::vector<EmuGlobal> emu_globals;
+/* A thread's role in the kernel ("the producer", "consumer warpgroup 1"), set by the driver. */
+static std::function<std::string(int)> emu_role_name;
 
 struct EmuTh;
 /* the core's words for a lane that never reaches a warp's rendezvous (hang report) */
@@ -131,6 +168,11 @@ struct EmuMbar {
     std::vector<uint32_t> acc, done[2], agent;  // agent: the VC of the TMA copies into this barrier
     std::vector<int> arrivers;                  // threads that arrived in the current phase
     int last_threads = 0, last_warps = 0;       // ... and in the last completed one: how many, in how many warps
+    /* for a hang's diagnosis: which threads ever arrived on it (its arriving side), how many waits
+     * each thread passed on it, and the first thread whose wait passed before any phase completed */
+    std::vector<char> ever;
+    std::vector<int> passes;
+    int early = -1;
 };
 struct EmuTmaCopy {
     uint32_t dst; const CUtensorMap *map; int c[3]; uint32_t bar; std::vector<uint32_t> vc;
@@ -199,6 +241,89 @@ static inline void vc_join(uint32_t *a, const uint32_t *b) {
 }
 static inline void vc_join(std::vector<uint32_t> &a, const uint32_t *b) { vc_join(a.data(), b); }
 
+/* ---------------------------------------------------------------- the kernel's words ---- */
+/* What shared bytes [a, b) hold, from the driver's table (emu_regions): "dO_i slot 1: row 5,
+ * columns 16-17"; "" where the table says nothing. [a, b) lies in one 16-byte chunk, so within
+ * one row of a TMA tile (the swizzle moves whole chunks). */
+static std::string emu_where(uint32_t a, uint32_t b) {
+    for (const EmuRegion &r : emu_regions) {
+        if (!r.bytes || a < r.start || a >= r.start + (uint32_t)r.count * r.bytes) continue;
+        const uint32_t i = (a - r.start) / r.bytes, o = (a - r.start) % r.bytes;
+        std::string s = r.name + (r.count > 1 ? emu_fmt(" %s %u", r.instance.c_str(), i) : std::string());
+        if (r.rows > 0) {
+            const uint32_t lin = o ^ (((o >> 7) & 7u) << 4), box = (uint32_t)r.rows * 128;  // unswizzled
+            const uint32_t row = lin % box / 128, col = lin / box * 64 + lin % 128 / 2, n = (b - a + 1) / 2;
+            return s + emu_fmt(": row %u, column%s %u", row, n > 1 ? "s" : "", col) +
+                   (n > 1 ? emu_fmt("-%u", col + n - 1) : std::string());
+        }
+        const uint32_t e = o / (uint32_t)r.esize, n = (b - a + r.esize - 1) / (uint32_t)r.esize;
+        return s + emu_fmt(": %s %u", r.element.c_str(), e) + (n > 1 ? emu_fmt("-%u", e + n - 1) : std::string());
+    }
+    return "";
+}
+/* Global bytes [p, p + bytes) lie in one of the driver's buffers (or it named none); else the
+ * diagnosis says where they start: past the end of the nearest buffer before them (and inside
+ * which other one), or inside one they run out of; and false. */
+static bool emu_global_ok(const void *p, size_t bytes, const char *what) {
+    const char *a = (const char *)p;
+    const EmuGlobal *before = nullptr, *in = nullptr;
+    for (const EmuGlobal &g : emu_globals) {
+        const char *s = (const char *)g.p, *e = s + g.bytes;
+        if (a >= s && a + bytes <= e) return true;
+        if (a >= s && a < e) in = &g;
+        if (e <= a && (!before || e > (const char *)before->p + before->bytes)) before = &g;
+    }
+    if (emu_globals.empty()) return true;
+    std::string where;
+    if (before)
+        where = emu_fmt("it starts %zu bytes past the end of %s", (size_t)(a - (const char *)before->p) - before->bytes,
+                        before->name.c_str()) + (in ? " (inside " + in->name + ")" : std::string());
+    else if (in)
+        where = emu_fmt("it starts %zu bytes into %s (%zu bytes) and runs past its end", (size_t)(a - (const char *)in->p),
+                        in->name.c_str(), in->bytes);
+    else
+        where = "it starts before every one";
+    emu_fail(emu_fmt("%s of %zu bytes lies outside the launch's buffers: %s", what, bytes, where.c_str()));
+    return false;
+}
+/* "shared bytes [a, b)", with what they hold where the driver's table says. */
+static std::string emu_bytes(uint32_t a, uint32_t b) {
+    const std::string w = emu_where(a, b);
+    return emu_fmt("shared bytes [%u, %u)", a, b) + (w.empty() ? "" : " (" + w + ")");
+}
+/* A set of the block's threads, by role where the driver names them: "the producer (thread 0),
+ * consumer warpgroup 0 (lane 0 of warps 4-7)". */
+static std::string emu_threads(std::vector<int> t) {
+    std::sort(t.begin(), t.end());
+    t.erase(std::unique(t.begin(), t.end()), t.end());
+    std::vector<std::pair<std::string, std::vector<int>>> roles;
+    for (int x : t) {
+        const std::string r = emu_role_name ? emu_role_name(x) : "";
+        if (roles.empty() || roles.back().first != r) roles.push_back({r, {}});
+        roles.back().second.push_back(x);
+    }
+    std::string out;
+    for (auto &rv : roles) {
+        const std::vector<int> &v = rv.second;
+        bool lane0 = v.size() > 1;
+        for (int x : v) lane0 = lane0 && x % 32 == 0;
+        std::string ids;
+        for (size_t i = 0; i < v.size();) {  // runs of consecutive threads (of warps, for lane 0s)
+            const int step = lane0 ? 32 : 1;
+            size_t j = i;
+            while (j + 1 < v.size() && v[j + 1] == v[j] + step) ++j;
+            const int a = lane0 ? v[i] / 32 : v[i], b = lane0 ? v[j] / 32 : v[j];
+            ids += (ids.empty() ? "" : ", ") + (a == b ? emu_fmt("%d", a) : emu_fmt("%d-%d", a, b));
+            i = j + 1;
+        }
+        const bool one = v.size() == 1;
+        ids = lane0 ? "lane 0 of warp" + std::string(v.size() > 1 ? "s " : " ") + ids
+                    : (one ? "thread " : "threads ") + ids;
+        out += (out.empty() ? "" : ", ") + (rv.first.empty() ? ids : rv.first + " (" + ids + ")");
+    }
+    return out.empty() ? "no thread" : out;
+}
+
 /* ---------------------------------------------------------------- shadow memory ---- */
 /* Per 4-byte word, the last write: bit 63 valid, bit 62 ordinary store (generic proxy), bits
  * 40-55 the writer (thread, or emu_nt + mbarrier index for a TMA copy), bits 0-31 the
@@ -209,8 +334,12 @@ static inline uint64_t emu_wr_pack(int who, bool generic, uint32_t clock) {
     return 1ull << 63 | (generic ? 1ull << 62 : 0) | (uint64_t)(who & 0xffff) << 40 | clock;
 }
 #define emu_unfenced (emu_me()->unfenced)
+/* The wgmma whose operands are being checked (emu_checking_op), in a read's diagnosis: which
+ * operand and element the address is, and that operand's descriptor. */
+static const EmuWgOp *emu_checking_op = nullptr;
+static std::string emu_read_context(uint32_t addr);
 static std::string emu_who(int who) {
-    if (who < emu_nt) return emu_fmt("thread %d", who);
+    if (who < emu_nt) return emu_threads({who});
     const size_t i = (size_t)(who - emu_nt);
     const uint32_t addr = i < emu_blk->mbar_addr.size() ? emu_blk->mbar_addr[i] : 0;
     return emu_fmt("a TMA copy completing on %s", emu_bar_name ? emu_bar_name(addr).c_str() : "an mbarrier");
@@ -221,24 +350,25 @@ static void emu_check_words(uint32_t wd0, uint32_t wd1, bool async, const char *
     for (uint32_t wd = wd0; wd < wd1; ++wd) {
         const uint64_t w = emu_blk->wr[wd].load(std::memory_order_acquire);
         if (!w) {
-            emu_fail(emu_fmt("%s reads shared bytes [%u, %u) that nothing has written in this block", what, 4 * wd,
-                             4 * wd + 4));
+            emu_fail(emu_fmt("%s reads %s that nothing has written in this block%s", what,
+                             emu_bytes(4 * wd, 4 * wd + 4).c_str(), emu_read_context(4 * wd).c_str()));
             return;
         }
         const int who = (int)((w >> 40) & 0xffff);
         const uint32_t k = (uint32_t)w;
         if (emu_me()->vc[who] < k) {
-            emu_fail(emu_fmt("hazard: %s reads shared bytes [%u, %u) written by %s with nothing ordering the write "
-                             "before the read (a missing mbarrier wait, or a wrong phase parity?)",
-                             what, 4 * wd, 4 * wd + 4, emu_who(who).c_str()));
+            emu_fail(emu_fmt("hazard: %s reads %s written by %s with nothing ordering the write "
+                             "before the read (a missing mbarrier wait, or a wrong phase parity?)%s",
+                             what, emu_bytes(4 * wd, 4 * wd + 4).c_str(), emu_who(who).c_str(),
+                             emu_read_context(4 * wd).c_str()));
             return;
         }
         if (async && (w >> 62 & 1)) {
             const uint32_t f = emu_blk->wf[wd].load(std::memory_order_acquire);
             if (!f || emu_me()->vc[who] <= f) {
-                emu_fail(emu_fmt("hazard: %s (async proxy) reads shared bytes [%u, %u) that thread %d stored with "
+                emu_fail(emu_fmt("hazard: %s (async proxy) reads %s that %s stored with "
                                  "ordinary stores, with no fence.proxy.async between the store and the barrier",
-                                 what, 4 * wd, 4 * wd + 4, who));
+                                 what, emu_bytes(4 * wd, 4 * wd + 4).c_str(), emu_threads({who}).c_str()));
                 return;
             }
         }
@@ -256,9 +386,9 @@ static void emu_write(uint32_t addr, uint32_t bytes, int who, const uint32_t *vc
     const char *kind = generic ? "an ordinary store" : "a TMA copy";
     for (uint32_t c = addr / 16; c < (addr + bytes + 15) / 16; ++c)
         if (emu_blk->store_rd[c].load()) {
-            emu_fail(emu_fmt("hazard: %s overwrites shared bytes [%u, %u) that a TMA store may still be reading (no "
+            emu_fail(emu_fmt("hazard: %s overwrites %s that a TMA store may still be reading (no "
                              "cp.async.bulk.wait_group.read by its thread, ordered before this write)",
-                             kind, 16 * c, 16 * c + 16));
+                             kind, emu_bytes(16 * c, 16 * c + 16).c_str()));
             break;
         }
     for (uint32_t wd = addr / 4; wd < (addr + bytes) / 4; ++wd) {
@@ -266,8 +396,8 @@ static void emu_write(uint32_t addr, uint32_t bytes, int who, const uint32_t *vc
         if (w) {
             const int pw = (int)((w >> 40) & 0xffff);
             if (pw != who && vc[pw] < (uint32_t)w) {
-                emu_fail(emu_fmt("hazard: %s overwrites shared bytes [%u, %u) written by %s with nothing ordering "
-                                 "the two writes", kind, 4 * wd, 4 * wd + 4, emu_who(pw).c_str()));
+                emu_fail(emu_fmt("hazard: %s overwrites %s written by %s with nothing ordering "
+                                 "the two writes", kind, emu_bytes(4 * wd, 4 * wd + 4).c_str(), emu_who(pw).c_str()));
                 break;
             }
         }
@@ -276,10 +406,10 @@ static void emu_write(uint32_t addr, uint32_t bytes, int who, const uint32_t *vc
         for (int t = 0; t < emu_nt; ++t) {
             const uint32_t r = emu_blk->rd[(size_t)c * emu_nt + t].load(std::memory_order_relaxed);
             if (r && vc[t] < r && t != who) {
-                emu_fail(emu_fmt("hazard: %s overwrites shared bytes [%u, %u) that thread %d read (its wgmma or "
+                emu_fail(emu_fmt("hazard: %s overwrites %s that %s read (its wgmma or "
                                  "load) with no release between the read and the write (a slot refilled before every "
                                  "consumer released it: empty-barrier wait, or a ring index, off?)",
-                                 kind, 16 * c, 16 * c + 16, t));
+                                 kind, emu_bytes(16 * c, 16 * c + 16).c_str(), emu_threads({t}).c_str()));
                 break;
             }
         }
@@ -479,6 +609,8 @@ static void mbar_init(uint32_t bar, int count) {
     b.done[0].assign(emu_nv, 0);
     b.done[1].assign(emu_nv, 0);
     b.agent.assign(emu_nv, 0);
+    b.ever.assign(emu_nt, 0);
+    b.passes.assign(emu_nt, 0);
     if (count < 1) emu_fail("mbarrier.init with a count below 1");
     emu_blk->mbar[bar] = b;
     emu_blk->mbar_addr.push_back(bar);
@@ -496,6 +628,7 @@ static void emu_arrive(uint32_t bar, uint32_t tx, const char *what) {
     }
     vc_join(b->acc, emu_me()->vc);
     b->arrivers.push_back(emu::self());
+    b->ever[emu_me()->tid] = 1;
     emu_tick();
     emu_mbar_complete(*b);
 }
@@ -579,6 +712,8 @@ static bool mbar_try_wait(uint32_t bar, uint32_t parity) {
     if (!done()) emu::spin("mbarrier.try_wait", bar | (uint64_t)(parity & 1) << 32);
     if (!done()) return false;  // a thread polling here while nothing progresses is a hang (the core)
     emu_progress++;
+    b->passes[emu_me()->tid]++;
+    if (b->phase == 0 && b->early < 0) b->early = emu_me()->tid;  // parity 1 on a fresh barrier: at once
     vc_join(emu_me()->vc, b->done[parity & 1].data());
     return true;
 }
@@ -679,7 +814,8 @@ static void emu_bulk_deliver(EmuTmaCopy &cp) {
         const uint32_t a = cp.dst + off;
         if (emu_hits_mbar(a)) { emu_fail(emu_fmt("a bulk copy overwrites the mbarrier at shared %u", a & ~15u)); return; }
         emu_write(a, 16, agent, b.agent.data(), false);
-        memcpy(fa_smem + a, (const unsigned char *)cp.src + off, 16);
+        if (cp.src) memcpy(fa_smem + a, (const unsigned char *)cp.src + off, 16);
+        else memset(fa_smem + a, 0, 16);
     }
     b.tx -= cp.bytes;
     vc_join(b.acc, b.agent.data());
@@ -691,9 +827,10 @@ static void bulk_load_1d(uint32_t dst, const void *src, uint32_t bytes, uint32_t
         emu_fail(emu_fmt("bulk copy: shared %u, global %p, %u bytes: addresses 16-byte aligned, size a positive "
                          "multiple of 16", dst, src, bytes));
     if (!emu_smem_ok(dst, bytes, "bulk copy destination")) return;
+    const bool inside = emu_global_ok(src, bytes, "a bulk copy's read");  // outside: zeros land, reported
     if (!emu_mbar(bar, "cp.async.bulk completion")) return;
     EmuTmaCopy cp{dst, nullptr, {0, 0, 0}, bar, std::vector<uint32_t>(emu_me()->vc, emu_me()->vc + emu_nv)};
-    cp.src = src;
+    cp.src = inside ? src : nullptr;
     cp.bytes = bytes;
     emu_tick();
     if (emu_tma_late) emu_blk->tma_queue.push_back(cp);
@@ -708,7 +845,7 @@ static void emu_bulk_reduce_do(EmuBulkStore &st) {
         emu_check_read(a / 16, true, "a bulk reduce-add");
         emu_record_read(a / 16);
     }
-    for (uint32_t k = 0; k < st.bytes / 4; ++k) {
+    for (uint32_t k = 0; st.gdst && k < st.bytes / 4; ++k) {
         float v;
         memcpy(&v, fa_smem + st.src + 4 * k, 4);
         st.gdst[k] += v;
@@ -721,7 +858,7 @@ static void bulk_reduce_add_f32(float *dst, uint32_t src, uint32_t bytes) {
                          "positive multiple of 16", src, (void *)dst, bytes));
     if (!emu_smem_ok(src, bytes, "bulk reduce-add source")) return;
     EmuBulkStore st{nullptr, {0, 0, 0}, src, false};
-    st.gdst = dst;
+    st.gdst = emu_global_ok(dst, bytes, "a bulk reduce-add") ? dst : nullptr;  // outside: reported, not added
     st.bytes = bytes;
     emu_bulk_pending(st, +1);
     if (!emu_tma_late) emu_bulk_reduce_do(st);
@@ -785,6 +922,34 @@ static uint32_t emu_desc_addr(uint64_t desc, int mn, int k, bool mn_major) {
         a ^= ((a >> 7) & ((1u << bits) - 1)) << 4;
     }
     return a;
+}
+/* A descriptor in the lesson's terms: where its operand starts, and its strides. */
+static std::string emu_desc_words(uint64_t desc, bool mn_major) {
+    const uint32_t start = (uint32_t)(desc & 0x3fff) << 4, lbo = (uint32_t)((desc >> 16) & 0x3fff) << 4,
+                   sbo = (uint32_t)((desc >> 32) & 0x3fff) << 4;
+    const std::string w = emu_where(start, start + 2);
+    return emu_fmt("read %s through a descriptor from shared %u%s, LBO %u bytes, SBO %u bytes",
+                   mn_major ? "MN-major" : "K-major", start, w.empty() ? "" : (" (" + w + ")").c_str(), lbo, sbo);
+}
+/* Which element of the checked wgmma's operands lies in the word at `addr`, and how the operand is
+ * described: " (the wgmma's B operand, element k 8, n 0: read MN-major through a descriptor
+ * from ...)". Only the thread's own rows of A (ss) and all of B are read by a thread. */
+static std::string emu_read_context(uint32_t addr) {
+    const EmuWgOp *op = emu_checking_op;
+    if (!op || op->chunks) return "";
+    const int g = emu_me()->lane >> 2, wq = emu_me()->warp % 4;
+    for (int n = 0; n < op->N; ++n)
+        for (int k = 0; k < 16; ++k)
+            if (emu_desc_addr(op->db, n, k, op->tb) / 4 == addr / 4)
+                return emu_fmt(" (the wgmma's B operand, element k %d, n %d: %s)", k, n,
+                               emu_desc_words(op->db, op->tb).c_str());
+    if (!op->rs)
+        for (int r = 0; r < 2; ++r)
+            for (int k = 0; k < 16; ++k)
+                if (emu_desc_addr(op->da, 16 * wq + g + 8 * r, k, op->ta) / 4 == addr / 4)
+                    return emu_fmt(" (the wgmma's A operand, element m %d, k %d: %s)", 16 * wq + g + 8 * r, k,
+                                   emu_desc_words(op->da, op->ta).c_str());
+    return "";
 }
 template <typename T> static inline float emu_tof(uint16_t b) {
     T h;
@@ -888,7 +1053,9 @@ static void emu_wgmma_issue(float *d, int N, bool rs, uint64_t da, const uint32_
     }
     std::vector<uint32_t> chunks;
     emu_op_chunks(op, chunks);
+    emu_checking_op = &op;
     for (uint32_t c : chunks) emu_check_read(c, true, "wgmma");
+    emu_checking_op = nullptr;
     if (!emu_wgmma_late) emu_compute<T>(op);
     emu_me()->uncommitted.push_back(std::move(op));
 }
@@ -921,10 +1088,12 @@ template <int N> static void wgmma_wait() {
         for (EmuWgOp &op : emu_me()->groups.front()) {
             if (!op.computed) op.compute(op);
             emu_op_chunks(op, chunks);
+            emu_checking_op = &op;
             for (uint32_t c : chunks) {
                 if (emu_wgmma_late) emu_check_read(c, true, "wgmma");
                 emu_record_read(c);
             }
+            emu_checking_op = nullptr;
             for (int i = 0; i < op.N / 2; ++i) op.d[i] = op.prod[i] + (op.scale_d ? op.d[i] : 0.f);
         }
         emu_me()->groups.pop_front();
@@ -934,33 +1103,116 @@ template <int N> static void wgmma_wait() {
 template <int K> static inline void fence_acc(float (&)[K]) {}
 
 /* ---------------------------------------------------------------- launch ---- */
-/* The core's hang report, in this emulator's words: an mbarrier by its role (the driver names it). */
+/* The core's hang report, in this emulator's words: an mbarrier by its role (the driver names it),
+ * with the phase a thread waits for and how far that phase has come. */
+static std::string emu_mbar_words(uint32_t bar) {
+    return emu_bar_name ? emu_bar_name(bar) : emu_fmt("the mbarrier at shared %u", bar);
+}
 static std::string emu_wait_name(const char *what, uint64_t arg) {
     if (what == EMU_WARP_EXCHANGE) return what;
     const uint32_t bar = (uint32_t)arg;
-    std::string name = !strncmp(what, "mbarrier", 8) && emu_bar_name ? std::string(what) + " on " + emu_bar_name(bar)
-                                                                     : emu_fmt("%s %u", what, (unsigned)bar);
+    std::string name = !strncmp(what, "mbarrier", 8) ? std::string(what) + " on " + emu_mbar_words(bar)
+                                                     : emu_fmt("%s %u", what, (unsigned)bar);
     auto it = emu_blk ? emu_blk->mbar.find(bar) : decltype(emu_blk->mbar.end()){};
     if (strcmp(what, "mbarrier.try_wait") || !emu_blk || it == emu_blk->mbar.end()) return name;
-    /* which side is missing: the barrier's state, in the terms of the lesson (phases, parity,
-     * arrivals against the count given to mbarrier.init, transaction bytes) */
     const EmuMbar &b = it->second;
-    const unsigned want = (unsigned)(arg >> 32) & 1u;
-    const int came = b.expected - b.pending;
-    std::string why;
-    if (b.pending == 0 && b.tx > 0)
-        why = emu_fmt("every arrival came, but %lld bytes of the copies it expects never landed", b.tx);
-    else if (came == 0)
-        why = "no arrival yet in this phase: the side that should arrive never did, or this wait's parity is a phase "
-              "ahead of the barrier (check which phase each side is in)";
-    else
-        why = emu_fmt("%d of its %d arrivals came: %d never did (an arrival missing, or made by fewer threads or "
-                      "warps than the count given to mbarrier.init)", came, b.expected, b.pending);
-    if (b.phase > 0)
-        why += emu_fmt("; its last completed phase had arrivals from %d threads in %d warps (count %d)", b.last_threads,
-                       b.last_warps, b.expected);
-    return emu_fmt("%s, for the phase of parity %u: it has completed %u phases; phase %u (parity %u): %s",
-                   name.c_str(), want, b.phase, b.phase, b.phase & 1u, why.c_str());
+    return name + emu_fmt(", parity %u (its phase %u in progress: %d of %d arrivals", (unsigned)(arg >> 32) & 1u, b.phase,
+                          b.expected - b.pending, b.expected) +
+           (b.tx > 0 ? emu_fmt(", %lld bytes of its copies still to land", b.tx) : std::string()) + ")";
+}
+/* After the core's report of a hang: for every mbarrier a thread is stuck on, which side is at
+ * fault, in the kernel's terms. The arriving side is the threads that arrived on it in earlier
+ * phases: the report names those that have not arrived in this phase and what they wait on
+ * themselves (a cycle, when that is a barrier only the waiters here arrive on). A barrier whose
+ * phases ran ahead of its waiter (more arrivals per round than its count: one per lane where the
+ * count is one per warp) and a wait that passed before its barrier completed any phase (the
+ * parity of the phase before the first, which counts as completed) point at a wrong parity. */
+static void emu_hang_diagnosis(FILE *out) {
+    if (!emu_blk) return;
+    std::map<uint32_t, std::vector<int>> waiters;  // mbarrier -> the threads stuck on it
+    std::map<uint32_t, unsigned> parity;
+    const int nf = (int)emu::core.fibers.size();
+    for (int i = 0; i < nf; ++i) {
+        const emu::Fiber &f = emu::core.fibers[i];
+        if (f.state == emu::DONE || !f.wait_what || strcmp(f.wait_what, "mbarrier.try_wait")) continue;
+        waiters[(uint32_t)f.wait_arg].push_back(i);
+        parity[(uint32_t)f.wait_arg] = (unsigned)(f.wait_arg >> 32) & 1u;
+    }
+    auto ever = [&](const EmuMbar &b) {
+        std::vector<int> v;
+        for (int i = 0; i < (int)b.ever.size(); ++i) if (b.ever[i]) v.push_back(i);
+        return v;
+    };
+    /* where threads are now: grouped by what they wait on ("have exited", "wait on X") */
+    auto whereabouts = [&](const std::vector<int> &ts) {
+        std::map<std::string, std::vector<int>> by;
+        for (int x : ts) {
+            const emu::Fiber &f = emu::core.fibers[x];
+            by[f.state == emu::DONE ? "exited" : !f.wait_what ? "run on"
+               : !strcmp(f.wait_what, "mbarrier.try_wait") ? "wait on " + emu_mbar_words((uint32_t)f.wait_arg)
+                                                           : emu_fmt("wait in %s %u", f.wait_what, (unsigned)f.wait_arg)].push_back(x);
+        }
+        std::string s;
+        for (auto &kv : by) s += (s.empty() ? "" : "; ") + emu_threads(kv.second) + (kv.first == "exited" ? ": exited" : ": " + kv.first);
+        return s;
+    };
+    if (waiters.empty()) return;
+    fprintf(out, "EMU HANG, the mbarriers it is stuck on:\n");
+    for (auto &kv : waiters) {
+        const EmuMbar &b = emu_blk->mbar[kv.first];
+        const std::vector<int> &w = kv.second;
+        const std::string who = emu_threads(w), name = emu_mbar_words(kv.first);
+        std::string s = emu_fmt("  %s: %s wait%s for parity %u; it has completed %u phase%s, and the one in progress "
+                                "has %d of its %d arrivals", name.c_str(), who.c_str(), w.size() > 1 ? "" : "s",
+                                parity[kv.first], b.phase, b.phase == 1 ? "" : "s", b.expected - b.pending, b.expected);
+        if (b.pending == 0 && b.tx > 0) {
+            s += emu_fmt(". Every arrival came, but %lld bytes it expects never landed: the bytes announced by "
+                         "arrive.expect_tx are more than its copies deliver", b.tx);
+        } else {
+            std::vector<int> missing, came = b.arrivers;
+            std::sort(came.begin(), came.end());
+            for (int x : ever(b)) if (!std::binary_search(came.begin(), came.end(), x)) missing.push_back(x);
+            if (missing.empty() && came.empty()) s += ". Nothing has arrived on it in this block yet";
+            else if (!missing.empty()) {
+                s += ". Not arrived in this phase, of those that arrived in earlier ones: " + whereabouts(missing);
+                /* a cycle: the missing side waits on a barrier that only the waiters here arrive on */
+                for (int x : missing) {
+                    const emu::Fiber &f = emu::core.fibers[x];
+                    if (f.state == emu::DONE || !f.wait_what || strcmp(f.wait_what, "mbarrier.try_wait")) continue;
+                    auto jt = emu_blk->mbar.find((uint32_t)f.wait_arg);
+                    if (jt == emu_blk->mbar.end()) continue;
+                    bool ours = false;
+                    for (int y : w) ours = ours || jt->second.ever[y];
+                    if (ours) {
+                        s += ". So each side waits for the other (" + emu_mbar_words((uint32_t)f.wait_arg) +
+                             " gets its arrivals from " + who + ")";
+                        break;
+                    }
+                }
+            }
+        }
+        int passed = 0;
+        for (int x : w) passed = std::max(passed, b.passes[x]);
+        if ((int)b.phase > passed + 1) {
+            s += emu_fmt(". It ran ahead of its waiters: %u phases completed, and they passed %d wait%s on it, so the "
+                         "phase they wait for went by", b.phase, passed, passed == 1 ? "" : "s");
+            if (b.last_threads > b.last_warps)
+                s += emu_fmt(": each phase completes with %d arrivals from %d warp%s, for a count of %d (one arrival "
+                             "per lane, where the count asks for one per warp?)", b.last_threads, b.last_warps,
+                             b.last_warps == 1 ? "" : "s", b.expected);
+            else
+                s += ": its arriving side does not wait for them to take each phase (does its own wait for their "
+                     "release pass too early?)";
+        }
+        fprintf(out, "%s\n", s.c_str());
+    }
+    for (auto &kv : emu_blk->mbar)
+        if (kv.second.early >= 0)
+            fprintf(out, "  note: %s passed a wait on %s before that barrier had completed any phase: a wait for parity 1 "
+                         "returns at once there (the phase before the first counts as completed), right for a first "
+                         "wait on a slot that starts free, one phase off anywhere else\n",
+                    emu_threads({kv.second.early}).c_str(), emu_mbar_words(kv.first).c_str());
+    fflush(out);
 }
 /* Runs fn() as grid x nt CUDA threads, one block after another, on the emulator core; `regs`:
  * registers per thread at launch (what setmaxnreg moves). A hang ends the run (EMU FAILED, exit 3). */
@@ -973,6 +1225,12 @@ static bool emu_launch(unsigned grid, int nt, size_t smem, int regs, const std::
     std::unique_ptr<EmuBlockState> blk;
     emu::core.name_wait = emu_wait_name;
     emu::Hooks h;
+    h.on_hang = [] {
+        emu_hang_diagnosis(stderr);
+        printf("EMU FAILED (hang)\n");
+        fflush(stdout);
+        _exit(3);
+    };
     h.block_begin = [&] {
         blk = std::make_unique<EmuBlockState>();
         blk->vc.assign((size_t)nt * emu_nv, 0);
