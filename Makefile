@@ -60,7 +60,7 @@ SM90A_FLAGS := -gencode arch=compute_90a,code=sm_90a
 # reference/ by role: harness/ (command line, runners, grading, diagnoses), cpu/ (the float64 CPU
 # references, FP8 inputs), gpu/ (the unfused baseline, the float64 GPU forward), include/ (what a
 # lesson includes), tools/ (the scripts that make and check the course)
-HARNESS_C := $(addprefix reference/harness/,cli.c grade.c diagnose.c diagnose_bwd.c rng.c) \
+HARNESS_C := $(addprefix reference/harness/,cli.c grade.c diagnose.c diagnose_bwd.c rng.c serving.c) \
              $(addprefix reference/cpu/,cpu_reference.c fp8.c cpu_reference_bwd.c)
 HARNESS_H := $(wildcard reference/*/*.h)
 HARNESS_C_OBJ := $(addprefix build/host/,$(notdir $(HARNESS_C:.c=.o)))

@@ -82,6 +82,45 @@ typedef struct {
                                1 <= seqlens_kv[b] <= N_kv; rows past it hold NaN. With causal, query i
                                of N sees keys j <= seqlens_kv[b] - N + i (aligned to the end of the cache) */
     attn_fp8 fp8;           /* dtype DTYPE_E4M3 only (O is then bf16); zeros otherwise */
+    /* A paged KV cache (lessons that declare LESSON_PAGED_KV; PagedAttention, Kwon et al. 2023, in
+     * the layout of vLLM and FlashAttention's kvcache interface). block_table NULL: K and V as above.
+     * Otherwise K and V are each one pool of num_pages pages of page_size keys,
+     *   K, V        : [num_pages, page_size, H_kv, d]
+     *   block_table : [B, max_pages] device ints, entry (b, p) = the pool page holding keys
+     *                 p * page_size .. p * page_size + page_size - 1 of sequence b,
+     * so key j of sequence b, K/V head h_kv, lies at
+     *   K + ((block_table[b * max_pages + j / page_size] * page_size + j % page_size) * H_kv + h_kv) * d
+     * (V likewise). Q, O, L, N, H_kv, seqlens_kv and causal mean what they mean above: sequence b
+     * has seqlens_kv[b] keys (N_kv when seqlens_kv is NULL) in its first ceil(len / page_size)
+     * entries, max_pages = ceil(N_kv / page_size). The pages of a sequence lie anywhere in the pool,
+     * in any order; no page belongs to two sequences; the entries past a sequence's pages, the rows
+     * past its length in its last page and the pages no sequence uses are not part of the cache
+     * (the harness points those entries at a page of NaN, and fills those rows and pages with NaN).
+     * page_size is a power of two, 8 .. 1024; attention_serving.h checks a table. Every lesson that
+     * does not declare LESSON_PAGED_KV gets NULL and zeros here. */
+    const int *block_table;
+    int page_size;          /* keys per page */
+    int max_pages;          /* entries per sequence in block_table */
+    int num_pages;          /* pages in the pool */
+    /* A packed batch (lessons that declare LESSON_VARLEN; FlashAttention-2/3's varlen interface).
+     * cu_seqlens_q NULL: every layout as above. Otherwise the B sequences are packed without padding:
+     *   Q, O        : [total_q, H, d]     token t of the batch, head h at (t * H + h) * d
+     *   K, V        : [total_k, H_kv, d]  token t, K/V head h_kv at (t * H_kv + h_kv) * d
+     *   L           : [H, total_q] fp32   head h, token t at h * total_q + t (FlashAttention-2/3's
+     *                 varlen logsumexp: one head's rows contiguous, whatever the lengths)
+     *   cu_seqlens_q, cu_seqlens_k : [B + 1] device ints, offsets into the packed tokens: sequence b's
+     *                 queries are tokens cu_seqlens_q[b] .. cu_seqlens_q[b + 1] - 1 and its keys tokens
+     *                 cu_seqlens_k[b] .. cu_seqlens_k[b + 1] - 1; cu_seqlens[0] = 0, every sequence
+     *                 has at least one query and one key, cu_seqlens_q[B] = total_q, cu_seqlens_k[B] = total_k.
+     * A sequence's query and key counts may differ (chunked prefill: its seqlen_q new queries are the
+     * last seqlen_q of its seqlen_k keys). With causal, query i of sequence b sees its keys
+     * j <= seqlen_k - seqlen_q + i (aligned bottom-right, as with seqlens_kv above; j <= i when the
+     * counts are equal), so causal needs seqlen_k >= seqlen_q. N and N_kv hold max_seqlen_q and
+     * max_seqlen_k; H_kv divides H as above; seqlens_kv and block_table are NULL. attention_serving.h
+     * checks the offsets. Every lesson that does not declare LESSON_VARLEN gets NULL and zeros here. */
+    const int *cu_seqlens_q, *cu_seqlens_k;
+    int max_seqlen_q, max_seqlen_k; /* the most queries, and keys, of one sequence */
+    int total_q, total_k;           /* tokens of the packed Q (and O), and of the packed K and V */
 } attn_args;
 
 /* Flags a lesson declares in lesson_info.flags. */
@@ -91,7 +130,15 @@ enum {
     LESSON_ATOMIC_ACCUMULATION = 1u << 0,
     /* attention_forward accepts N_kv != N, H_kv < H (grouped-query attention) and per-sequence
      * KV lengths (seqlens_kv); the harness refuses those options for every other lesson. */
-    LESSON_DECODE = 1u << 1
+    LESSON_DECODE = 1u << 1,
+    /* attention_forward reads K and V through a block table (a paged KV cache: block_table above)
+     * as well as contiguously. Declared with LESSON_DECODE: a paged cache holds decode shapes. The
+     * harness refuses --paged for every other lesson. */
+    LESSON_PAGED_KV = 1u << 2,
+    /* attention_forward takes packed batches of sequences of different lengths (cu_seqlens_q,
+     * cu_seqlens_k above) as well as rectangular ones. The harness refuses --varlen and --seqlens
+     * for every other lesson. */
+    LESSON_VARLEN = 1u << 3
 };
 
 /* What a GPU lesson declares about itself; the harness refuses the rest clearly. */
