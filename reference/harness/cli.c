@@ -1,8 +1,11 @@
 #include "cli.h"
 #include "attention.h"
 #include "attention_ranks.h"
+#include "attention_serving.h"
+#include "serving.h"
 #include <errno.h>
 #include <getopt.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -60,9 +63,10 @@ void print_usage(const char *prog, int cpu_lesson) {
            "      --bench-only   time only, no grading\n"
            "      --csv          print one machine-readable row at the end\n"
            "      --fuzz K       grade K random valid shapes (B, H, N, d, causal, dtype; decode\n"
-           "                     shapes too for lesson 12) instead of the case matrix; implies\n"
-           "                     --check-only\n"
-           "  Decode shapes (lesson 12 only; K and V are [B, H_kv, N_kv, d], Q and O [B, H, N, d]):\n"
+           "                     shapes too for lesson 12, paged and packed ones for a lesson\n"
+           "                     that declares them) instead of the case matrix; implies --check-only\n"
+           "  Decode shapes (lesson 12, and a lesson that reads a paged KV cache; K and V are\n"
+           "  [B, H_kv, N_kv, d], Q and O [B, H, N, d]):\n"
            "      --kv-seq N_kv  keys in the KV cache per sequence, 1..%d (default: N; lesson 12\n"
            "                     with no shape option times N=%d queries against N_kv=%d)\n"
            "      --kv-heads H_kv  K/V heads, a divisor of H: query head h reads K/V head\n"
@@ -77,6 +81,24 @@ void print_usage(const char *prog, int cpu_lesson) {
            "      --hadamard     rotate Q and K along d by the Hadamard matrix before quantizing\n"
            "                     (incoherent processing)\n"
            "      --outliers     inputs N(0, 1) with 0.1%% of them x10 (the matrix has such a case)\n"
+           "  Serving layouts (only a lesson that declares them in its LESSON flags; every other\n"
+           "  lesson refuses them):\n"
+           "      --paged P      a paged KV cache (LESSON_PAGED_KV): K and V each one pool of pages of\n"
+           "                     P keys, [num_pages, P, H_kv, d], read through a block table\n"
+           "                     [B, max_pages]; P a power of two in %d..%d. Takes the decode shape\n"
+           "                     options above; the pool's pages are shuffled, and its spare pages and\n"
+           "                     the rows past each sequence's length hold NaN\n"
+           "      --varlen MAX   a packed batch (LESSON_VARLEN): Q, O [total_q, H, d], K, V\n"
+           "                     [total_k, H_kv, d], L [H, total_q], cu_seqlens offsets; lengths drawn\n"
+           "                     log-uniform in 1..MAX (MAX 1..%d) from the seed until they hold\n"
+           "                     B x N tokens (-b, -n; default %d x %d, H %d, d %d), at most %d\n"
+           "                     sequences\n"
+           "      --seqlens L    a packed batch of the lengths L = LEN,LEN,... (each 1..%d, at\n"
+           "                     most %d of them; the list is the batch: no -b, -n); an item\n"
+           "                     LEN_Q:LEN_K is a chunk of LEN_Q new queries after LEN_K - LEN_Q\n"
+           "                     cached keys\n"
+           "    With --causal a packed sequence's query i sees keys j <= seqlen_k - seqlen_q + i\n"
+           "    (aligned bottom-right, as decode shapes are), so LEN_K must be >= LEN_Q.\n"
            "  Ranks (lesson 15 only, the ring):\n"
            "      --ranks P      the ring's ranks where they are virtual (all on one GPU), 1..%d\n"
            "                     (default: every case graded on %s ranks in turn, then timed on\n"
@@ -85,7 +107,8 @@ void print_usage(const char *prog, int cpu_lesson) {
            "Exit status: 0 pass, 1 failed, 2 usage, 3 not implemented, 4 no GPU,\n"
            "5 CUDA error, 6 timeout, 7 out of memory.\n",
            prog, BENCH_B, BENCH_H, BENCH_N, BENCH_D, MAX_B, MAX_H, MAX_N, MAX_REPS, MAX_N, DECODE_BENCH_N,
-           DECODE_BENCH_NKV, FP8_BLOCK_ROWS, ATTN_MAX_RANKS, graded_text, graded[0]);
+           DECODE_BENCH_NKV, FP8_BLOCK_ROWS, ATTN_PAGE_MIN, ATTN_PAGE_MAX, MAX_N, VARLEN_BENCH_B, VARLEN_BENCH_N,
+           VARLEN_BENCH_H, VARLEN_BENCH_D, MAX_B, MAX_N, MAX_B, ATTN_MAX_RANKS, graded_text, graded[0]);
 }
 
 int parse_options(int argc, char **argv, options *o, char *err, size_t errlen) {
@@ -96,7 +119,7 @@ int parse_options(int argc, char **argv, options *o, char *err, size_t errlen) {
     o->seed %= 1000000007ULL; /* short enough to retype */
 
     enum { OPT_WARMUP = 1000, OPT_TIMEOUT, OPT_CHECK, OPT_BENCH, OPT_CSV, OPT_FUZZ, OPT_KV_SEQ, OPT_KV_HEADS,
-           OPT_RAGGED, OPT_QUANT, OPT_HADAMARD, OPT_OUTLIERS, OPT_RANKS };
+           OPT_RAGGED, OPT_QUANT, OPT_HADAMARD, OPT_OUTLIERS, OPT_RANKS, OPT_PAGED, OPT_VARLEN, OPT_SEQLENS };
     static const struct option longopts[] = {
         {"batch", required_argument, 0, 'b'}, {"heads", required_argument, 0, 'H'},
         {"seq", required_argument, 0, 'n'},   {"dim", required_argument, 0, 'd'},
@@ -112,6 +135,8 @@ int parse_options(int argc, char **argv, options *o, char *err, size_t errlen) {
         {"quant", required_argument, 0, OPT_QUANT}, {"hadamard", no_argument, 0, OPT_HADAMARD},
         {"outliers", no_argument, 0, OPT_OUTLIERS},
         {"ranks", required_argument, 0, OPT_RANKS},
+        {"paged", required_argument, 0, OPT_PAGED}, {"varlen", required_argument, 0, OPT_VARLEN},
+        {"seqlens", required_argument, 0, OPT_SEQLENS},
         {0, 0, 0, 0}};
     optind = 1;
     opterr = 0;
@@ -147,6 +172,34 @@ int parse_options(int argc, char **argv, options *o, char *err, size_t errlen) {
         case OPT_HADAMARD: o->hadamard = 1; o->given |= GIVEN_FP8; break;
         case OPT_OUTLIERS: o->outliers = 1; o->given |= GIVEN_FP8; break;
         case OPT_RANKS: RANGE("--ranks", 1, ATTN_MAX_RANKS, o->ranks); break;
+        case OPT_PAGED:
+            if (parse_long(optarg, ATTN_PAGE_MIN, ATTN_PAGE_MAX, &v) || !attn_page_size_valid((int)v)) {
+                snprintf(err, errlen, "--paged '%s' is not valid: expected keys per page, a power of two in %d..%d "
+                         "(8, 16, 32, 64, 128, 256, 512 or 1024)", optarg, ATTN_PAGE_MIN, ATTN_PAGE_MAX);
+                return 2;
+            }
+            o->page_size = (int)v;
+            o->shape_given = 1;
+            o->given |= GIVEN_PAGED;
+            break;
+        case OPT_VARLEN:
+            RANGE("--varlen", 1, MAX_N, o->varlen_max);
+            o->shape_given = 1;
+            o->given |= GIVEN_VARLEN;
+            break;
+        case OPT_SEQLENS: {
+            char why[400];
+            const int n = parse_seqlens(optarg, o->seqlen_q, o->seqlen_k, MAX_B, MAX_N, why, sizeof why);
+            if (n < 0) {
+                snprintf(err, errlen, "--seqlens '%.60s%s' is not valid: %s", optarg, strlen(optarg) > 60 ? "..." : "",
+                         why);
+                return 2;
+            }
+            o->n_seqs = n;
+            o->shape_given = 1;
+            o->given |= GIVEN_VARLEN;
+            break;
+        }
         case 't':
             o->dtype = dtype_from_name(optarg);
             if (o->dtype < 0) {
@@ -198,6 +251,10 @@ int parse_options(int argc, char **argv, options *o, char *err, size_t errlen) {
         snprintf(err, errlen, "--fuzz draws its own shapes: it excludes --bench-only and the shape options");
         return 2;
     }
+    if (o->varlen_max && o->n_seqs) {
+        snprintf(err, errlen, "--varlen draws the lengths of a packed batch and --seqlens gives them: give one of them");
+        return 2;
+    }
     if (o->check_only && o->bench_only) {
         snprintf(err, errlen, "--check-only and --bench-only exclude each other");
         return 2;
@@ -230,5 +287,67 @@ int resolve_shape(options *o, int decode, char *err, size_t errlen) {
                  o->N);
         return 2;
     }
+    return 0;
+}
+
+int resolve_varlen(options *o, int default_d, char *err, size_t errlen) {
+    if (o->given & (GIVEN_NKV | GIVEN_RAGGED)) {
+        snprintf(err, errlen, "--kv-seq and --ragged are decode options: a packed batch (--varlen, --seqlens) gives each "
+                 "sequence its own key count (--seqlens LEN_Q:LEN_K items; --varlen draws as many keys as queries)");
+        return 2;
+    }
+    if (o->given & GIVEN_PAGED) {
+        snprintf(err, errlen, "--paged does not combine with --varlen or --seqlens: --paged takes decode shapes (K and V "
+                 "[num_pages, page_size, H_kv, d]), a packed batch's K and V are [total_k, H_kv, d]");
+        return 2;
+    }
+    if (o->n_seqs && (o->given & (GIVEN_B | GIVEN_N))) {
+        snprintf(err, errlen, "--seqlens is the batch (B = the number of its items, the lengths its items): leave out -b "
+                 "and -n, or draw the lengths with --varlen MAX -b B -n N (until B x N tokens)");
+        return 2;
+    }
+    if (!o->n_seqs) {
+        if (!(o->given & GIVEN_B)) o->B = VARLEN_BENCH_B;
+        if (!(o->given & GIVEN_N)) o->N = VARLEN_BENCH_N;
+        const long tokens = (long)o->B * o->N;
+        const int n = varlen_draw(o->varlen_max, tokens, o->seed, o->seqlen_q, MAX_B);
+        if (n < 0) {
+            snprintf(err, errlen, "--varlen %d with -b %d -n %d (%ld tokens) draws more than %d sequences: give a larger "
+                     "--varlen or fewer tokens (-b x -n)", o->varlen_max, o->B, o->N, tokens, MAX_B);
+            return 2;
+        }
+        o->n_seqs = n;
+        memcpy(o->seqlen_k, o->seqlen_q, sizeof(int) * (size_t)n);
+    }
+    if (!(o->given & GIVEN_H)) o->H = VARLEN_BENCH_H;
+    if (!(o->given & GIVEN_D)) o->d = default_d;
+    if (!(o->given & GIVEN_HKV)) o->H_kv = o->H;
+    if (o->H % o->H_kv != 0) {
+        snprintf(err, errlen, "--kv-heads %d does not divide --heads %d: grouped-query attention shares each K/V head "
+                 "among H / H_kv query heads (query head h reads K/V head h / (H / H_kv)); give a divisor of %d",
+                 o->H_kv, o->H, o->H);
+        return 2;
+    }
+    long total_q = 0, total_k = 0;
+    o->N = o->N_kv = 0;
+    for (int b = 0; b < o->n_seqs; ++b) {
+        if (o->causal && o->seqlen_k[b] < o->seqlen_q[b]) {
+            snprintf(err, errlen, "--causal with --seqlens item %d, %d:%d (queries:keys): causal query i sees keys "
+                     "j <= seqlen_k - seqlen_q + i (aligned bottom-right), so its first queries would see none; give "
+                     "LEN_K >= LEN_Q", b + 1, o->seqlen_q[b], o->seqlen_k[b]);
+            return 2;
+        }
+        total_q += o->seqlen_q[b];
+        total_k += o->seqlen_k[b];
+        if (o->seqlen_q[b] > o->N) o->N = o->seqlen_q[b];
+        if (o->seqlen_k[b] > o->N_kv) o->N_kv = o->seqlen_k[b];
+    }
+    if (total_q > INT_MAX || total_k > INT_MAX) {
+        snprintf(err, errlen, "the packed batch holds %ld queries and %ld keys: cu_seqlens are ints, so each total must "
+                 "be at most %d", total_q, total_k, INT_MAX);
+        return 2;
+    }
+    o->B = o->n_seqs;
+    o->ragged = 0;
     return 0;
 }

@@ -11,6 +11,7 @@
 #include "cuda_check.h"
 extern "C" {
 #include "rng.h"
+#include "serving.h"
 }
 
 /* Defined by a lesson that runs over ranks only (attention_ranks.h): weak, so that every other
@@ -30,7 +31,9 @@ bool is_decode(const shape_case &c0) {
     return c.N_kv != c.N || c.H_kv != c.H || c.ragged;
 }
 
-bool decode_lesson() { return (LESSON.flags & LESSON_DECODE) != 0; }
+bool decode_lesson() { return (LESSON.flags & (LESSON_DECODE | LESSON_PAGED_KV)) != 0; }
+bool paged_lesson() { return (LESSON.flags & LESSON_PAGED_KV) != 0; }
+bool varlen_lesson() { return (LESSON.flags & LESSON_VARLEN) != 0; }
 
 bool fp8_lesson() { return (LESSON.dtypes & DTYPE_BIT(DTYPE_E4M3)) != 0; }
 
@@ -96,7 +99,23 @@ int runner_options(int argc, char **argv, options &o, const char *causal_from, c
                 LESSON.number);
         return EXIT_USAGE;
     }
-    if (resolve_shape(&o, decode_lesson(), err, sizeof err)) { fprintf(stderr, "%s: %s\n", prog, err); return EXIT_USAGE; }
+    if ((o.given & GIVEN_PAGED) && !paged_lesson()) {
+        fprintf(stderr, "%s: lesson %02d does not read a paged KV cache (--paged PAGE_SIZE, a power of two in %d..%d): its "
+                "kernel reads K and V as [B, H_kv, N_kv, d]; only a lesson that declares LESSON_PAGED_KV takes it\n",
+                prog, LESSON.number, ATTN_PAGE_MIN, ATTN_PAGE_MAX);
+        return EXIT_USAGE;
+    }
+    if ((o.given & GIVEN_VARLEN) && !varlen_lesson()) {
+        fprintf(stderr, "%s: lesson %02d does not take packed batches (--varlen, --seqlens): its kernel takes B "
+                "sequences of N tokens ([B, H, N, d]); only a lesson that declares LESSON_VARLEN takes them\n", prog,
+                LESSON.number);
+        return EXIT_USAGE;
+    }
+    const int shape_rc = (o.given & GIVEN_VARLEN)
+                             ? resolve_varlen(&o, lesson_supports_d(VARLEN_BENCH_D) ? VARLEN_BENCH_D : LESSON.head_dims[0],
+                                              err, sizeof err)
+                             : resolve_shape(&o, decode_lesson(), err, sizeof err);
+    if (shape_rc) { fprintf(stderr, "%s: %s\n", prog, err); return EXIT_USAGE; }
     if (o.dtype >= 0 && !(LESSON.dtypes & DTYPE_BIT(o.dtype))) {
         fprintf(stderr, "%s: --dtype %s is not supported by lesson %02d: expected one of %s\n", prog,
                 dtype_name(o.dtype), LESSON.number, lesson_dtypes().c_str());

@@ -40,8 +40,13 @@ struct shape_case {
 shape_case normalized(shape_case c);
 /* A shape only a decode lesson takes: N_kv != N, grouped heads (H_kv < H), or ragged lengths. */
 bool is_decode(const shape_case &c);
-/* The lesson declares LESSON_DECODE (lesson 12). */
+/* The lesson declares LESSON_DECODE (lesson 12), or LESSON_PAGED_KV, which comes with the decode
+ * shapes. */
 bool decode_lesson();
+/* The lesson declares LESSON_PAGED_KV: --paged and the paged cases are its. */
+bool paged_lesson();
+/* The lesson declares LESSON_VARLEN: --varlen, --seqlens and the packed cases are its. */
+bool varlen_lesson();
 /* The lesson declares DTYPE_E4M3 (lesson 14): the FP8 options and the outlier case are its. */
 bool fp8_lesson();
 /* The lesson runs over ranks: it defines attention_set_ranks (attention_ranks.h; lesson 15's
@@ -57,10 +62,11 @@ std::string lesson_dtypes();    /* "fp16, bf16" */
 
 /* Parses the command line and checks it against what LESSON declares, in this order: --causal
  * (`causal_from` names the lesson where causal masking starts), the decode options (refused,
- * naming lesson 12, unless LESSON_DECODE), the FP8 options (naming lesson 14, unless the lesson
- * takes e4m3), --ranks (naming lesson 15, unless ranks_lesson), the shape (resolve_shape: a decode lesson's defaults,
- * H_kv dividing H, causal N_kv >= N), --dtype, --dim (always checked for a decode lesson, whose
- * default d is its own). --help prints the usage and then `help_note` (NULL: nothing).
+ * naming lesson 12, unless decode_lesson), the FP8 options (naming lesson 14, unless the lesson
+ * takes e4m3), --ranks (naming lesson 15, unless ranks_lesson), --paged (unless paged_lesson),
+ * --varlen and --seqlens (unless varlen_lesson), the shape (resolve_varlen for a packed batch;
+ * else resolve_shape: a decode lesson's defaults, H_kv dividing H, causal N_kv >= N), --dtype,
+ * --dim (always checked for a decode lesson, whose default d is its own). --help prints the usage and then `help_note` (NULL: nothing).
  * Returns -1 when the runner should go on, else the exit status (0 after --help, EXIT_USAGE
  * after a message "<prog>: ..." naming the option and its valid values). */
 int runner_options(int argc, char **argv, options &o, const char *causal_from, const char *help_note);

@@ -27,6 +27,13 @@ Test(cli, valid_values_are_taken) {
     cr_assert_eq(o.ranks, 0, "--ranks not given: 0 (the lesson's own)");
     cr_assert_eq(parse(&o, err, "--ranks", "3"), 0);
     cr_assert_eq(o.ranks, 3);
+    cr_assert_eq(parse(&o, err, "--paged", "64"), 0);
+    cr_assert(o.page_size == 64 && o.shape_given && (o.given & GIVEN_PAGED));
+    cr_assert_eq(parse(&o, err, "--seqlens", "16:200,7"), 0);
+    cr_assert(o.n_seqs == 2 && o.seqlen_q[0] == 16 && o.seqlen_k[0] == 200 && o.seqlen_k[1] == 7 &&
+              (o.given & GIVEN_VARLEN) && o.shape_given);
+    cr_assert_eq(parse(&o, err, "--varlen", "4096"), 0);
+    cr_assert(o.varlen_max == 4096 && o.n_seqs == 0 && (o.given & GIVEN_VARLEN));
 }
 
 struct bad { const char *opt, *val, *expect; };
@@ -39,6 +46,10 @@ static const struct bad BAD[] = {
     {"--timeout", "0", "0.1..3600"},   {"--timeout", "nan", "0.1..3600"},
     {"--seed", "-1", "0.."},           {"--warmup", "5000", "0..1000"},
     {"--ranks", "0", "1..8"},          {"--ranks", "9", "1..8"},
+    {"--paged", "100", "a power of two in 8..1024"}, {"--paged", "4", "a power of two in 8..1024"},
+    {"--paged", "2048", "a power of two in 8..1024"}, {"--paged", "x", "a power of two in 8..1024"},
+    {"--varlen", "0", "1..1048576"},   {"--seqlens", "12,,4", "1..1048576"},
+    {"--seqlens", "0", "1..1048576"},  {"--seqlens", "3:0", "1..1048576"},
 };
 
 Test(cli, bad_values_are_refused_with_the_range) {

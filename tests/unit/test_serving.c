@@ -1,11 +1,13 @@
 /* The serving layouts without a GPU (attention.h: a paged KV cache, packed batches): the checks a
  * lesson may call too (attention_serving.h), the page map the harness draws and its scatter, the
- * lengths of a packed batch drawn or listed, and the sentence naming the wrong sequences. */
+ * lengths of a packed batch drawn or listed, the sentence naming the wrong sequences, and the
+ * packed batch on the command line (resolve_varlen). */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include "attention_serving.h"
+#include "cli.h"
 #include "serving.h"
 
 Test(serving, page_sizes) {
@@ -221,4 +223,53 @@ Test(serving, describe_sequences) {
     const long partly[5] = {4, 0, 4, 0, 4}, bad2[5] = {0, 0, 2, 0, 0};
     cr_assert_eq(describe_sequences(out, sizeof out, bad2, partly, 5), 1, "sequences with no graded row are left out");
     cr_assert_str_eq(out, "only sequence 2 is wrong (2 of its 4 graded rows), the other 2 sequences graded are right");
+}
+
+/* The packed batch on the command line: parse_options, then resolve_varlen. */
+static int varlen_cli(options *o, char *err, int argc, const char *const *args) {
+    char *argv[16] = {"lesson16"};
+    for (int k = 0; k < argc; ++k) argv[k + 1] = (char *)args[k];
+    int rc = parse_options(argc + 1, argv, o, err, 512);
+    return rc ? rc : resolve_varlen(o, 128, err, 512);
+}
+
+Test(serving, command_line_packed_batches) {
+    static options o; /* 32 KiB of lengths: not on Criterion's stack */
+    char err[512];
+    const char *a1[] = {"--seqlens", "16:200,1,100", "--causal", "-H", "8", "--kv-heads", "2"};
+    cr_assert_eq(varlen_cli(&o, err, 7, a1), 0, "%s", err);
+    cr_assert(o.B == 3 && o.N == 100 && o.N_kv == 200 && o.H == 8 && o.H_kv == 2 && o.d == 128 && o.shape_given);
+    cr_assert(o.seqlen_q[0] == 16 && o.seqlen_k[0] == 200 && o.seqlen_k[1] == 1);
+    const char *a2[] = {"--varlen", "300", "-b", "4", "-n", "200", "--seed", "9"};
+    cr_assert_eq(varlen_cli(&o, err, 8, a2), 0, "%s", err);
+    long tokens = 0;
+    for (int b = 0; b < o.B; ++b) {
+        tokens += o.seqlen_q[b];
+        cr_assert(o.seqlen_q[b] == o.seqlen_k[b] && o.seqlen_q[b] <= 300);
+    }
+    cr_assert_eq(tokens, 800, "--varlen draws until B x N tokens");
+    cr_assert(o.H == VARLEN_BENCH_H && o.H_kv == VARLEN_BENCH_H);
+    const char *a3[] = {"--varlen", "16384"};
+    cr_assert_eq(varlen_cli(&o, err, 2, a3), 0, "%s", err);
+    tokens = 0;
+    for (int b = 0; b < o.B; ++b) tokens += o.seqlen_q[b];
+    cr_assert_eq(tokens, (long)VARLEN_BENCH_B * VARLEN_BENCH_N);
+    const struct { int argc; const char *args[6]; const char *expect; } BAD[] = {
+        {3, {"--seqlens", "10:5", "--causal"}, "give LEN_K >= LEN_Q"},
+        {4, {"--seqlens", "5,6", "-b", "2"}, "--seqlens is the batch"},
+        {4, {"--seqlens", "5,6", "-n", "2"}, "--seqlens is the batch"},
+        {4, {"--varlen", "100", "--paged", "16"}, "--paged does not combine with --varlen or --seqlens"},
+        {4, {"--varlen", "100", "--kv-seq", "16"}, "--kv-seq and --ragged are decode options"},
+        {3, {"--varlen", "100", "--ragged"}, "--kv-seq and --ragged are decode options"},
+        {4, {"--varlen", "100", "--seqlens", "5"}, "give one of them"},
+        {6, {"--varlen", "2", "-b", "4096", "-n", "4096"}, "draws more than 4096 sequences"},
+        {6, {"--seqlens", "5,6", "-H", "8", "--kv-heads", "3"}, "--kv-heads 3 does not divide --heads 8"},
+        {2, {"--varlen", "0"}, "--varlen '0' is not valid: expected an integer in 1..1048576"},
+        {4, {"--fuzz", "3", "--varlen", "9"}, "--fuzz draws its own shapes"},
+    };
+    for (size_t t = 0; t < sizeof BAD / sizeof BAD[0]; ++t) {
+        err[0] = '\0';
+        cr_assert_eq(varlen_cli(&o, err, BAD[t].argc, BAD[t].args), 2, "case %zu accepted", t);
+        cr_assert(strstr(err, BAD[t].expect), "case %zu: %s", t, err);
+    }
 }
