@@ -69,10 +69,12 @@ vpath %.c reference/harness reference/cpu
 vpath %.cu reference/harness reference/gpu
 # What every GPU binary links (runner_main: main, the runner skeleton; the grading pieces,
 # options, cases, CSV, device report, timing, watchdog, poison), plus its runner kind: forward
-# (runner_attention: forward and decode) or backward (runner_backward), from its descriptor.
-HARNESS_CU_COMMON := $(filter-out %/runner_attention.cu %/runner_backward.cu,$(wildcard reference/harness/runner_*.cu))
+# (runner_attention: forward and decode, with the serving layouts of runner_serving and
+# runner_varlen) or backward (runner_backward), from its descriptor.
+HARNESS_FWD_CU := $(addprefix reference/harness/,runner_attention.cu runner_serving.cu runner_varlen.cu)
+HARNESS_CU_COMMON := $(filter-out $(HARNESS_FWD_CU) %/runner_backward.cu,$(wildcard reference/harness/runner_*.cu))
 HARNESS_CU_COMMON_OBJ := $(addprefix $(BUILD)/,$(notdir $(HARNESS_CU_COMMON:.cu=.o)))
-HARNESS_CU_OBJ := $(HARNESS_CU_COMMON_OBJ) $(BUILD)/runner_attention.o
+HARNESS_CU_OBJ := $(HARNESS_CU_COMMON_OBJ) $(addprefix $(BUILD)/,$(notdir $(HARNESS_FWD_CU:.cu=.o)))
 HARNESS_BWD_CU_OBJ := $(HARNESS_CU_COMMON_OBJ) $(BUILD)/runner_backward.o
 HARNESS_ALL_CU_OBJ := $(HARNESS_CU_OBJ) $(BUILD)/runner_backward.o
 

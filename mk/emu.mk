@@ -15,7 +15,7 @@ EMU_ARG = $(if $(filter 1,$(EMU_QUICK)),quick,)
 HOSTSIM_CXX = $(EMU_CXX) -O2 -std=c++17 -fopenmp -w -I$(CUDA_INC) $(REF_INC)
 HOSTSIM_COMMON := $(addprefix build/hostsim/,runner_main.o runner_grade.o runner_common.o runner_buffers.o fake_device.o fake_cuda.o) \
   $(HARNESS_C_OBJ)
-HOSTSIM_FWD_OBJ := build/hostsim/runner_attention.o $(HOSTSIM_COMMON)
+HOSTSIM_FWD_OBJ := $(addprefix build/hostsim/,runner_attention.o runner_serving.o runner_varlen.o) $(HOSTSIM_COMMON)
 HOSTSIM_OBJ := build/hostsim/runner_backward.o $(HOSTSIM_COMMON)
 HOSTSIM_HAVE_CUDA := $(wildcard $(CUDA_INC)/cuda_runtime_api.h)
 build/hostsim/%.o: %.cu $(HARNESS_H)

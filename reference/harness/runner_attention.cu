@@ -9,6 +9,15 @@
  * queries aligned to the end of the cache. Their timing reports the bandwidth at which K and V
  * were read next to this GPU's device-to-device copy, measured in the same run.
  *
+ * Lessons that declare LESSON_PAGED_KV also get decode shapes whose K and V lie in a paged KV
+ * cache (attention.h, block_table; --paged): the same K and V are drawn, then scattered into a
+ * pool of pages in an order drawn from the case seed (a sequence's neighbouring pages are not
+ * neighbours in the pool), with spare pages, and the rows past each sequence's length in its
+ * last page, NaN; the table is checked (attn_check_paged) before the lesson sees it, and the
+ * float64 reference reads the contiguous K and V. A failure names the sequences and what their
+ * rows match (runner_serving.cu). Lessons that declare LESSON_VARLEN also get packed batches,
+ * problems of their own (runner_varlen.cu), which the kinds below hand those cases to.
+ *
  * Lessons that declare DTYPE_E4M3 (lesson 14) get FP8 inputs in that dtype (attention.h,
  * attn_fp8; fp8.h): Q, K, V drawn in float (the outlier case: 0.1% of them x10), Q and K rotated
  * by the Hadamard matrix with --hadamard, quantized per block of FP8_BLOCK_ROWS rows (or per
@@ -28,6 +37,7 @@
 #include "runner_common.h"
 #include "runner_grade.h"
 #include "runner_main.h"
+#include "runner_serving.h"
 extern "C" {
 #include "cli.h"
 #include "cpu_reference.h"
@@ -56,9 +66,16 @@ struct Problem : problem_core {
     std::vector<uint8_t> codes[3];
     std::vector<float> descale[3];
     guarded_buf scales[3];
+    /* A paged KV cache (c.page_size > 0): in[1], in[2] hold the K and V pools [num_pages,
+     * page_size, H_kv, d] and pool[0], pool[1] their values as uploaded (K, V scattered through
+     * the page map; NaN where no key is); the block table [B, max_pages] on the device in table. */
+    page_map pages;
+    std::vector<float> pool[2];
+    guarded_buf table;
+    size_t npool; /* elements of each pool */
     attn_args args;
 };
-static const int N_BUFFERS = 5; /* guarded arrays per problem, for the memory count (+1 when ragged, +3 FP8) */
+static const int N_BUFFERS = 5; /* guarded arrays per problem, for the memory count (+1 when ragged or paged, +3 FP8) */
 
 static Problem &fwd(problem_core &p) { return static_cast<Problem &>(p); }
 static const Problem &fwd(const problem_core &p) { return static_cast<const Problem &>(p); }
@@ -88,6 +105,15 @@ static void upload(Problem &p, int which) {
     if (p.dt == DTYPE_E4M3) {
         guarded_upload(&p.in[which], p.codes[which].data());
         guarded_upload(&p.scales[which], p.descale[which].data());
+        return;
+    }
+    if (which > 0 && is_paged(p.c)) { /* K, V: their pools */
+        std::vector<float> &pool = p.pool[which - 1];
+        pool.resize(p.npool);
+        page_map_scatter(&p.pages, input(p, which).data(), p.seqlens.data(), p.c.H_kv, p.c.N_kv, p.c.d, pool.data());
+        std::vector<char> buf(p.npool * esize(p.dt));
+        encode_values(pool.data(), buf.data(), p.npool, p.dt);
+        guarded_upload(&p.in[which], buf.data());
         return;
     }
     const std::vector<float> &X = input(p, which);
@@ -150,6 +176,28 @@ static void fill_inputs_on_host(Problem &p, uint64_t seed) {
 static void fill_inputs_on_device(Problem &p, uint64_t seed) {
     const shape_case &c = p.c;
     const int es = esize(p.dt);
+    if (is_paged(c)) { /* the pools: NaN where no key is (spare pages, rows past a length in a last page) */
+        device_fill_random(p.in[0].data, p.n, p.dt, rng_mix(seed, 1), c.qscale, 0);
+        const page_map &m = p.pages;
+        const size_t row = (size_t)c.H_kv * c.d; /* elements of one key row of a page */
+        for (int k = 1; k < 3; ++k) {
+            char *pool = (char *)p.in[k].data;
+            device_fill_random(pool, p.npool, p.dt, rng_mix(seed, 1 + k), 1.f, 0);
+            for (int b = 0; b < c.B; ++b) {
+                const int len = p.seqlens[b], last = (len - 1) / m.page_size, end = (last + 1) * m.page_size;
+                if (len < end)
+                    fill_pattern(pool + page_map_offset(&m, b, len, 0, c.H_kv, c.d) * es, (size_t)(end - len) * row, es,
+                                 nan_of(es), 0);
+            }
+            std::vector<char> used(m.num_pages, 0);
+            for (int b = 0; b < c.B; ++b)
+                for (int pg = 0; pg <= (p.seqlens[b] - 1) / m.page_size; ++pg) used[m.table[(size_t)b * m.max_pages + pg]] = 1;
+            for (int pg = 0; pg < m.num_pages; ++pg)
+                if (!used[pg]) fill_pattern(pool + (size_t)pg * m.page_size * row * es, m.page_size * row, es, nan_of(es), 0);
+        }
+        CUDA_CHECK(cudaDeviceSynchronize());
+        return;
+    }
     device_fill_random(p.in[0].data, p.n, p.dt, rng_mix(seed, 1), c.qscale, 0);
     device_fill_random(p.in[1].data, p.nkv, p.dt, rng_mix(seed, 2), 1.f, 0);
     device_fill_random(p.in[2].data, p.nkv, p.dt, rng_mix(seed, 3), 1.f, 0);
@@ -175,25 +223,49 @@ static Problem *problem_new(const shape_case &c0, dtype_t dt, uint64_t seed, boo
     p.host = host;
     p.n = (size_t)c.B * c.H * c.N * c.d;
     p.nkv = (size_t)c.B * c.H_kv * c.N_kv * c.d;
-    const bool fp8 = dt == DTYPE_E4M3;
+    const bool fp8 = dt == DTYPE_E4M3, paged = is_paged(c);
     const int oes = esize(out_dtype(dt));
-    p.guarded_arrays = N_BUFFERS + (c.ragged ? 1 : 0) + (fp8 ? 3 : 0);
+    p.guarded_arrays = N_BUFFERS + (c.ragged ? 1 : 0) + (paged ? 1 : 0) + (fp8 ? 3 : 0);
     p.launch = launch;
     p.kernels = "the lesson's kernel";
-    /* device: Q, K, V, O, L and their guards (and seqlens_kv); host: Q, K, V in fp32, an upload
-     * buffer and two copies of O, or only the two copies when the device fills the inputs.
-     * Checked first: the fp32 host copies would otherwise fail first, with an uncaught bad_alloc. */
+    p.seqlens = draw_seqlens(c, seed);
+    p.npool = 0;
+    if (paged) { /* the page map, checked as the lesson will get it */
+        if (fp8) {
+            fprintf(stderr, "%s: FP8 inputs (e4m3) in a paged KV cache are not something the harness builds: give "
+                    "--dtype fp16, bf16 or fp32 with --paged\n", runner_prog);
+            exit(EXIT_USAGE);
+        }
+        if (page_map_make(&p.pages, p.seqlens.data(), c.B, c.N_kv, c.page_size, rng_mix(seed, 31))) {
+            fprintf(stderr, "out of memory: %s: the block table of a pool of pages of %d keys does not fit\n",
+                    shape_text(c).c_str(), c.page_size);
+            exit(EXIT_OOM);
+        }
+        char err[600];
+        if (attn_check_paged(p.pages.table, c.ragged ? p.seqlens.data() : NULL, c.B, c.N_kv, c.page_size,
+                             p.pages.max_pages, p.pages.num_pages, err, sizeof err)) {
+            fprintf(stderr, "%s: the lesson is not called with this block table: %s\n", runner_prog, err);
+            exit(EXIT_USAGE);
+        }
+        p.npool = (size_t)p.pages.num_pages * c.page_size * c.H_kv * c.d;
+    }
+    const size_t nkv_dev = paged ? p.npool : p.nkv; /* elements of each of K and V on the device */
+    /* device: Q, K, V, O, L and their guards (and seqlens_kv, block_table); host: Q, K, V in fp32
+     * (and the K, V pools), an upload buffer and two copies of O, or only the two copies when the
+     * device fills the inputs. Checked first: the fp32 host copies would otherwise fail first,
+     * with an uncaught bad_alloc. */
     require_memory(c, dt,
-                   (p.n + 2 * p.nkv) * esize(dt) + p.n * oes + sizeof(float) * (size_t)c.B * c.H * c.N +
+                   (p.n + 2 * nkv_dev) * esize(dt) + p.n * oes + sizeof(float) * (size_t)c.B * c.H * c.N +
                        N_BUFFERS * 2 * GUARD_BYTES + (c.ragged ? 2 * GUARD_BYTES + 4 * (size_t)c.B : 0) +
+                       (paged ? 2 * GUARD_BYTES + 4 * (size_t)c.B * p.pages.max_pages : 0) +
                        (fp8 ? 3 * 2 * GUARD_BYTES + sizeof(float) * (p.n + 2 * p.nkv) / FP8_BLOCK_ROWS : 0),
-                   host ? (p.n + 2 * p.nkv) * sizeof(float) * (fp8 ? 2 : 1) + std::max(p.n, p.nkv) * esize(dt) +
-                              2 * p.n * oes
+                   host ? (p.n + 2 * p.nkv + 2 * p.npool) * sizeof(float) * (fp8 ? 2 : 1) +
+                              std::max(p.n, nkv_dev) * esize(dt) + 2 * p.n * oes
                         : 2 * p.n * oes,
                    "Q, K, V, O and L");
-    p.seqlens = draw_seqlens(c, seed);
     for (int k = 0; k < 3; ++k)
-        guarded_alloc_or_exit(&p.in[k], k ? p.nkv : p.n, esize(dt), nan_of(esize(dt)), c, dt, k ? "each of K, V" : "Q");
+        guarded_alloc_or_exit(&p.in[k], k ? nkv_dev : p.n, esize(dt), nan_of(esize(dt)), c, dt,
+                              k ? (paged ? "each of the K, V pools" : "each of K, V") : "Q");
     for (int k = 0; k < 3; ++k) {
         p.scales[k].raw = NULL;
         p.scales[k].data = NULL;
@@ -212,6 +284,12 @@ static Problem *problem_new(const shape_case &c0, dtype_t dt, uint64_t seed, boo
         guarded_alloc_or_exit(&p.lens, c.B, 4, POISON32, c, dt, "seqlens_kv");
         guarded_upload(&p.lens, p.seqlens.data());
     }
+    p.table.raw = NULL;
+    p.table.data = NULL;
+    if (paged) { /* poison guards: an entry read past either end is a negative page */
+        guarded_alloc_or_exit(&p.table, (size_t)c.B * p.pages.max_pages, 4, POISON32, c, dt, "block_table");
+        guarded_upload(&p.table, p.pages.table);
+    }
     CUDA_CHECK(cudaStreamCreate(&p.stream));
     attn_args &a = p.args;
     a.B = c.B; a.H = c.H; a.N = c.N; a.d = c.d; a.causal = c.causal;
@@ -220,6 +298,12 @@ static Problem *problem_new(const shape_case &c0, dtype_t dt, uint64_t seed, boo
     a.Q = p.in[0].data; a.K = p.in[1].data; a.V = p.in[2].data;
     a.O = p.out[OUT_O].buf.data; a.L = (float *)p.out[OUT_L].buf.data; a.stream = p.stream;
     a.N_kv = c.N_kv; a.H_kv = c.H_kv; a.seqlens_kv = c.ragged ? (const int *)p.lens.data : NULL;
+    if (paged) {
+        a.block_table = (const int *)p.table.data;
+        a.page_size = c.page_size;
+        a.max_pages = p.pages.max_pages;
+        a.num_pages = p.pages.num_pages;
+    }
     if (fp8) {
         a.fp8.q_rows = a.fp8.kv_rows = c.fp8_tensor ? 0 : FP8_BLOCK_ROWS;
         a.fp8.hadamard = c.hadamard;
@@ -231,20 +315,23 @@ static Problem *problem_new(const shape_case &c0, dtype_t dt, uint64_t seed, boo
 }
 
 /* The forward kind keeps its inputs on the host even when only timing; the decode kind draws a
- * timed shape's inputs on the device. */
-static problem_core *forward_alloc(const shape_case &c, dtype_t dt, uint64_t seed, bool) {
-    return problem_new(c, dt, seed, true);
+ * timed shape's inputs on the device. A packed batch is runner_varlen.cu's problem. */
+static problem_core *forward_alloc(const shape_case &c, dtype_t dt, uint64_t seed, bool graded) {
+    return is_varlen(c) ? varlen_alloc(c, dt, seed, graded) : problem_new(c, dt, seed, true);
 }
 static problem_core *decode_alloc(const shape_case &c, dtype_t dt, uint64_t seed, bool graded) {
-    return problem_new(c, dt, seed, graded);
+    return is_varlen(c) ? varlen_alloc(c, dt, seed, graded) : problem_new(c, dt, seed, graded);
 }
 
 static void release(problem_core *pc) {
+    if (is_varlen(pc->c)) return varlen_release(pc);
     Problem &p = fwd(*pc);
     for (int k = 0; k < 3; ++k) guarded_free(&p.in[k]);
     for (int k = 0; k < 3; ++k) guarded_free(&p.scales[k]);
     free_outputs(p);
     guarded_free(&p.lens);
+    guarded_free(&p.table);
+    page_map_free(&p.pages);
     CUDA_CHECK(cudaStreamDestroy(p.stream));
     delete &p;
 }
@@ -439,9 +526,37 @@ static std::string fp8_cost(const Problem &p, const graded_rows &g, const run_re
     return buf;
 }
 
+/* The paged diagnosis (runner_serving.cu) of run r on the graded rows g: each row's O and L as
+ * the kernel wrote them, and whether either is out of its tolerance. */
+static std::string paged_text(const Problem &p, const graded_rows &g, const run_result &r, const tolerance tol[2]) {
+    const shape_case &c = p.c;
+    const size_t R = g.rows.size(), d = c.d;
+    std::vector<double> O(R * d);
+    graded_run run;
+    run.rows = g.rows;
+    run.bad.assign(R, 0);
+    for (size_t q = 0; q < R; ++q) {
+        const size_t row = (size_t)g.rows[q].first * c.N + g.rows[q].second;
+        int po;
+        bool bad = false;
+        for (size_t col = 0; col < d; ++col) {
+            O[q * d + col] = decode_value(r.out[OUT_O].data(), row * d + col, p.out[OUT_O].dt, &po);
+            bad |= grade_element(g.ref[OUT_O][q * d + col], O[q * d + col], po, tol[OUT_O]) != ELEM_OK;
+        }
+        const double L = decode_value(r.out[OUT_L].data(), row, DTYPE_FP32, &po);
+        bad |= grade_element(g.ref[OUT_L][q], L, po, tol[OUT_L]) != ELEM_OK;
+        run.bad[q] = bad;
+        run.got.push_back({&O[q * d], L, c.d, tol[OUT_O], tol[OUT_L], (double)p.args.scale});
+    }
+    const paged_case pc = {&c, &p.pages, p.Q.data(), {p.pool[0].data(), p.pool[1].data()}, p.seqlens.data(),
+                           (double)p.args.scale};
+    return paged_diagnosis(pc, run);
+}
+
 /* Grades O and L of run r on the picked rows (every other element must be written), and prints
  * the FAIL block when a bad element or a write outside them shows. */
 static verdict grade(problem_core &pc, const run_result &r, uint64_t seed) {
+    if (is_varlen(pc.c)) return varlen_grade(pc, r, seed);
     const Problem &p = fwd(pc);
     const graded_rows g = forward_reference(p, seed);
     tolerance tol[2];
@@ -482,6 +597,10 @@ static verdict grade(problem_core &pc, const run_result &r, uint64_t seed) {
         why += "      FP8: also check the descales: each key tile's score scale (the softmax scale times "
                "Q's descale times that tile's K descale), and O's units when V's descale changes from one key "
                "tile to the next (block scales; blocks that differ, as with --outliers, show it)\n";
+    }
+    if (is_paged(p.c) && outside.empty()) {
+        if (!why.empty() && why.back() != '\n') why += "\n";
+        why += "      " + paged_text(p, g, r, tol) + "\n";
     }
     print_fail_block(p, false, why, rep);
     return v;
@@ -552,7 +671,8 @@ static bool causal_check(Problem &p, const run_result &r1, uint64_t seed, const 
     return true;
 }
 
-static bool more_checks(problem_core &pc, verdict &, const run_result &r1, uint64_t seed, const options &o) {
+static bool more_checks(problem_core &pc, verdict &v, const run_result &r1, uint64_t seed, const options &o) {
+    if (is_varlen(pc.c)) return varlen_more_checks(pc, v, r1, seed, o);
     Problem &p = fwd(pc);
     const bool same = rerun_check(p, r1, o);
     return causal_check(p, r1, seed, o) && same;
@@ -562,12 +682,14 @@ static bool more_checks(problem_core &pc, verdict &, const run_result &r1, uint6
 
 /* 4 B H N^2 d: S = Q K^T and O = P V, halved when causal. */
 static double forward_flops(const problem_core &p) {
+    if (is_varlen(p.c)) return varlen_flops(p);
     const shape_case &c = p.c;
     return 4.0 * c.B * c.H * (double)c.N * c.N * c.d * (c.causal ? 0.5 : 1.0);
 }
 
 /* Multiply-adds of S = Q K^T and O = P V over the visible keys, times 2 (FLOPs). */
 static double decode_flops(const problem_core &pc) {
+    if (is_varlen(pc.c)) return varlen_flops(pc);
     const Problem &p = fwd(pc);
     double keys = 0;
     for (int b = 0; b < p.c.B; ++b)
@@ -579,6 +701,7 @@ static double decode_flops(const problem_core &pc) {
  * query sees them all), once, for each K/V head: what a kernel that loads each K/V tile once
  * per group must move at least. */
 static double kv_bytes(const problem_core &pc) {
+    if (is_varlen(pc.c)) return varlen_kv_bytes(pc);
     const Problem &p = fwd(pc);
     double keys = 0;
     for (int b = 0; b < p.c.B; ++b) keys += visible_keys(p, b, p.c.N - 1);
@@ -613,8 +736,11 @@ static double copy_gbps(const options &o, const gpu_env &g) {
 
 static void forward_print_time(const run_timing &tm, const shape_case &bench, dtype_t dt, const options &,
                                const gpu_env &g) {
-    printf("Time: %s B=%d H=%d N=%d d=%d%s%s: %.3f ms, %.2f TFLOP/s, %.1f%% of %s peak %.0f TFLOP/s (%s); "
-           "device memory %.1f MiB\n", dtype_name(dt), bench.B, bench.H, bench.N, bench.d,
+    const std::string shape = is_varlen(bench) ? shape_text(bench)
+                                               : "B=" + std::to_string(bench.B) + " H=" + std::to_string(bench.H) +
+                                                     " N=" + std::to_string(bench.N) + " d=" + std::to_string(bench.d);
+    printf("Time: %s %s%s%s: %.3f ms, %.2f TFLOP/s, %.1f%% of %s peak %.0f TFLOP/s (%s); "
+           "device memory %.1f MiB\n", dtype_name(dt), shape.c_str(),
            bench.causal ? " causal" : "", ranks_text(bench).c_str(), tm.ms, tm.tflops, tm.pct,
            dt == DTYPE_FP32 ? "fp32" : "tensor-core", gpu_peak(&g, dt), g.peak_source, tm.mem / 1048576.0);
 }

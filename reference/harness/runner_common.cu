@@ -21,14 +21,24 @@ extern "C" int attention_set_ranks(int P) __attribute__((weak));
 const char *runner_prog = "lessonN";
 
 shape_case normalized(shape_case c) {
+    if (!c.seqlens_q.empty()) { /* a packed batch: B sequences, N and N_kv the longest */
+        if (c.seqlens_k.empty()) c.seqlens_k = c.seqlens_q;
+        c.B = (int)c.seqlens_q.size();
+        c.N = *std::max_element(c.seqlens_q.begin(), c.seqlens_q.end());
+        c.N_kv = *std::max_element(c.seqlens_k.begin(), c.seqlens_k.end());
+        c.ragged = 0;
+    }
     if (c.N_kv <= 0) c.N_kv = c.N;
     if (c.H_kv <= 0) c.H_kv = c.H;
     return c;
 }
 
+bool is_varlen(const shape_case &c) { return !c.seqlens_q.empty(); }
+bool is_paged(const shape_case &c) { return c.page_size > 0; }
+
 bool is_decode(const shape_case &c0) {
     const shape_case c = normalized(c0);
-    return c.N_kv != c.N || c.H_kv != c.H || c.ragged;
+    return c.N_kv != c.N || c.H_kv != c.H || c.ragged || c.page_size;
 }
 
 bool decode_lesson() { return (LESSON.flags & (LESSON_DECODE | LESSON_PAGED_KV)) != 0; }
@@ -177,6 +187,18 @@ shape_case bench_shape(const options &o) {
     shape_case b = {"bench", o.B, o.H, o.N, o.shape_given ? o.d : (lesson_supports_d(BENCH_D) ? BENCH_D : LESSON.head_dims[0]),
                     o.causal, 1.f, 0, 0, 0};
     if (decode_lesson()) b = {"bench", o.B, o.H, o.N, o.d, o.causal, 1.f, o.N_kv, o.H_kv, o.ragged};
+    if (o.n_seqs) { /* --varlen, --seqlens (resolve_varlen) */
+        b = {"bench", o.B, o.H, o.N, o.d, o.causal, 1.f, o.N_kv, o.H_kv, 0};
+        b.seqlens_q.assign(o.seqlen_q, o.seqlen_q + o.n_seqs);
+        b.seqlens_k.assign(o.seqlen_k, o.seqlen_k + o.n_seqs);
+    } else if (varlen_lesson() && !decode_lesson() && !o.shape_given) { /* FlashAttention's varlen benchmark */
+        std::vector<int> len(MAX_B);
+        const int n = varlen_draw(VARLEN_BENCH_MAX, (long)VARLEN_BENCH_B * VARLEN_BENCH_N, o.seed, len.data(), MAX_B);
+        b = {"bench", n, VARLEN_BENCH_H, 0, lesson_supports_d(VARLEN_BENCH_D) ? VARLEN_BENCH_D : LESSON.head_dims[0],
+             o.causal, 1.f, 0, 0, 0};
+        b.seqlens_q.assign(len.begin(), len.begin() + n);
+    }
+    b.page_size = o.page_size ? o.page_size : paged_lesson() && !o.shape_given ? PAGED_BENCH_PAGE : 0;
     b.outliers = o.outliers;
     b.fp8_tensor = o.quant_tensor;
     b.hadamard = o.hadamard;
@@ -212,8 +234,72 @@ static std::vector<shape_case> decode_case_matrix() {
     return m;
 }
 
+/* A paged version of a decode shape (fields as decode_case_matrix's), in pages of page_size keys. */
+static shape_case paged(shape_case c, int page_size) {
+    c.page_size = page_size;
+    return normalized(c);
+}
+
+/* The paged cases of a paged lesson. The runner shuffles the pool and fills the rows past each
+ * sequence's length with NaN; these shapes make the mistakes a page lookup can make visible. */
+static std::vector<shape_case> paged_cases(int d0, int d1) {
+    return {
+        paged({"paged", 4, 8, 1, d0, 0, 1.f, 300, 2, 1}, 16),     /* ragged lengths, most end inside a page */
+        paged({"paged", 3, 4, 1, d1, 0, 1.f, 1000, 4, 0}, 64),    /* 1000 = 15 pages + 40 keys: a partial last page */
+        paged({"paged", 2, 8, 40, d1, 1, 1.f, 200, 1, 1}, 8),     /* causal queries whose keys end in different pages */
+        paged({"paged", 2, 2, 1, d0, 0, 1.f, 2000, 1, 1}, 256),
+        paged({"paged", 2, 4, 1, d0, 0, 1.f, 1, 2, 0}, 16),       /* one key, in a page of 16 */
+        paged({"paged", 3, 16, 16, d1, 1, 1.f, 3001, 2, 1}, 32),  /* G = 8, 16 queries each */
+        paged({"x30", 1, 4, 4, d1, 1, 30.f, 5000, 2, 0}, 1024),
+        paged({"x30", 2, 4, 1, d0, 0, 30.f, 700, 4, 1}, 128),
+    };
+}
+
+/* A packed batch of sequences of len_q[b] queries and len_k[b] keys (len_k empty: as many as queries). */
+static shape_case varlen(const char *name, int H, int H_kv, int d, int causal, float qscale, std::vector<int> len_q,
+                         std::vector<int> len_k = {}) {
+    shape_case c = {name, 0, H, 0, d, causal, qscale, 0, H_kv, 0};
+    c.seqlens_q = len_q;
+    c.seqlens_k = len_k.empty() ? len_q : len_k;
+    return normalized(c);
+}
+
+/* The packed batches of a varlen lesson: lengths from 1 to 2000 in one batch (tiles that end
+ * anywhere, a sequence of one token), GQA, causal, chunked prefill (a sequence's queries the last
+ * of its keys; causal aligned bottom-right, where the query and key offsets differ), x30, and 40
+ * short sequences of fixed draws. */
+static std::vector<shape_case> varlen_cases(int d0, int d1) {
+    const bool causal = LESSON.causal;
+    std::vector<shape_case> m = {
+        varlen("varlen", 2, 2, d0, 0, 1.f, {77, 1, 130, 16, 300}),
+        varlen("varlen", 4, 2, d1, causal, 1.f, {77, 1, 130, 16, 300}),
+        varlen("chunk", 2, 1, d1, causal, 1.f, {16, 1, 100, 7}, {200, 1, 100, 300}),
+        varlen("chunk", 4, 4, d0, 0, 1.f, {33, 5, 64}, {64, 260, 64}),
+        varlen("x30", 2, 2, d1, causal, 30.f, {300, 17, 64}),
+        varlen("long", 2, 1, d0, causal, 1.f, {2000, 3, 600}),
+    };
+    std::vector<int> q(40), k(40);
+    rng_t r;
+    rng_seed(&r, 0x5e9); /* the same 40 lengths in every run, log-uniform in 1..200 */
+    for (int b = 0; b < 40; ++b) {
+        q[b] = std::min(200, (int)exp(rng_uniform(&r) * log(201.0)));
+        k[b] = q[b] + (b % 3 == 0 ? 7 * b : 0); /* every third sequence chunked */
+    }
+    m.push_back(varlen("many", 4, 2, d0, causal, 1.f, q, k));
+    return m;
+}
+
 std::vector<shape_case> case_matrix(bool causal_edges) {
-    if (decode_lesson()) return decode_case_matrix();
+    int dp0, dp1;
+    head_dim_range(&dp0, &dp1);
+    if (decode_lesson()) {
+        std::vector<shape_case> m = decode_case_matrix();
+        if (paged_lesson())
+            for (const shape_case &c : paged_cases(dp0, dp1)) m.push_back(c);
+        if (varlen_lesson())
+            for (const shape_case &c : varlen_cases(dp0, dp1)) m.push_back(c);
+        return m;
+    }
     int d0, d1;
     head_dim_range(&d0, &d1);
     const int db = lesson_supports_d(BENCH_D) ? BENCH_D : d0;
@@ -243,6 +329,8 @@ std::vector<shape_case> case_matrix(bool causal_edges) {
         o.outliers = 1;
         m.push_back(o);
     }
+    if (varlen_lesson())
+        for (const shape_case &c : varlen_cases(d0, d1)) m.push_back(c);
     for (shape_case &c : m) c = normalized(c);
     return m;
 }
@@ -266,13 +354,34 @@ static std::vector<shape_case> decode_fuzz_shapes(int K, uint64_t seed) {
             c.N = c.N_kv = std::min(512, (int)exp(rng_uniform(&r) * log(513.0)));
         }
         c.ragged = rng_uniform(&r) < 0.4;
+        if (paged_lesson() && rng_uniform(&r) < 0.4) c.page_size = ATTN_PAGE_MIN << (rng_next(&r) % 6); /* 8..256 */
         v.push_back(normalized(c));
     }
     return v;
 }
 
-std::vector<shape_case> fuzz_shapes(int K, uint64_t seed) {
-    if (decode_lesson()) return decode_fuzz_shapes(K, seed);
+/* A varlen lesson's fuzz: one shape in three replaced by a packed batch (fuzz_shapes). */
+static void varlen_fuzz_shapes(std::vector<shape_case> &v, uint64_t seed) {
+    rng_t r;
+    rng_seed(&r, seed ^ 0x7a41e7);
+    int d0, d1;
+    const int nd = head_dim_range(&d0, &d1);
+    for (shape_case &c : v) {
+        if (rng_uniform(&r) >= 1.0 / 3) continue;
+        const int B = 1 + (int)(rng_next(&r) % 6), H_kv = 1 + (int)(rng_next(&r) % 4);
+        const int G = 1 << (rng_next(&r) % 3), causal = LESSON.causal ? (int)(rng_next(&r) % 2) : 0;
+        const int d = LESSON.head_dims[rng_next(&r) % nd];
+        const float qscale = rng_uniform(&r) < 0.15 ? 30.f : 1.f;
+        std::vector<int> q(B), k(B);
+        for (int b = 0; b < B; ++b) {
+            q[b] = std::min(2048, (int)exp(rng_uniform(&r) * log(2049.0)));
+            k[b] = q[b] + (rng_uniform(&r) < 1.0 / 3 ? std::min(2048, (int)exp(rng_uniform(&r) * log(2049.0))) : 0);
+        }
+        c = varlen("fuzz", H_kv * G, H_kv, d, causal, qscale, q, k);
+    }
+}
+
+static std::vector<shape_case> plain_fuzz_shapes(int K, uint64_t seed) {
     rng_t r;
     rng_seed(&r, seed ^ 0xf122);
     int d0, d1;
@@ -289,23 +398,53 @@ std::vector<shape_case> fuzz_shapes(int K, uint64_t seed) {
     return v;
 }
 
+std::vector<shape_case> fuzz_shapes(int K, uint64_t seed) {
+    std::vector<shape_case> v = decode_lesson() ? decode_fuzz_shapes(K, seed) : plain_fuzz_shapes(K, seed);
+    if (varlen_lesson()) varlen_fuzz_shapes(v, seed);
+    return v;
+}
+
 uint64_t case_seed(uint64_t run_seed, const shape_case &c0, int t) {
     const shape_case c = normalized(c0);
     uint64_t key = ((uint64_t)c.B << 40) ^ ((uint64_t)c.H << 28) ^ ((uint64_t)c.N << 8) ^ c.d ^
                    ((uint64_t)c.causal << 62) ^ ((uint64_t)t << 60) ^ (c.qscale != 1.f);
     if (is_decode(c)) key = rng_mix(key, ((uint64_t)c.N_kv << 24) ^ ((uint64_t)c.H_kv << 4) ^ (uint64_t)c.ragged);
+    if (is_paged(c)) key = rng_mix(key, 0x9a9e00000000ULL ^ (uint64_t)c.page_size);
+    if (is_varlen(c)) /* the lengths, whether drawn (--varlen) or listed (--seqlens, the rerun line) */
+        for (int b = 0; b < c.B; ++b)
+            key = rng_mix(key, ((uint64_t)c.seqlens_q[b] << 32) ^ (uint64_t)c.seqlens_k[b]);
     return rng_mix(run_seed, key);
+}
+
+/* "77,1,130:260": the lengths as --seqlens takes them, LEN_Q:LEN_K where they differ; the first
+ * `most` items, then ",..." (most < 0: all). */
+static std::string seqlens_text(const shape_case &c, int most) {
+    std::string s;
+    for (int b = 0; b < c.B; ++b) {
+        if (most >= 0 && b == most) return s + ",...";
+        s += (b ? "," : "") + std::to_string(c.seqlens_q[b]);
+        if (c.seqlens_k[b] != c.seqlens_q[b]) s += ":" + std::to_string(c.seqlens_k[b]);
+    }
+    return s;
 }
 
 std::string shape_text(const shape_case &c0) {
     const shape_case c = normalized(c0);
     char buf[160];
+    if (is_varlen(c)) {
+        long tq = 0, tk = 0;
+        for (int b = 0; b < c.B; ++b) { tq += c.seqlens_q[b]; tk += c.seqlens_k[b]; }
+        snprintf(buf, sizeof buf, "B=%d H=%d%s d=%d packed: %ld queries, %ld keys, seqlens ", c.B, c.H,
+                 c.H_kv != c.H ? (" H_kv=" + std::to_string(c.H_kv)).c_str() : "", c.d, tq, tk);
+        return buf + seqlens_text(c, 8);
+    }
     snprintf(buf, sizeof buf, "B=%d H=%d N=%d d=%d", c.B, c.H, c.N, c.d);
     std::string s = buf;
     if (is_decode(c)) {
         snprintf(buf, sizeof buf, " N_kv=%d H_kv=%d%s", c.N_kv, c.H_kv, c.ragged ? " ragged" : "");
         s += buf;
     }
+    if (is_paged(c)) s += " paged " + std::to_string(c.page_size);
     return s;
 }
 
@@ -313,7 +452,13 @@ std::string ranks_text(const shape_case &c) { return c.ranks ? " on " + std::to_
 
 case_outcome outcome_of(const shape_case &c0, bool pass) {
     const shape_case c = normalized(c0);
-    return {c.N, c.causal, pass, c.H_kv < c.H, c.ragged, is_decode(c), !c.ragged && c.N_kv % 16 == 0, c.N_kv, c.ranks};
+    int aligned = !c.ragged && c.N_kv % 16 == 0, chunked = 0;
+    for (int b = 0; b < (is_varlen(c) ? c.B : 0); ++b) {
+        aligned &= c.seqlens_k[b] % 16 == 0;
+        chunked |= c.seqlens_k[b] != c.seqlens_q[b];
+    }
+    return {c.N, c.causal, pass, c.H_kv < c.H, c.ragged, is_decode(c) && !is_varlen(c), aligned, c.N_kv, c.ranks,
+            is_paged(c), is_varlen(c), chunked};
 }
 
 /* Does every failing case have the property, and some case without it pass? */
@@ -367,6 +512,36 @@ static void print_decode_pattern(const std::vector<case_outcome> &v, int fail, b
                "be read\n");
 }
 
+/* The serving layouts' patterns (print_failure_pattern): true when one was printed. */
+static bool print_serving_pattern(const std::vector<case_outcome> &v) {
+    if (paged_lesson() && only_with(v, [](const case_outcome &o) { return o.paged != 0; })) {
+        printf("diagnosis: only the paged cases (K and V read through block_table) fail, every contiguous one passes: "
+               "key j of sequence b is row j %% page_size of pool page block_table[b * max_pages + j / page_size], "
+               "its K/V head h_kv at ((page * page_size + j %% page_size) * H_kv + h_kv) * d (the heads inside each "
+               "key row of a page, [num_pages, page_size, H_kv, d]); a sequence's pages are anywhere in the pool, in "
+               "any order, and its last page ends at seqlens_kv[b] (the rows past it hold NaN)\n");
+        return true;
+    }
+    if (!varlen_lesson()) return false;
+    if (only_with(v, [](const case_outcome &o) { return o.chunked != 0; })) {
+        printf("diagnosis: only the chunked-prefill batches (a sequence with more keys than queries) fail: its "
+               "seqlen_q queries are the last of its seqlen_k keys, so query i of sequence b is token "
+               "cu_seqlens_q[b] + i of Q but sits at key position seqlen_k - seqlen_q + i: with causal it sees keys "
+               "j <= seqlen_k - seqlen_q + i (aligned bottom-right); the query and key offsets, cu_seqlens_q[b] and "
+               "cu_seqlens_k[b], differ\n");
+        return true;
+    }
+    if (only_with(v, [](const case_outcome &o) { return o.varlen != 0; })) {
+        printf("diagnosis: only the packed batches (cu_seqlens) fail, every rectangular case passes: sequence b's "
+               "queries are tokens cu_seqlens_q[b] .. cu_seqlens_q[b + 1] - 1 of Q and O ([total_q, H, d]: a token "
+               "is H d elements), its keys tokens cu_seqlens_k[b] .. cu_seqlens_k[b + 1] - 1 of K and V "
+               "([total_k, H_kv, d]), L is [H, total_q]; tiles end at each sequence's end, and causal positions "
+               "count from each sequence's start\n");
+        return true;
+    }
+    return false;
+}
+
 void print_failure_pattern(const std::vector<case_outcome> &v, const char *what_causal, const char *what_ragged) {
     int fail = 0, fail_nc = 0, pass_nc = 0, fail_aligned = 0, pass_aligned = 0;
     for (const case_outcome &o : v) {
@@ -383,6 +558,7 @@ void print_failure_pattern(const std::vector<case_outcome> &v, const char *what_
                "before and the rank after are the same (r - s = r + s mod 2), so a ring that sends the wrong way, or "
                "takes the block it holds at step s for another rank's, still gets two ranks right; check which rank's "
                "block each rank holds at each step, the chunks that block carries, and where each rank sends\n", least);
+    if (print_serving_pattern(v)) return;
     if (decode_lesson()) {
         print_decode_pattern(v, fail, fail_nc == 0 && pass_nc > 0);
         return;
@@ -404,14 +580,19 @@ void print_rerun(const shape_case &c0, int dt, uint64_t run_seed) {
     const shape_case c = normalized(c0);
     const std::string more = std::string(c.outliers ? " --outliers" : "") + (c.fp8_tensor ? " --quant tensor" : "") +
                              (c.hadamard ? " --hadamard" : "") + (c.ranks ? " --ranks " + std::to_string(c.ranks) : "");
-    if (!is_decode(c))
+    if (is_varlen(c))
+        printf("          rerun: ./%s --seqlens %s -H %d%s -d %d --dtype %s%s --seed %llu --check-only\n", runner_prog,
+               seqlens_text(c, -1).c_str(), c.H, c.H_kv != c.H ? (" --kv-heads " + std::to_string(c.H_kv)).c_str() : "",
+               c.d, dtype_name(dt), c.causal ? " --causal" : "", (unsigned long long)run_seed);
+    else if (!is_decode(c))
         printf("          rerun: ./%s -b %d -H %d -n %d -d %d --dtype %s%s%s --seed %llu --check-only\n", runner_prog,
                c.B, c.H, c.N, c.d, dtype_name(dt), c.causal ? " --causal" : "", more.c_str(),
                (unsigned long long)run_seed);
     else
-        printf("          rerun: ./%s -b %d -H %d -n %d -d %d --kv-seq %d --kv-heads %d%s --dtype %s%s --seed %llu "
+        printf("          rerun: ./%s -b %d -H %d -n %d -d %d --kv-seq %d --kv-heads %d%s%s --dtype %s%s --seed %llu "
                "--check-only\n", runner_prog, c.B, c.H, c.N, c.d, c.N_kv, c.H_kv, c.ragged ? " --ragged" : "",
-               dtype_name(dt), c.causal ? " --causal" : "", (unsigned long long)run_seed);
+               c.page_size ? (" --paged " + std::to_string(c.page_size)).c_str() : "", dtype_name(dt),
+               c.causal ? " --causal" : "", (unsigned long long)run_seed);
 }
 
 void print_case_line(bool ok, const shape_case &c, int dt, const std::string &detail, uint64_t run_seed) {

@@ -36,10 +36,20 @@ struct shape_case {
      * which the rerun line repeats as --ranks P; 0 for every other lesson, and where the
      * transport fixes the ranks (one per GPU). */
     int ranks;
+    /* The serving layouts (attention.h). page_size > 0: a decode shape whose K and V are read
+     * through a block table from a pool of pages of page_size keys (LESSON_PAGED_KV lessons), the
+     * pool's pages drawn from the case seed. seqlens_q non-empty: a packed batch (LESSON_VARLEN
+     * lessons) of B = seqlens_q.size() sequences, sequence b with seqlens_q[b] queries and
+     * seqlens_k[b] keys; N and N_kv then hold the most of each (normalized() sets them). */
+    int page_size;
+    std::vector<int> seqlens_q, seqlens_k;
 };
 shape_case normalized(shape_case c);
 /* A shape only a decode lesson takes: N_kv != N, grouped heads (H_kv < H), or ragged lengths. */
 bool is_decode(const shape_case &c);
+/* A packed batch (shape_case's seqlens_q), and a paged KV cache (page_size). */
+bool is_varlen(const shape_case &c);
+bool is_paged(const shape_case &c);
 /* The lesson declares LESSON_DECODE (lesson 12), or LESSON_PAGED_KV, which comes with the decode
  * shapes. */
 bool decode_lesson();
@@ -90,8 +100,10 @@ void set_ranks(int P);
 size_t runner_gpu_init(gpu_env &g, const options &o);
 
 /* The timed shape: the command line's (the course's bench shape by default, a decode lesson's
- * decode step), at d = 64 when the lesson has it and no -d was given; with the command line's
- * FP8 options (outliers, fp8_tensor, hadamard). */
+ * decode step, in pages of PAGED_BENCH_PAGE keys for a paged lesson, a varlen lesson's packed
+ * batch of VARLEN_BENCH_* drawn from the run's seed when it takes no decode shapes), at d = 64
+ * when the lesson has it and no -d was given; with the command line's FP8 options (outliers,
+ * fp8_tensor, hadamard). */
 shape_case bench_shape(const options &o);
 
 /* The fixed case matrix: tiny, N = 1, N not a multiple of any tile, several B*H, both ends of
@@ -99,8 +111,12 @@ shape_case bench_shape(const options &o);
  * supports it (with `causal_edges`, also causal N = 1 and N = 77 at the largest d, which the
  * backward's dependency tests need). A decode lesson gets its own matrix instead: KV length 1,
  * group sizes 1, 4, 8, one and 16 new queries, ragged lengths, causal aligned to the end, x30,
- * long caches split many ways, three ordinary shapes, the decode bench shape. An FP8 lesson
- * (fp8_lesson) also gets FlashAttention-3's outlier case; a ranks lesson (ranks_lesson) a
+ * long caches split many ways, three ordinary shapes, the decode bench shape. A paged lesson
+ * (paged_lesson) also gets paged versions of decode shapes: page sizes 8 to 1024, sequences that
+ * end inside a page, one key, causal queries whose keys span pages, GQA, ragged lengths; a varlen
+ * lesson (varlen_lesson) packed batches: lengths from 1 to 2000 in one batch, GQA, causal, chunked
+ * prefill (more keys than queries, causal aligned bottom-right), x30, 40 short sequences. An FP8
+ * lesson (fp8_lesson) also gets FlashAttention-3's outlier case; a ranks lesson (ranks_lesson) a
  * "ring" shape, causal and not, that every P up to ATTN_MAX_RANKS cuts into equal chunks (2P
  * of them when causal), where the matrix's other lengths suit few rings (300 is the only one
  * three ranks split). */
@@ -110,7 +126,10 @@ std::vector<shape_case> case_matrix(bool causal_edges);
  * 1..4096 (ragged tiles and tiny N come up often), a head dim the lesson declares, causal at
  * random where supported, x30 logits in about 15%. A decode lesson's: B 1..4, H_kv 1..4, group
  * size 1, 2, 4 or 8, N_kv log-uniform in 1..32768; three in four are decode steps (N 1..16),
- * the rest ordinary (N = N_kv up to 512); ragged lengths in 40%, causal in half. */
+ * the rest ordinary (N = N_kv up to 512); ragged lengths in 40%, causal in half; a paged
+ * lesson's in pages of 8..256 keys in 40%. A varlen lesson's shapes are packed batches in one of
+ * three: 1..6 sequences of log-uniform lengths in 1..2048, a third of them chunked (up to 2048
+ * more keys than queries), H_kv 1..4, group size 1, 2 or 4. */
 std::vector<shape_case> fuzz_shapes(int K, uint64_t seed);
 
 /* The per-case seed, from the run's seed and everything that identifies the case, so that the
@@ -123,7 +142,9 @@ std::string shape_text(const shape_case &c);
 /* " on 3 ranks" for a case of a ranks lesson asked for P = 3 ranks (shape_case's ranks), else "". */
 std::string ranks_text(const shape_case &c);
 
-/* What the failing cases have in common, when that points at a cause: only the causal ones
+/* What the failing cases have in common, when that points at a cause: first, for a lesson that
+ * takes the serving layouts, only the paged ones, only the packed ones, only the chunked-prefill
+ * ones; then only the causal ones
  * ("diagnosis: only the causal cases fail ..."), or only those whose N is not a multiple of
  * 16 (a ragged last tile); for a decode lesson only the grouped-query ones, only the ragged
  * ones, only the causal ones, only the long ones (the split of the keys), only the decode
@@ -132,10 +153,12 @@ std::string ranks_text(const shape_case &c);
  * with where to look in this kind of lesson; NULL gives the forward pass's wording. */
 struct case_outcome {
     int N, causal, pass;
-    int gqa, ragged, decode; /* H_kv < H; per-sequence lengths; N_kv != N or either of those */
+    int gqa, ragged, decode; /* H_kv < H; per-sequence lengths; N_kv != N or either of those (not packed) */
     int keys_aligned;        /* every sequence's KV length is a multiple of 16 */
     int N_kv;
     int ranks;               /* the P a ranks lesson was asked for (shape_case's ranks) */
+    int paged, varlen;       /* K and V through a block table; a packed batch */
+    int chunked;             /* a packed batch with a sequence of more keys than queries */
 };
 case_outcome outcome_of(const shape_case &c, bool pass);
 void print_failure_pattern(const std::vector<case_outcome> &v, const char *what_causal, const char *what_ragged);

@@ -10,7 +10,11 @@ extern "C" {
 #include "diagnose.h"
 }
 
-static size_t rows_of(const problem_core &p) { return (size_t)p.c.B * p.c.H * p.c.N; }
+static size_t rows_of(const problem_core &p) { return p.rows ? p.rows : (size_t)p.c.B * p.c.H * p.c.N; }
+
+size_t output_row(const problem_core &p, int k, int bh, int i) {
+    return p.row_at ? p.row_at(p, k, bh, i) : (size_t)bh * p.c.N + i;
+}
 
 size_t output_elements(const problem_core &p, int k) { return rows_of(p) * p.out[k].width; }
 
@@ -86,20 +90,22 @@ grader *check_output(const problem_core &p, int k, const graded_rows &g, const s
     std::vector<char> graded((size_t)BH * c.N, 0);
     for (size_t r = 0; r < g.rows.size(); ++r) {
         const int bh = g.rows[r].first, i = g.rows[r].second;
+        const size_t at = output_row(p, k, bh, i);
         graded[(size_t)bh * c.N + i] = 1;
         for (int col = 0; col < w; ++col) {
             int po;
-            const double x = decode_value(got.data(), ((size_t)bh * c.N + i) * w + col, dt, &po);
+            const double x = decode_value(got.data(), at * w + col, dt, &po);
             grader_check(gr, bh, i, col, g.ref[k][r * w + col], x, po, tol);
         }
     }
     /* every element, graded row or not, must have been written */
     for (int bh = 0; bh < BH; ++bh)
         for (int i = 0; i < c.N; ++i) {
-            if (graded[(size_t)bh * c.N + i]) continue;
+            const size_t at = output_row(p, k, bh, i);
+            if (graded[(size_t)bh * c.N + i] || at == NO_ROW) continue;
             for (int col = 0; col < w; ++col) {
                 int po;
-                decode_value(got.data(), ((size_t)bh * c.N + i) * w + col, dt, &po);
+                decode_value(got.data(), at * w + col, dt, &po);
                 if (po) grader_check(gr, bh, i, col, 0.0, NAN, 1, tol);
             }
         }
@@ -122,19 +128,20 @@ long count_differences(const problem_core &p, int k, const std::vector<char> &a,
                        int r1, bool within, tolerance t, double *max_diff) {
     const dtype_t dt = p.out[k].dt;
     const int es = dtype_size(dt), w = p.out[k].width;
-    const size_t sl = (size_t)p.c.N * w;
     long n = 0;
     for (int bh = 0; bh < p.c.B * p.c.H; ++bh)
-        for (size_t e = (size_t)r0 * w; e < (size_t)r1 * w; ++e) {
-            const size_t i = bh * sl + e;
-            if (!memcmp(&a[i * es], &b[i * es], es)) continue;
-            if (within) {
-                int pa, pb;
-                const double x = decode_value(a.data(), i, dt, &pa), y = decode_value(b.data(), i, dt, &pb);
-                if (max_diff && std::isfinite(x - y)) *max_diff = std::max(*max_diff, fabs(x - y));
-                if (!pa && !pb && fabs(x - y) <= t.atol + t.rtol * fabs(x)) continue;
+        for (int row = r0; row < r1; ++row) {
+            const size_t at = output_row(p, k, bh, row);
+            for (size_t i = at * w; at != NO_ROW && i < (at + 1) * w; ++i) {
+                if (!memcmp(&a[i * es], &b[i * es], es)) continue;
+                if (within) {
+                    int pa, pb;
+                    const double x = decode_value(a.data(), i, dt, &pa), y = decode_value(b.data(), i, dt, &pb);
+                    if (max_diff && std::isfinite(x - y)) *max_diff = std::max(*max_diff, fabs(x - y));
+                    if (!pa && !pb && fabs(x - y) <= t.atol + t.rtol * fabs(x)) continue;
+                }
+                ++n;
             }
-            ++n;
         }
     return n;
 }

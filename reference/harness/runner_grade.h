@@ -48,7 +48,16 @@ struct problem_core {
     cudaStream_t stream;
     int (*launch)(problem_core *p);     /* the lesson's entry point on this problem's arguments */
     const char *kernels;                /* what a hang names: "the lesson's kernel" */
+    /* The outputs' layout, for a problem not laid out [B, H, N, width] (a packed batch,
+     * runner_varlen.cu): where row i of (b, h) slice bh of output k lies, in rows of its width,
+     * or NO_ROW past that slice's own length; and how many rows each output has. NULL and 0: the
+     * row bh * N + i of B * H * N rows. */
+    size_t (*row_at)(const problem_core &p, int k, int bh, int i) = nullptr;
+    size_t rows = 0;
 };
+static const size_t NO_ROW = (size_t)-1;
+/* Row i of slice bh of output k (problem_core's row_at), NO_ROW when that slice has no row i. */
+size_t output_row(const problem_core &p, int k, int bh, int i);
 
 /* One run's outputs as the device stored them: out[k] holds p.out[k]'s bytes. */
 struct run_result {
@@ -61,12 +70,12 @@ struct verdict {
     std::string detail;
 };
 
-/* Appends output p.out[p.n_out] (name, element type, width) with B*H*N*width elements, data and
+/* Appends output p.out[p.n_out] (name, element type, width) with B*H*N*width elements (rows*width when set), data and
  * guards poisoned. Exits EXIT_OOM with a message naming it when it does not fit
  * (guarded_alloc_or_exit). */
 void add_output(problem_core &p, const char *name, dtype_t dt, int width);
 void free_outputs(problem_core &p);
-/* Elements in output k: B*H*N*width. */
+/* Elements in output k: B*H*N*width (rows*width when set). */
 size_t output_elements(const problem_core &p, int k);
 /* "O and L", "dQ, dK and dV": the outputs' names, for messages. */
 std::string output_names(const problem_core &p);
@@ -102,7 +111,7 @@ grader *check_output(const problem_core &p, int k, const graded_rows &g, const s
  * graded run wrote, joined by "\n      "; "" when none did. */
 std::string outside_writes(const problem_core &p);
 
-/* Elements of output k in rows [r0, r1) of every (b, h) slice where runs a and b differ:
+/* Elements of output k in rows [r0, r1) of every (b, h) slice (those it has: output_row) where runs a and b differ:
  * bitwise, or with `within` by more than tolerance t (a poisoned element always differs).
  * max_diff, when given, grows to the largest finite difference seen (within only). */
 long count_differences(const problem_core &p, int k, const std::vector<char> &a, const std::vector<char> &b, int r0,
