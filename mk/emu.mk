@@ -8,7 +8,7 @@
 EMU_CXX ?= g++
 EMU_QUICK ?= 1
 EMU_ARG = $(if $(filter 1,$(EMU_QUICK)),quick,)
-.PHONY: emu-starters emu-solutions test-step-ladder test-step-ladder-full hostsim-forward
+.PHONY: emu-starters emu-solutions test-step-ladder test-step-ladder-full hostsim-forward hostsim-serving
 
 # The real runners compiled by g++ over the fake CUDA runtime (tests/fake_cuda) and tests/hostsim's
 # fake harness device (forward; backward)
@@ -105,15 +105,18 @@ TEST_STEPS += test-step-ladder
 TEST_FULL_STEPS += test-step-ladder-full
 
 # The runners themselves on the CPU: hostsim-forward (tests/hostsim/forward.py: a stand-in lesson
-# with planted bugs, solutions through the fp32 emulator); hostsim-NN, a lesson's kernels through
+# with planted bugs, solutions through the fp32 emulator); hostsim-serving (tests/hostsim/serving.py:
+# the paged KV cache and packed batches, a stand-in lesson with planted bugs); hostsim-NN, a lesson's kernels through
 # the real runner (descriptor: hostsim := SCRIPT, run as SCRIPT solution [HOSTSIM_SRC]), and
 # hostsim-mutants-NN, its mutants through it (SCRIPT mutants [HOSTSIM_MUTANTS])
 hostsim-forward: $(if $(HOSTSIM_HAVE_CUDA),$(HOSTSIM_FWD_OBJ))
 	@$(NO_CUDA_SKIP); $(EMU_ENV) python3 tests/hostsim/forward.py $(HOSTSIM_FWD_ARGS)
+hostsim-serving: $(if $(HOSTSIM_HAVE_CUDA),$(HOSTSIM_FWD_OBJ))
+	@$(NO_CUDA_SKIP); $(EMU_ENV) python3 tests/hostsim/serving.py $(HOSTSIM_SERVING_ARGS)
 hostsim-mutants-%: $$(EMU_OBJS)
 	@$(EMU_ENV) python3 $(L$(call nopad,$*)_hostsim) mutants $(HOSTSIM_MUTANTS)
 hostsim-%: $$(EMU_OBJS)
 	@$(NO_CUDA_SKIP); $(EMU_ENV) python3 $(L$(call nopad,$*)_hostsim) solution $(HOSTSIM_SRC)
 HOSTSIM_NUMS := $(foreach n,$(LESSON_NUMS),$(if $(L$(n)_hostsim),$(n)))
-TEST_STEPS += hostsim-forward $(foreach n,$(HOSTSIM_NUMS),hostsim-$(call pad,$(n)))
+TEST_STEPS += hostsim-forward hostsim-serving $(foreach n,$(HOSTSIM_NUMS),hostsim-$(call pad,$(n)))
 TEST_FULL_STEPS += $(foreach n,$(HOSTSIM_NUMS),hostsim-mutants-$(call pad,$(n)))

@@ -38,6 +38,8 @@ CHECKS = [
     ("fwd", "", "-b 1 -H 2 -n 130 -d 128 --causal --dtype bf16 --csv",
      0, r"hostsim-forward,pass,1,1,bf16,1,2,130,128,1,1\.0000,[0-9.]+,[0-9.]+,\d+,130,2,0,\n"),
     ("fwd", "", "--kv-seq 100", 2, r"does not take decode shapes .* lesson 12 \(flash decoding\) takes them"),
+    ("fwd", "", "--varlen 100", 2, r"lesson 05 does not take packed batches \(--varlen, --seqlens\).*LESSON_VARLEN"),
+    ("dec", "", "--paged 16", 2, r"lesson 12 does not read a paged KV cache \(--paged PAGE_SIZE, a power of two in 8\.\.1024\)"),
     ("fwd", "", "-d 96", 2, r"--dim 96 is not supported by lesson 05: expected one of 64, 128"),
     ("fwd", "causal", "-b 1 -H 2 -n 77 -d 64 --causal --dtype fp32 --check-only",
      1, r"future keys influence the output"),
@@ -136,24 +138,20 @@ def build():
     return None
 
 
-def main():
-    dump = sys.argv[2] if len(sys.argv) > 2 and sys.argv[1] == "--dump" else None
-    err = build()
-    if err:
-        print(err)
-        print("hostsim-forward: the build failed")
-        return 1
+def run_checks(checks, folder, dump):
+    """Runs each check (CHECKS' form) from folder, where its binary is, so that the rerun lines say
+    ./NAME; prints a line per check (and the output of each that fails), writes each output to
+    dump/NN.txt when dump is set. Returns how many failed."""
     if dump:
         os.makedirs(dump, exist_ok=True)
     bad = 0
-    for k, (binary, bug, args, want_rc, want, *more_env) in enumerate(CHECKS, 1):
+    for k, (binary, bug, args, want_rc, want, *more_env) in enumerate(checks, 1):
         env = dict(os.environ)
         env.pop("HOSTSIM_BUG", None)
         env.update(*more_env)
         if bug:
             env["HOSTSIM_BUG"] = bug
-        # run from the binaries' folder, so that the rerun lines say ./fwd
-        p = subprocess.run(["./" + binary] + args.split(), cwd=os.path.join(BUILD, "forward"), env=env,
+        p = subprocess.run(["./" + binary] + args.split(), cwd=folder, env=env,
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True, errors="replace")
         ok = p.returncode == want_rc and re.search(want, p.stdout) is not None
         bad += not ok
@@ -165,6 +163,17 @@ def main():
         if dump:
             with open(os.path.join(dump, "%02d.txt" % k), "w") as f:
                 f.write("%s\n%s\nexit %d\n" % (label, p.stdout, p.returncode))
+    return bad
+
+
+def main():
+    dump = sys.argv[2] if len(sys.argv) > 2 and sys.argv[1] == "--dump" else None
+    err = build()
+    if err:
+        print(err)
+        print("hostsim-forward: the build failed")
+        return 1
+    bad = run_checks(CHECKS, os.path.join(BUILD, "forward"), dump)
     print("hostsim-forward: %d of %d checks of the forward runner hold (stand-in lessons and solutions 03, 05 "
           "over a fake CUDA runtime)" % (len(CHECKS) - bad, len(CHECKS)))
     return 1 if bad else 0

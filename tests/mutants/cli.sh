@@ -6,7 +6,9 @@
 # dims, dtypes, --causal before lesson 05), checked against the list the binary itself prints.
 # Runs without a GPU: the command line is checked before the GPU is touched. Values a lesson
 # accepts then run one tiny shape: exit 0 on a GPU, 4 without one.
-# The decode options: a forward lesson refuses them, a decode lesson checks them.
+# The decode options: a forward lesson refuses them, a decode lesson checks them. The serving
+# layouts' (--paged, --varlen, --seqlens): bad values refused on every kind, the options themselves
+# by every lesson whose LESSON flags do not declare them.
 # With a GPU it also asks for a shape far beyond device memory: that must be exit 7 (OOM).
 set -u
 cd "$(dirname "$0")/../.."
@@ -100,6 +102,12 @@ generic_refusals() {
     for a in "--ranks 0" "--ranks 9" "--ranks -1" "--ranks x"; do
         refused $bin "--ranks '${a#* }' is not valid: expected an integer in 1..8" $a
     done
+    for a in "--paged 100" "--paged 4" "--paged 2048" "--paged x" "--paged -16"; do
+        refused $bin "--paged '${a#* }' is not valid: expected keys per page, a power of two in 8..1024" $a
+    done
+    refused $bin "--varlen '0' is not valid: expected an integer in 1..1048576" --varlen 0
+    refused $bin "--seqlens '12,,4' is not valid: item 2, '', is not a length in 1..1048576" --seqlens 12,,4
+    refused $bin "--seqlens '5:0' is not valid: item 1, '5:0', is not LEN_Q:LEN_K" --seqlens 5:0
 }
 # each lesson's runner (its descriptor: cpu, forward, decode, backward; ring where transport := nccl)
 declare -A KIND=()
@@ -114,6 +122,12 @@ for n in "$@"; do
     k=$(runner_kind "$n")
     if [ -z "${kind_seen[$k]:-}" ]; then kind_seen[$k]=$n; generic_refusals $bin $n; fi
     [ "$n" = 1 ] && continue  # lesson 01: no shapes, dtypes or causal to check
+    # the serving layouts (attention.h): refused, with the valid page sizes, by a lesson whose
+    # LESSON flags do not declare them
+    src=$(ls solutions/"$(printf %02d "$n")"-*/*.cu 2>/dev/null | head -n1)
+    grep -q LESSON_PAGED_KV "$src" ||
+        refused $bin "does not read a paged KV cache (--paged PAGE_SIZE, a power of two in 8..1024)" --paged 16
+    grep -q LESSON_VARLEN "$src" || refused $bin "does not take packed batches (--varlen, --seqlens)" --varlen 100
     # head dims: each is accepted, or refused with the lesson's own list, and the list is right
     dims_ok=""; dims_list=""
     for d in 16 32 48 64 80 96 128 160 192 256; do
