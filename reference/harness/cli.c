@@ -252,7 +252,8 @@ int parse_options(int argc, char **argv, options *o, char *err, size_t errlen) {
         return 2;
     }
     if (o->varlen_max && o->n_seqs) {
-        snprintf(err, errlen, "--varlen draws the lengths of a packed batch and --seqlens gives them: give one of them");
+        snprintf(err, errlen, "--varlen draws the lengths of a packed batch and --seqlens gives them: give one of "
+                 "them");
         return 2;
     }
     if (o->check_only && o->bench_only) {
@@ -292,18 +293,19 @@ int resolve_shape(options *o, int decode, char *err, size_t errlen) {
 
 int resolve_varlen(options *o, int default_d, char *err, size_t errlen) {
     if (o->given & (GIVEN_NKV | GIVEN_RAGGED)) {
-        snprintf(err, errlen, "--kv-seq and --ragged are decode options: a packed batch (--varlen, --seqlens) gives each "
-                 "sequence its own key count (--seqlens LEN_Q:LEN_K items; --varlen draws as many keys as queries)");
+        snprintf(err, errlen, "--kv-seq and --ragged are decode options: a packed batch (--varlen, --seqlens) gives "
+                 "each sequence its own key count (--seqlens LEN_Q:LEN_K items; --varlen draws as many keys as "
+                 "queries)");
         return 2;
     }
     if (o->given & GIVEN_PAGED) {
-        snprintf(err, errlen, "--paged does not combine with --varlen or --seqlens: --paged takes decode shapes (K and V "
-                 "[num_pages, page_size, H_kv, d]), a packed batch's K and V are [total_k, H_kv, d]");
+        snprintf(err, errlen, "--paged does not combine with --varlen or --seqlens: --paged takes decode shapes (K "
+                 "and V [num_pages, page_size, H_kv, d]), a packed batch's K and V are [total_k, H_kv, d]");
         return 2;
     }
     if (o->n_seqs && (o->given & (GIVEN_B | GIVEN_N))) {
-        snprintf(err, errlen, "--seqlens is the batch (B = the number of its items, the lengths its items): leave out -b "
-                 "and -n, or draw the lengths with --varlen MAX -b B -n N (until B x N tokens)");
+        snprintf(err, errlen, "--seqlens is the batch (B = the number of its items, the lengths its items): leave "
+                 "out -b and -n, or draw the lengths with --varlen MAX -b B -n N (until B x N tokens)");
         return 2;
     }
     if (!o->n_seqs) {
@@ -312,8 +314,8 @@ int resolve_varlen(options *o, int default_d, char *err, size_t errlen) {
         const long tokens = (long)o->B * o->N;
         const int n = varlen_draw(o->varlen_max, tokens, o->seed, o->seqlen_q, MAX_B);
         if (n < 0) {
-            snprintf(err, errlen, "--varlen %d with -b %d -n %d (%ld tokens) draws more than %d sequences: give a larger "
-                     "--varlen or fewer tokens (-b x -n)", o->varlen_max, o->B, o->N, tokens, MAX_B);
+            snprintf(err, errlen, "--varlen %d with -b %d -n %d (%ld tokens) draws more than %d sequences: give a "
+                     "larger --varlen or fewer tokens (-b x -n)", o->varlen_max, o->B, o->N, tokens, MAX_B);
             return 2;
         }
         o->n_seqs = n;
@@ -343,8 +345,8 @@ int resolve_varlen(options *o, int default_d, char *err, size_t errlen) {
         if (o->seqlen_k[b] > o->N_kv) o->N_kv = o->seqlen_k[b];
     }
     if (total_q > INT_MAX || total_k > INT_MAX) {
-        snprintf(err, errlen, "the packed batch holds %ld queries and %ld keys: cu_seqlens are ints, so each total must "
-                 "be at most %d", total_q, total_k, INT_MAX);
+        snprintf(err, errlen, "the packed batch holds %ld queries and %ld keys: cu_seqlens are ints, so each total "
+                 "must be at most %d", total_q, total_k, INT_MAX);
         return 2;
     }
     o->B = o->n_seqs;

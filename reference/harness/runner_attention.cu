@@ -191,9 +191,11 @@ static void fill_inputs_on_device(Problem &p, uint64_t seed) {
             }
             std::vector<char> used(m.num_pages, 0);
             for (int b = 0; b < c.B; ++b)
-                for (int pg = 0; pg <= (p.seqlens[b] - 1) / m.page_size; ++pg) used[m.table[(size_t)b * m.max_pages + pg]] = 1;
+                for (int pg = 0; pg <= (p.seqlens[b] - 1) / m.page_size; ++pg)
+                    used[m.table[(size_t)b * m.max_pages + pg]] = 1;
             for (int pg = 0; pg < m.num_pages; ++pg)
-                if (!used[pg]) fill_pattern(pool + (size_t)pg * m.page_size * row * es, m.page_size * row, es, nan_of(es), 0);
+                if (!used[pg])
+                    fill_pattern(pool + (size_t)pg * m.page_size * row * es, m.page_size * row, es, nan_of(es), 0);
         }
         CUDA_CHECK(cudaDeviceSynchronize());
         return;
