@@ -19,7 +19,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from forward import BUILD, CUDA_INC, CXX, OBJ, run_checks, sh  # noqa: E402  (the same build and runs)
+from forward import BUILD, CUDA_INC, CXX, OBJ, run_suite, sh  # noqa: E402  (the same build and runs)
 
 SHAPE_PAGED = "-b 2 -H 8 --kv-heads 2 -n 1 --kv-seq 300 -d 64 --paged 16 --ragged"
 CHECKS = [
@@ -103,16 +103,8 @@ def build():
 
 
 def main():
-    dump = sys.argv[2] if len(sys.argv) > 2 and sys.argv[1] == "--dump" else None
-    err = build()
-    if err:
-        print(err)
-        print("hostsim-serving: the build failed")
-        return 1
-    bad = run_checks(CHECKS, os.path.join(BUILD, "serving"), dump)
-    print("hostsim-serving: %d of %d checks of the serving layouts hold (a paged KV cache and packed batches, a "
-          "stand-in lesson with planted bugs over a fake CUDA runtime)" % (len(CHECKS) - bad, len(CHECKS)))
-    return 1 if bad else 0
+    return run_suite("hostsim-serving", build, CHECKS, "the serving layouts (a paged KV cache and packed batches, "
+                     "a stand-in lesson with planted bugs over a fake CUDA runtime)")
 
 
 if __name__ == "__main__":
