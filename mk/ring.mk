@@ -24,7 +24,7 @@ RING_NAIVE ?= 0
 RING_FLAGS = $(if $(filter nccl,$(RING)),-DRING_NCCL -I$(NCCL_ROOT)/include) \
   $(if $(filter 1,$(RING_NAIVE)),-DRING_NAIVE_CAUSAL=1)
 ifeq ($(origin P),command line)
-  $(warning P=$(P): the virtual ring's ranks are chosen when it runs: ./lesson15 --ranks $(P))
+  $(warning P=$(P): the virtual ring's ranks are chosen when it runs: ./lesson$(strip $(call lessons_with,transport,nccl)) --ranks $(P))
 endif
 RING_LIBS = $(if $(filter nccl,$(RING)),-L$(NCCL_LIB) -l:libnccl.so.2 -Xlinker -rpath -Xlinker $(NCCL_LIB))
 # a change of RING, RING_NAIVE or LIB_FLAGS relinks the binaries (as GPU_ARCH does)
