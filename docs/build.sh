@@ -57,16 +57,13 @@ for dir in "$ROOT"/lessons/[0-9][0-9]-*/; do
   fi
   t=$(title_of "$dir/README.md"); [[ -n $t ]] || t=$name
   printf '%s\tlessons/%s/README.md\t%s\t\n' "$name" "$name" "$t" >> "$PAGES"
-  for md in "$dir"/*.md; do
-    [[ ${md##*/} == README.md ]] && continue
-    t=$(title_of "$md"); [[ -n $t ]] || t=${md##*/}
-    printf '%s\tlessons/%s/%s\t%s\t%s\n' "$(extra_id "$name" "$md")" "$name" "${md##*/}" "$t" "$name" >> "$PAGES"
+  # its other pages: any other X.md, and its worklog (the folder of its experiments, worklog/README.md)
+  for md in "$dir"/*.md "$dir"/worklog/README.md; do
+    [[ $md == "$dir/README.md" || ! -f $md ]] && continue
+    f=${md#"$dir"/}; id=$(extra_id "$name" "${f%/README.md}")
+    t=$(title_of "$md")
+    printf '%s\tlessons/%s/%s\t%s\t%s\n' "$id" "$name" "$f" "${t:-$id}" "$name" >> "$PAGES"
   done
-  # the lesson's worklog: its experiments' folder, worklog/, opens with README.md
-  if [[ -f $dir/worklog/README.md ]]; then
-    t=$(title_of "$dir/worklog/README.md"); [[ -n $t ]] || t="$name worklog"
-    printf '%s-worklog\tlessons/%s/worklog/README.md\t%s\t%s\n' "$name" "$name" "$t" "$name" >> "$PAGES"
-  fi
 done
 printf 'results\tdocs/results.md\t%s\t\n' "$(title_of "$DOCS/results.md")" >> "$PAGES"
 

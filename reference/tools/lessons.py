@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """reference/tools/lessons.py: the lessons' descriptors, lessons/NN-name/lesson.mk, read without
 Make (the format is Make's `KEY := value` lines, '#' comments; CONTRIBUTING.md, "The lesson
-descriptor"). The emulator grader, the structure check and the scaffolder read the lessons here.
+descriptor"). The tests (emulator grader, structure, compile and text checks, mutants) read them here.
 
     from lessons import lessons
     lessons()        # {9: {"dir": "lessons/09-hopper-wgmma", "name": "09-hopper-wgmma",
@@ -25,9 +25,8 @@ def keys():
     return m.group(1).replace("\\\n", " ").split()
 
 
-def read(path, known=None):
-    known = known or keys()
-    out = {k: "" for k in known}
+def read(path, known):
+    out = dict.fromkeys(known, "")
     for i, line in enumerate(open(path, encoding="utf-8"), 1):
         line = line.split("#", 1)[0].strip()
         if not line:

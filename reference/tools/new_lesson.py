@@ -13,10 +13,11 @@ Then replace the template's kernel with the lesson's, mark its TODOs, edit the d
 run `make starters` (CONTRIBUTING.md, "Adding a lesson").
 Errors (exit 2, nothing written): NUM not in 1..99, NAME not lower-case words joined by '-', a
 lesson NN that exists, a TITLE with a double quote or a backslash."""
+import glob
 import os
 import re
-import subprocess
 import sys
+import starters
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 TEMPLATE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "lesson_template")
@@ -31,9 +32,7 @@ def add_table_row(nn, folder, title):
     """README.md's lesson table gets the lesson's row, before the first row of a later lesson (or
     after the last row); a README without the table is left alone."""
     path = os.path.join(ROOT, "README.md")
-    if not os.path.exists(path):
-        return
-    lines = open(path, encoding="utf-8").read().split("\n")
+    lines = (starters.read(path) or "").split("\n")
     rows = [i for i, l in enumerate(lines) if re.match(r"^\| \d\d \| \[", l)]
     if not rows:
         return
@@ -57,10 +56,9 @@ def main(argv):
         fail("TITLE: no double quote or backslash (it becomes a C string)")
     n = int(num)
     nn = "%02d" % n
-    for kind in ("lessons", "solutions"):
-        taken = [d for d in os.listdir(os.path.join(ROOT, kind)) if d.startswith(nn + "-")]
-        if taken:
-            fail("lesson %s exists: %s/%s" % (nn, kind, taken[0]))
+    taken = [p for kind in ("lessons", "solutions") for p in sorted(glob.glob(os.path.join(ROOT, kind, nn + "-*")))]
+    if taken:
+        fail("lesson %s exists: %s" % (nn, os.path.relpath(taken[0], ROOT)))
     fname = name.replace("-", "_") + ".cu"
     subst = {"@NN@": nn, "@N@": str(n), "@NAME@": name, "@TITLE@": title, "@FILE@": fname}
 
@@ -80,10 +78,8 @@ def main(argv):
             f.write(text)
         print("new-lesson: wrote %s" % path)
     add_table_row(nn, folder, title)
-    r = subprocess.run([sys.executable, os.path.join(ROOT, "reference", "tools", "starters.py"), "--write",
-                        os.path.join("solutions", folder)], cwd=ROOT)
-    if r.returncode:
-        return r.returncode
+    if starters.write([os.path.join("solutions", folder)], force=False):
+        return 1
     print("new-lesson: lesson %s is %s: make lesson%d && ./lesson%d, make emu-lesson%d, make docs" % (nn, folder, n, n, n))
     return 0
 

@@ -31,10 +31,8 @@ def headers_of(path, seen):
     else the reference/include header of that name; then the sources it names as its
     implementation ([implemented in PATH])."""
     text = open(path, encoding="utf-8", errors="replace").read()
-    found = []
-    for name in INCLUDE_RE.findall(text):
-        header = os.path.normpath(os.path.join(os.path.dirname(path), name))
-        found.append(header if os.path.isfile(header) else os.path.join(INCLUDE, os.path.basename(name)))
+    near = [os.path.normpath(os.path.join(os.path.dirname(path), name)) for name in INCLUDE_RE.findall(text)]
+    found = [h if os.path.isfile(h) else os.path.join(INCLUDE, os.path.basename(h)) for h in near]
     found += [os.path.join(ROOT, p) for p in IMPLEMENTED_RE.findall(text)]
     for f in found:
         if os.path.isfile(f) and os.path.realpath(f) not in [os.path.realpath(s) for s in seen]:

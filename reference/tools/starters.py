@@ -17,60 +17,44 @@ alone: the starter drops it and the two marker lines, and keeps the block's `//|
 their order. A `//|` line may also stand outside a block. Every other line is in both files.
 So a solution reads as a textbook page: each TODO's instructions, then its answer.
 
-    python3 reference/tools/starters.py --check [DIR...]  exit 1 when a committed starter is
-                                                          not what its solution makes (a diff)
-    python3 reference/tools/starters.py --write [DIR...]  write the starters; a starter edited
-                                                          by hand since it was last made is
-                                                          kept, and named (exit 1), unless
-                                                          --force
-    python3 reference/tools/starters.py --show FILE       print the starter FILE makes
-    python3 reference/tools/starters.py --upto N FILE     print it with TODO(1)..TODO(N) written (the
-                                                          solution's answers): a student's file at
-                                                          that point, for the step ladders' tests
+    starters.py --check [DIR...]  exit 1, with the diff, when a committed starter is not what its
+                                  solution makes
+    starters.py --write [DIR...]  write the starters; one edited by hand since it was last made is
+                                  kept and named (exit 1), unless --force
+    starters.py --show FILE       print the starter FILE makes
+    starters.py --upto N FILE     print it with TODO(1)..TODO(N) written (the solution's answers):
+                                  a student's file at that point, for the step ladders' tests
 
 The same commands keep the shared headers made from the solutions: a header in reference/include/
-or tests/ (an emulator's) holds, between
+or tests/ (an emulator's) holds, between `// [generated from solutions/09-hopper-wgmma/hopper.cu,
+regions ptx-wrappers descriptor]` and `// [end generated]`, those regions of that solution in that
+order ("// [region NAME]" ... "// [end NAME]"), without the starter markup or nested region markers.
+So a PTX wrapper is written once, in the lesson that teaches it; a later lesson includes the header,
+and the teaching lesson's starter, which has TODOs in their place, is not handed the answers.
 
-    // [generated from solutions/09-hopper-wgmma/hopper.cu, regions ptx-wrappers descriptor]
-    // [end generated]
-
-those regions of that solution, in that order, as the solution has them ("// [region NAME]" ...
-"// [end NAME]"), without the starter markup and without the markers of regions nested in
-them. So a PTX wrapper is written once, in the lesson that teaches it; a later lesson includes
-the header, and the teaching lesson's starter, which has TODOs in their place, is not handed
-the answers through a header it includes.
-
-DIR is a lesson folder (lessons/NN-name or solutions/NN-name); none: every lesson. The pair
-is solutions/NN-name/F and lessons/NN-name/F, for each F of the solution's folder that has
-markers (a lesson's folder may hold other files, which this leaves alone). "Last made" is the
-copy kept in build/starters/ at each --write, or, before the first, the starter as committed
-(git HEAD): make test fails when a committed starter is not what its solution makes, so the
-committed one is always the generator's.
-Errors: a marker without its end, a nested or misnamed block, a `//|` line that ends in a
-backslash (in the solution it would continue the comment onto the next line): exit 2 with
-file and line."""
+DIR is a lesson folder (lessons/NN-name or solutions/NN-name; none: every lesson): each file of
+solutions/NN-name/ with markers makes lessons/NN-name/ its name (other files of a lesson's folder
+are left alone). "Last made" is the copy kept in build/starters/ at each --write, or before the
+first the starter as committed (git HEAD), which make test holds to the generator's output.
+Errors (exit 2, with file and line): a marker without its end, a nested or misnamed block, a `//|`
+line that ends in a backslash (in the solution it would continue the comment onto the next line)."""
 import difflib
 import glob
 import os
 import re
 import subprocess
 import sys
+from source_hash import code_of  # the code a compiler sees: comments dropped
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 BEGIN = re.compile(r"^\s*//\s*(TODO\(\w+\)|solution) begin\b")
 END = re.compile(r"^\s*//\s*(TODO\(\w+\)|solution) end\b")
 STARTER_LINE = re.compile(r"^(\s*)//\|(?: (.*)|)$")
 KEEP = os.path.join("build", "starters")
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from source_hash import code_of  # noqa: E402  (the code a compiler sees: comments dropped)
 
 
 class MarkError(Exception):
     pass
-
-
-def has_markers(text):
-    return any(BEGIN.match(l) or STARTER_LINE.match(l) for l in text.splitlines())
 
 
 def starter_of(text, path="solution", answered=()):
@@ -119,61 +103,47 @@ def markup_only_in_comments(text, path):
         raise MarkError("%s: the markers change the code the compiler sees" % path)
 
 
-GEN_BEGIN = re.compile(r"^// \[generated from (\S+), regions? ([\w\- ]+)\]\s*$")
-GEN_END = re.compile(r"^// \[end generated\]\s*$")
+GENERATED = r"// \[generated from (\S+), regions? ([\w\- ]+)\]"
+GEN_BEGIN = re.compile("^" + GENERATED + r"\s*$", re.M)
+GEN_SPAN = re.compile("^(" + GENERATED + r"[ \t]*\n)(?:.*\n)*?(// \[end generated\][ \t]*)$", re.M)
 REGION = re.compile(r"^\s*// \[(region|end) ([\w.\-]+)\]\s*$")
 
 
 def region_of(text, name, path):
     """Region NAME of a marked solution, as its solution compiles it (no markup, no nested markers)."""
     lines = text.split("\n")
-    start = [i for i, l in enumerate(lines) if re.match(r"^\s*// \[region %s\]\s*$" % re.escape(name), l)]
-    end = [i for i, l in enumerate(lines) if re.match(r"^\s*// \[end %s\]\s*$" % re.escape(name), l)]
-    if len(start) != 1 or len(end) != 1 or end[0] < start[0]:
+    marks = [(m.group(1), i) for i, m in enumerate(map(REGION.match, lines)) if m and m.group(2) == name]
+    if [kind for kind, _ in marks] != ["region", "end"]:
         raise MarkError("%s: no single region '%s' (a line '// [region %s]', then '// [end %s]')" % (path, name, name, name))
-    return [l for l in lines[start[0] + 1:end[0]]
+    return [l for l in lines[marks[0][1] + 1:marks[1][1]]
             if not (BEGIN.match(l) or END.match(l) or STARTER_LINE.match(l) or REGION.match(l))]
 
 
 def header_of(text, path):
     """The header `text` with every generated span made anew from its solution's regions."""
-    out, lines, i = [], text.split("\n"), 0
-    while i < len(lines):
-        out.append(lines[i])
-        m = GEN_BEGIN.match(lines[i])
-        i += 1
-        if not m:
-            continue
-        src = os.path.join(ROOT, m.group(1))
-        body = read(src)
+    def span(m):
+        body = read(os.path.join(ROOT, m.group(2)))
         if body is None:
-            raise MarkError("%s:%d: cannot read %s" % (path, i, m.group(1)))
-        for name in m.group(2).split():
-            out.extend(region_of(body, name, m.group(1)))
-        while i < len(lines) and not GEN_END.match(lines[i]):
-            i += 1
-        if i == len(lines):
-            raise MarkError("%s:%d: '[generated from' without '// [end generated]'" % (path, i))
-    return "\n".join(out)
+            raise MarkError("%s: cannot read %s" % (path, m.group(2)))
+        regions = [l for name in m.group(3).split() for l in region_of(body, name, m.group(2))]
+        return m.group(1) + "".join(l + "\n" for l in regions) + m.group(4)
+    if len(GEN_SPAN.findall(text)) != len(GEN_BEGIN.findall(text)):
+        raise MarkError("%s: a '[generated from' line without its '// [end generated]'" % path)
+    return GEN_SPAN.sub(span, text)
 
 
 def headers():
     """Every header with a generated span: reference/include/*.h and the emulators' in tests/."""
-    paths = glob.glob(os.path.join(ROOT, "reference", "include", "*.h")) + \
-        glob.glob(os.path.join(ROOT, "tests", "*", "*.h"))
-    return sorted(p for p in paths if any(GEN_BEGIN.match(l) for l in read(p).split("\n")))
+    paths = glob.glob(os.path.join(ROOT, "reference", "include", "*.h"))
+    return sorted(p for p in paths + glob.glob(os.path.join(ROOT, "tests", "*", "*.h")) if GEN_BEGIN.search(read(p)))
 
 
 def pairs(dirs):
-    """(solution path, starter path) for every marked file of the given lesson folders."""
-    names = sorted({os.path.basename(os.path.normpath(d)) for d in dirs}) if dirs else \
-        sorted(os.path.basename(p) for p in glob.glob(os.path.join(ROOT, "solutions", "[0-9][0-9]-*")))
-    out = []
-    for name in names:
-        for sol in sorted(glob.glob(os.path.join(ROOT, "solutions", name, "*"))):
-            if os.path.isfile(sol) and has_markers(open(sol, encoding="utf-8").read()):
-                out.append((sol, os.path.join(ROOT, "lessons", name, os.path.basename(sol))))
-    return out
+    """(solution path, starter path) for every marked file of the given lesson folders (none: all)."""
+    names = {os.path.basename(os.path.normpath(d)) for d in dirs} or {"[0-9][0-9]-*"}
+    sols = sorted(p for name in names for p in glob.glob(os.path.join(ROOT, "solutions", name, "*")))
+    return [(sol, os.path.join(ROOT, "lessons", *sol.split(os.sep)[-2:])) for sol in sols
+            if os.path.isfile(sol) and any(BEGIN.match(l) or STARTER_LINE.match(l) for l in read(sol).splitlines())]
 
 
 def rel(p):
@@ -196,79 +166,65 @@ def last_made(starter):
     return r.stdout if r.returncode == 0 else None
 
 
-def stale(path, have, want, source):
-    """Names a committed file that is not what `source` makes, with the head of the diff."""
-    print("starters: %s is not what %s makes (make starters writes it):" % (rel(path), source))
-    diff = list(difflib.unified_diff((have or "").splitlines(), want.splitlines(), rel(path) + " (committed)",
-                                     "made from " + source, lineterm=""))
-    print("\n".join(diff[:40]) + ("\n  ... (%d more diff lines)" % (len(diff) - 40) if len(diff) > 40 else ""))
+def made(dirs):
+    """(file, as it is, as the generator makes it, its solution or None for a shared header): the
+    starters of the given folders and, when none is given, every shared header."""
+    for sol, starter in pairs(dirs):
+        yield starter, read(starter), starter_of(read(sol), rel(sol)), rel(sol)
+    for h in [] if dirs else headers():
+        have = read(h)
+        yield h, have, header_of(have, rel(h)), None
 
 
 def check(dirs):
-    bad = 0
-    todo = pairs(dirs)
-    if not todo:
+    files = list(made(dirs))
+    starters = sum(1 for f in files if f[3])
+    if not starters:
         print("starters: no marked solution found")
         return 1
-    for sol, starter in todo:
-        want, have = starter_of(read(sol), rel(sol)), read(starter)
-        if have != want:
-            bad += 1
-            stale(starter, have, want, rel(sol))
-    hs = [] if dirs else headers()
-    for h in hs:
-        have = read(h)
-        want = header_of(have, rel(h))
-        if want != have:
-            bad += 1
-            stale(h, have, want, "its solution's regions")
+    bad = [f for f in files if f[1] != f[2]]
+    for path, have, want, source in bad:
+        source = source or "its solution's regions"
+        print("starters: %s is not what %s makes (make starters writes it):" % (rel(path), source))
+        diff = list(difflib.unified_diff((have or "").splitlines(), want.splitlines(), rel(path) + " (committed)",
+                                         "made from " + source, lineterm=""))
+        print("\n".join(diff[:40]) + ("\n  ... (%d more diff lines)" % (len(diff) - 40) if len(diff) > 40 else ""))
     if not bad:
+        headers_made = len(files) - starters
         print("starters: each of the %d starters is what its solution makes%s" % (
-            len(todo), ", and so are the %d shared headers' generated parts" % len(hs) if hs else ""))
+            starters, ", and so are the %d shared headers' generated parts" % headers_made if headers_made else ""))
     return 1 if bad else 0
 
 
 def write(dirs, force):
+    """Writes what differs; a starter is also kept in build/starters/, to tell a hand edit later."""
     refused = 0
-    for sol, starter in pairs(dirs):
-        want, have = starter_of(read(sol), rel(sol)), read(starter)
+    for path, have, want, source in made(dirs):
         if have == want:
             continue
-        if have is not None and not force and have != last_made(starter):
+        if source and have is not None and not force and have != last_made(path):
             refused += 1
             print("starters: %s was edited since it was last made: kept (edit %s instead, then make "
-                  "starters; FORCE=1 overwrites)" % (rel(starter), rel(sol)))
+                  "starters; FORCE=1 overwrites)" % (rel(path), source))
             continue
-        with open(starter, "w", encoding="utf-8") as f:
-            f.write(want)
-        keep = os.path.join(ROOT, KEEP, rel(starter))
-        os.makedirs(os.path.dirname(keep), exist_ok=True)
-        with open(keep, "w", encoding="utf-8") as f:
-            f.write(want)
-        print("starters: wrote %s" % rel(starter))
-    for h in [] if dirs else headers():
-        have = read(h)
-        want = header_of(have, rel(h))
-        if want != have:
-            with open(h, "w", encoding="utf-8") as f:
-                f.write(want)
-            print("starters: wrote %s (its generated part)" % rel(h))
+        for f in [path] + ([os.path.join(ROOT, KEEP, rel(path))] if source else []):
+            os.makedirs(os.path.dirname(f), exist_ok=True)
+            with open(f, "w", encoding="utf-8") as out:
+                out.write(want)
+        print("starters: wrote %s%s" % (rel(path), "" if source else " (its generated part)"))
     return 1 if refused else 0
 
 
 def main(argv):
-    if len(argv) >= 2 and argv[0] == "--show":
-        sys.stdout.write(starter_of(read(argv[1]), argv[1]))
+    if argv[:1] == ["--show"] and len(argv) >= 2 or argv[:1] == ["--upto"] and len(argv) >= 3 and argv[1].isdigit():
+        upto, path = (int(argv[1]), argv[2]) if argv[0] == "--upto" else (0, argv[1])
+        sys.stdout.write(starter_of(read(path), path, {"TODO(%d)" % k for k in range(1, upto + 1)}))
         return 0
-    if len(argv) >= 3 and argv[0] == "--upto" and argv[1].isdigit():
-        sys.stdout.write(starter_of(read(argv[2]), argv[2], {"TODO(%d)" % k for k in range(1, int(argv[1]) + 1)}))
-        return 0
-    force = "--force" in argv
     args = [a for a in argv if a != "--force"]
-    if not args or args[0] not in ("--check", "--write"):
-        print(__doc__)
-        return 2
-    return check(args[1:]) if args[0] == "--check" else write(args[1:], force)
+    if args[:1] in (["--check"], ["--write"]):
+        return check(args[1:]) if args[0] == "--check" else write(args[1:], force="--force" in argv)
+    print(__doc__)
+    return 2
 
 
 if __name__ == "__main__":

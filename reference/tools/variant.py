@@ -33,29 +33,22 @@ class VariantError(Exception):
         self.status = status
 
 
-def variant_dir(n):
-    dirs = glob.glob(os.path.join(ROOT, "lessons", "%02d-*" % int(n), "worklog", "variants"))
-    return dirs[0] if dirs else os.path.join(ROOT, "lessons", "%02d-none" % int(n), "worklog", "variants")
+def files(n):
+    """Lesson n's variants, {NAME: path}; NAME.var wins over a NAME.patch (it comes later in order)."""
+    paths = glob.glob(os.path.join(ROOT, "lessons", "%02d-*" % int(n), "worklog", "variants", "*"))
+    return {os.path.splitext(os.path.basename(p))[0]: p for p in sorted(paths) if p.endswith((".var", ".patch"))}
 
 
 def names(n):
-    d = variant_dir(n)
-    return sorted(os.path.splitext(f)[0] for f in os.listdir(d) if f.endswith((".var", ".patch"))) if os.path.isdir(d) else []
+    return sorted(files(n))
 
 
 def load(n, name):
-    """(path, headers) of variant NAME of lesson n."""
-    for ext in (".var", ".patch"):
-        path = os.path.join(variant_dir(n), name + ext)
-        if os.path.isfile(path):
-            headers = {}
-            for ln in open(path, encoding="utf-8"):
-                if ln.startswith(("@@", "---")):
-                    break
-                m = HEADER.match(ln.rstrip("\n"))
-                if m:
-                    headers[m.group(1)] = m.group(2).strip()
-            return path, headers
+    """(path, headers) of variant NAME of lesson n: its `key: value` lines before the first block."""
+    path = files(n).get(name)
+    if path:
+        head = re.split(r"^(?:@@|---)", open(path, encoding="utf-8").read(), maxsplit=1, flags=re.M)[0]
+        return path, {m.group(1): m.group(2).strip() for m in map(HEADER.match, head.split("\n")) if m}
     raise VariantError("no variant '%s' of lesson %s; there are: %s" % (name, n, " ".join(names(n)) or "none"), 2)
 
 
@@ -69,34 +62,29 @@ def chain(n, wanted):
             visit(first, seen + [name])
         if name not in out:
             out.append(name)
-    for w in wanted:
-        for name in w.split("+"):
-            if name:
-                visit(name, [])
+    for name in filter(None, "+".join(wanted).split("+")):
+        visit(name, [])
     return out
 
 
 def apply_var(text, path, src):
-    blocks, mode, cur = [], None, None
+    blocks, part = [], None  # blocks: (from lines, to lines); part: where the open block's lines go
     for ln in open(path, encoding="utf-8").read().split("\n"):
         if ln == "@@ from":
-            cur, mode = {"from": [], "to": []}, "from"
-        elif ln == "@@ to" and cur is not None:
-            mode = "to"
-        elif ln == "@@ end" and cur is not None:
-            blocks.append(cur)
-            cur, mode = None, None
-        elif mode:
-            cur[mode].append(ln)
-    if cur is not None:
+            blocks.append(([], []))
+            part = blocks[-1][0]
+        elif part is not None and ln in ("@@ to", "@@ end"):
+            part = blocks[-1][1] if ln == "@@ to" else None
+        elif part is not None:
+            part.append(ln)
+    if part is not None:
         raise VariantError("%s: a block without \"@@ end\"" % path)
-    for k, b in enumerate(blocks, 1):
-        old, new = "\n".join(b["from"]) + "\n", ("\n".join(b["to"]) + "\n") if b["to"] else ""
-        count = text.count(old)
+    for k, (old, new) in enumerate(blocks, 1):
+        count = text.count("\n".join(old) + "\n")
         if count != 1:
             raise VariantError("%s, block %d: its \"from\" text occurs %d times in %s (once needed); it begins:\n  %s"
-                               % (os.path.relpath(path, ROOT), k, count, src, b["from"][0] if b["from"] else "(empty)"))
-        text = text.replace(old, new)
+                               % (os.path.relpath(path, ROOT), k, count, src, old[0] if old else "(empty)"))
+        text = text.replace("\n".join(old) + "\n", "\n".join(new) + "\n" if new else "")
     return text
 
 
