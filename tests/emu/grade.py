@@ -15,6 +15,11 @@ one command line each); the output is the runner's, one block per case.
 Exit status: 0 every case passes, 1 a case fails (or the emulator reports a problem), 2 the
 build failed, 3 the file says it is not implemented (the runner's exit status).
 
+Once every case is graded correct, the performance report follows (tests/emu/report.py: bank conflicts
+by line, copies in flight, wgmma overlap, spills); EMU_REPORT=0 leaves it out, EMU_REPORT=full also
+compiles nvcc's register report. The warp emulator's report build instruments the file's ordinary
+shared-memory accesses (tests/emu/perf_hooks.h), which costs a few seconds of build.
+
 Lessons 09 and 13 run on their own emulator drivers (make emu-09 / emu-13 with the file as the
 source), graded against float64 by the driver; their starters, as shipped, are
 reported as not implemented from the file's own switch (STARTER_NOT_DONE, STARTER_DONE_STEP),
@@ -31,6 +36,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from prep import launch_rewrite  # noqa: E402  (tests/emu/prep.py)
+import report as perf  # noqa: E402  (tests/emu/report.py)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CXX = os.environ.get("EMU_CXX", "g++")
@@ -66,6 +72,38 @@ CANNOT = {
 }
 
 
+# The performance report: EMU_REPORT=0 off, 1 (the default) after every case is graded correct, full
+# with nvcc's register report compiled when it is not built yet. The emulator writes its counts to
+# the file EMU_REPORT_OUT names (tests/emu/perf_report.h); the warp emulator's report build also
+# sees the file's ordinary shared-memory loads and stores: g++'s address instrumentation, whose
+# calls tests/emu/perf_hooks.h receives, and line tables for addr2line.
+REPORT = os.environ.get("EMU_REPORT", "1")
+REPORT_FLAGS = ["-g1", "-no-pie", "-fno-tree-sra", "-DEMU_PERF_HOOKS", "-fsanitize=kernel-address",
+                "--param", "asan-instrumentation-with-call-threshold=0", "--param", "asan-stack=0",
+                "--param", "asan-globals=0", "--param", "asan-memintrin=0"]
+
+
+def report_file(name):
+    return os.path.join(ROOT, "build", "emu-grade", name + ".perf")
+
+
+def report_env(name, on=True):
+    """The environment of an emulator run: its counts to the lesson's report file, or to none."""
+    env = dict(os.environ)
+    env.pop("EMU_REPORT_OUT", None)
+    if on and REPORT != "0":
+        env["EMU_REPORT_OUT"] = report_file(name)
+    return env
+
+
+def print_report(n, src, name):
+    if REPORT == "0":
+        return
+    lines, _ = perf.report(src, [report_file(name)], n, REPORT == "full")
+    print("\n".join(lines))
+    print("  (EMU_REPORT=0 leaves this report out; what a flagged line means: your lesson's text, \"How to check\")")
+
+
 def sh(cmd, cwd=ROOT, env=None):
     p = subprocess.run(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True,
                        errors="replace", env=env)
@@ -98,18 +136,20 @@ def build(n, src, out, defines=()):
         flags = [opt or "-O2", "-Itests/wmma_emu", "-I" + CUDA_INC, "-include", "emu_host.h"]
     else:
         flags = [opt or "-O1", "-DFA_EMULATOR", "-DFA_SM80=1", "-I" + CUDA_INC, "-Itests/warp_emu", "-include", "emu_host.h"]
+        flags += REPORT_FLAGS if REPORT != "0" else []
     rc, log = sh([CXX, "-std=c++20", "-fopenmp", "-w"] + flags + list(defines) + ["-Ireference/include", "-Ireference/harness", "-Ireference/cpu", "-Ireference/gpu",
                  "-x", "c++", kcpp, "-x", "none"] + objs + ["-o", out, "-lpthread", "-lm"])
     return log if rc else None
 
 
 def run_cases(n, binary, name, cases=None, label=""):
+    """Every case; (exit status, whether the runner graded every case correct)."""
     cases = cases or LESSONS[n][2]
-    passed = 0
+    passed = graded = 0
     sys.stdout.flush()
     for k, case in enumerate(cases):
         rc, out = sh(["./" + os.path.basename(binary), "--check-only", "--seed", "1"] + case.split(),
-                     cwd=os.path.dirname(binary))
+                     cwd=os.path.dirname(binary), env=report_env(name))
         lines = out.splitlines()
         if k:  # the banner once
             lines = [l for l in lines if not re.match(r"(Lesson \d\d: |seed \d+|GPU: host simulation)", l)]
@@ -118,24 +158,25 @@ def run_cases(n, binary, name, cases=None, label=""):
         sys.stdout.flush()
         if rc == 3:
             print("  (no GPU: make emu-%s runs it on the CPU again)" % name)
-            return 3
+            return 3, False
         ok = rc == 0 and "EMU ERROR" not in out
         if rc == 0 and not ok:
             print("FAIL: the emulator reported a problem (EMU ERROR above): this case does not pass")
         passed += ok
+        graded += rc == 0
     print("%s%s on the CPU emulator: %d of %d cases passed (%s)" % (name, label, passed, len(cases),
                                                                      "PASS" if passed == len(cases) else "FAIL"))
-    return 0 if passed == len(cases) else 1
+    return (0 if passed == len(cases) else 1), graded == len(cases)
 
 
-def run_driver(target, src, name, step=None):
+def run_driver(target, src, name, step=None, report=False):
     """make TARGET with the file as its source (and EMU_STEP=step: that step of the ladder
-    alone): 0 when it passes, else 1."""
+    alone; report: its counts to the lesson's report file): 0 when it passes, else 1."""
     extra = ["EMU_STEP=%d" % step] if step else []
     print("== %s: make %s %s=%s%s (the emulator's own driver)" % (name, target, DRIVER_VAR[target],
           os.path.relpath(src, ROOT), "".join(" " + e for e in extra)))
     sys.stdout.flush()
-    env = dict(os.environ)
+    env = report_env(name, report)
     if step:
         env["EMU_STEP"] = str(step)
     p = subprocess.run([os.environ.get("MAKE", "make"), "--no-print-directory", target,
@@ -197,7 +238,9 @@ def main():
     print("%s: %s on the CPU emulator (%s), graded on small shapes" % (name, os.path.relpath(src, ROOT),
           {"fp32": "tests/fp32_emu", "wmma": "tests/wmma_emu", "warp": "tests/warp_emu",
            "driver": "make " + DRIVERS.get(n, "?")}[kind]))
-    rc = None
+    rc, graded = None, False
+    if os.path.exists(report_file(name)):
+        os.remove(report_file(name))
     if n in DRIVERS:
         if starter_switch(n, src):
             print("NOT IMPLEMENTED: lesson %02d's file says it is not written yet.\n"
@@ -214,14 +257,15 @@ def main():
                 # each step is a build of its own (emu_step_variant): one driver run per step
                 rc = 0
                 for s in ladder_steps(n):
-                    rc = rc or run_driver(DRIVERS[n], src, name, s)
+                    rc = rc or run_driver(DRIVERS[n], src, name, s, report=True)
             else:
-                rc = run_driver(DRIVERS[n], src, name, step)
+                rc = run_driver(DRIVERS[n], src, name, step, report=True)
             print("%s: %s %s" % (name, why.split(" (")[0].split(",")[0], "PASS" if rc == 0 else "FAIL"))
         else:
-            rc = run_driver(DRIVERS[n], src, name)
+            rc = run_driver(DRIVERS[n], src, name, report=True)
+        graded = rc == 0
     elif n in LESSONS:
-        rc = 0
+        rc, graded = 0, True
         for k, (what, defines) in enumerate(BUILDS.get(n, [("", "")])):
             binary = os.path.join(ROOT, "build", "emu-grade", name + ("-%d" % k if k else ""))
             err = build(n, os.path.abspath(src), binary, defines.split())
@@ -231,7 +275,8 @@ def main():
                       (name, os.path.relpath(src, ROOT), defines, name))
                 return 2
             label = " (%s, %s)" % (what, defines) if what else ""
-            rc = run_cases(n, binary, name, LESSONS[n][2] if k == 0 else LESSONS[n][2][:2], label)
+            rc, ok = run_cases(n, binary, name, LESSONS[n][2] if k == 0 else LESSONS[n][2][:2], label)
+            graded = graded and ok
             if rc:
                 break
         if rc == 0 and n in DRIVER_AFTER:
@@ -240,6 +285,8 @@ def main():
         print("lesson %d has no emulator path here (its descriptor's emulator: %s; lesson 01 runs on the CPU: "
               "make lesson1 && ./lesson1)" % (n, DESCRIPTORS[n]["emulator"] if n in DESCRIPTORS else "no lesson"))
         return 2
+    if graded:  # the counts of a file that computes the right answer (bank conflicts alone may fail it)
+        print_report(n, src, name)
     print("What the emulator cannot check: %s." % CANNOT[kind])
     return rc
 

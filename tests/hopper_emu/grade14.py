@@ -20,6 +20,7 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "emu"))
 from prep import launch_rewrite  # noqa: E402  (tests/emu/prep.py)
+import report as perf  # noqa: E402  (tests/emu/report.py: the performance report, as make emu-lessonN prints it)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CXX = os.environ.get("EMU_CXX", "g++")
@@ -81,11 +82,18 @@ def main():
               % (name, os.path.relpath(src, ROOT), name.replace("emu-", "")))
         return 2
     cases = CASES + (FULL if full else [])
-    passed = total = 0
+    passed = total = graded = 0
+    # the performance report (tests/emu/grade.py's; EMU_REPORT=0: none): the emulator's counts go here
+    report = os.environ.get("EMU_REPORT", "1") != "0"
+    perf_file = out + ".perf"
+    if os.path.exists(perf_file):
+        os.remove(perf_file)
     for mode, env in MODES:
         # the late run of the quick set: the cases with several key tiles (a ring that turns over)
         for k, case in enumerate(cases if full or not mode else [c for c in cases if c in LATE_QUICK]):
             e = dict(os.environ, **env)
+            if report:
+                e["EMU_REPORT_OUT"] = perf_file
             rc, text = sh(["./" + os.path.basename(out), "--check-only", "--seed", "1"] + case.split(),
                           cwd=os.path.dirname(out), env=e)
             lines = text.splitlines()
@@ -101,9 +109,12 @@ def main():
             if rc == 0 and not ok:
                 print("FAIL: the emulator reported a problem (EMU ERROR above): this case does not pass")
             passed += ok
+            graded += rc == 0
             total += 1
     print("%s on the CPU emulator: %d of %d runs passed (%s)" % (name, passed, total,
                                                                  "PASS" if passed == total else "FAIL"))
+    if report and graded == total:
+        print("\n".join(perf.report(src, [perf_file], 14, os.environ.get("EMU_REPORT") == "full")[0]))
     print("What the emulator cannot check: speed, the PTX wrappers of your file (the emulator brings its own), "
           "and races that only real hardware shows.")
     return 0 if passed == total else 1

@@ -52,7 +52,12 @@
  * ness). After a hang, each mbarrier a thread is stuck on gets its side of the story: the
  * threads of its arriving side that have not arrived and what they wait on (a cycle, named),
  * phases that ran ahead of their waiter (too many arrivals per round), and waits that passed
- * before their barrier completed any phase (a parity one phase off). */
+ * before their barrier completed any phase (a parity one phase off).
+ *
+ * The performance report (tests/emu/perf_report.h, on when EMU_REPORT_OUT names a file): for each
+ * wait_group line, the wgmma groups it retired and the ex2 and shuffles the thread ran while they
+ * were in flight (the overlap of softmax and GEMM); at each wgmma line, the tiles TMA brought that
+ * no wgmma had read yet (the ring's depth). */
 #pragma once
 #include <cuda.h>
 #include <cuda_runtime.h>
@@ -75,6 +80,7 @@
 #include <unistd.h>
 #include <vector>
 #include "../emu/core.h"
+#include "../emu/perf_report.h"  // the performance report (EMU_REPORT_OUT): wgmma overlap, the TMA ring
 
 #define __launch_bounds__(...)
 #ifndef EMU_NAME
@@ -180,6 +186,12 @@ struct EmuTmaCopy {
     uint32_t bytes = 0;
 };
 
+/* A tile a TMA or bulk copy brought (or is bringing) that no wgmma has read yet: its bytes and the
+ * mbarrier phase it completes (the copies of one phase are one tile), for the report's ring depth. */
+struct EmuTileAhead {
+    uint32_t lo, hi, bar;
+    unsigned phase;
+};
 struct EmuBlockState {
     std::vector<uint32_t> vc;             // [thread][emu_nv]
     std::unique_ptr<std::atomic<uint64_t>[]> wr;  // per 4-byte word: last write
@@ -192,6 +204,7 @@ struct EmuBlockState {
     std::vector<EmuNamedBar> warpbar;     // __syncwarp, per warp
     std::vector<EmuWarp> warps;
     std::deque<EmuTmaCopy> tma_queue;     // EMU_TMA=late
+    std::vector<EmuTileAhead> ahead;      // copies no wgmma has read yet (the report)
     long long reg_pool = 0;
 };
 static EmuBlockState *emu_blk = nullptr;
@@ -226,6 +239,10 @@ struct EmuTh {
     bool wg_fenced = false;
     std::vector<EmuWgOp> uncommitted;
     std::deque<std::vector<EmuWgOp>> groups;
+    /* for the report: this thread's other work so far (ex2, shuffles), and that count when each
+     * group in `groups` was committed: the difference at its wait is the work it overlapped */
+    long ops = 0;
+    std::deque<long> group_ops;
     std::vector<EmuBulkStore> bulk_open;             // TMA stores since the last bulk commit
     std::deque<std::vector<EmuBulkStore>> bulk_groups;
     int regs = 0;
@@ -442,7 +459,10 @@ static inline uint32_t smem_u32(const void *p) {
     if (c < fa_smem || c >= fa_smem + EMU_SMEM) emu_fail("smem_u32 of a non-shared pointer");
     return (uint32_t)(c - fa_smem);
 }
-static inline float ex2(float x) { return exp2f(x); }
+static inline float ex2(float x) {
+    emu_me()->ops++;  // the softmax's work, which a wgmma group in flight may overlap (the report)
+    return exp2f(x);
+}
 static inline unsigned __float_as_uint(float x) { unsigned u; memcpy(&u, &x, 4); return u; }
 static inline float __uint_as_float(unsigned u) { float x; memcpy(&x, &u, 4); return x; }
 static void st_shared_u32(uint32_t addr, uint32_t v) {
@@ -543,6 +563,7 @@ static void __syncwarp(unsigned = 0xffffffffu) {
     vc_join(emu_me()->vc, b.done.data());
 }
 static inline float __shfl_xor_sync(unsigned, float x, int m) {
+    emu_me()->ops++;
     EmuWarp &w = emu_blk->warps[emu_me()->warp];
     w.f[emu_me()->lane] = x;
     w.bar.arrive_and_wait();
@@ -686,6 +707,40 @@ static void emu_tma_deliver(EmuTmaCopy &cp) {
     vc_join(b.acc, b.agent.data());
     emu_mbar_complete(b);
 }
+/* The report's ring depth: a copy issued into [dst, dst + bytes), completing `bar`'s current phase. */
+static void emu_tile_ahead(uint32_t dst, uint32_t bytes, uint32_t bar) {
+    if (!emu_perf::on()) return;
+    auto it = emu_blk->mbar.find(bar);
+    emu_blk->ahead.push_back(EmuTileAhead{dst, dst + bytes, bar, it == emu_blk->mbar.end() ? 0u : it->second.phase});
+}
+/* The region (driver's emu_regions) an address lies in, or -1. */
+static int emu_region_index(uint32_t a) {
+    for (size_t i = 0; i < emu_regions.size(); ++i) {
+        const EmuRegion &r = emu_regions[i];
+        if (a >= r.start && a < r.start + (uint32_t)r.count * r.bytes) return (int)i;
+    }
+    return -1;
+}
+/* A wgmma at file:line reads `chunks`: the first to read a tile a copy brought counts the tiles of
+ * that ring (its region) landed or landing and not read yet, this one included, and retires it. */
+static void emu_tiles_read(const std::vector<uint32_t> &chunks, const char *file, int line) {
+    if (!emu_perf::on() || emu_blk->ahead.empty()) return;
+    auto &v = emu_blk->ahead;
+    const EmuTileAhead *hit = nullptr;
+    for (const EmuTileAhead &t : v)
+        for (uint32_t c : chunks)
+            if (!hit && c * 16 >= t.lo && c * 16 < t.hi) hit = &t;
+    if (!hit) return;
+    const EmuTileAhead read = *hit;
+    const int region = emu_region_index(read.lo);
+    std::vector<std::pair<uint32_t, unsigned>> tiles;
+    for (const EmuTileAhead &t : v)
+        if (emu_region_index(t.lo) == region) tiles.emplace_back(t.bar, t.phase);
+    std::sort(tiles.begin(), tiles.end());
+    emu_perf::tma(file, line, (long)(std::unique(tiles.begin(), tiles.end()) - tiles.begin()));
+    v.erase(std::remove_if(v.begin(), v.end(), [&](const EmuTileAhead &t) { return t.bar == read.bar && t.phase == read.phase; }),
+            v.end());
+}
 static void tma_load_3d(uint32_t dst, const CUtensorMap *map, int c0, int c1, int c2, uint32_t bar) {
     emu_progress++;
     if (map->opaque[0] != EMU_TMAP_MAGIC) { emu_fail("TMA with a tensor map the emulator did not make"); return; }
@@ -695,6 +750,8 @@ static void tma_load_3d(uint32_t dst, const CUtensorMap *map, int c0, int c1, in
     if (dst % 128) emu_fail(emu_fmt("TMA destination %u is not 128-byte aligned", dst));
     if (!emu_mbar(bar, "cp.async.bulk.tensor completion")) return;
     EmuTmaCopy cp{dst, map, {c0, c1, c2}, bar, std::vector<uint32_t>(emu_me()->vc, emu_me()->vc + emu_nv)};
+    const uint64_t *o = map->opaque;
+    emu_tile_ahead(dst, (uint32_t)(o[7] * o[10] * o[8] * o[9]), bar);
     emu_tick();
     if (emu_tma_late) emu_blk->tma_queue.push_back(cp);
     else emu_tma_deliver(cp);
@@ -832,6 +889,7 @@ static void bulk_load_1d(uint32_t dst, const void *src, uint32_t bytes, uint32_t
     EmuTmaCopy cp{dst, nullptr, {0, 0, 0}, bar, std::vector<uint32_t>(emu_me()->vc, emu_me()->vc + emu_nv)};
     cp.src = inside ? src : nullptr;
     cp.bytes = bytes;
+    emu_tile_ahead(dst, bytes, bar);
     emu_tick();
     if (emu_tma_late) emu_blk->tma_queue.push_back(cp);
     else emu_bulk_deliver(cp);
@@ -1026,7 +1084,7 @@ template <typename T> static void emu_compute(EmuWgOp &op) {
 }
 template <typename T>
 static void emu_wgmma_issue(float *d, int N, bool rs, uint64_t da, const uint32_t *a, uint64_t db, int scale_d,
-                            bool mn = false) {
+                            bool mn = false, const char *file = "", int line = 0) {
     emu_progress++;
     if (!emu_me()->wg_fenced)
         emu_fail("wgmma.mma_async without a wgmma.fence since this thread's last wgmma.wait_group (or since the "
@@ -1056,29 +1114,31 @@ static void emu_wgmma_issue(float *d, int N, bool rs, uint64_t da, const uint32_
     emu_checking_op = &op;
     for (uint32_t c : chunks) emu_check_read(c, true, "wgmma");
     emu_checking_op = nullptr;
+    emu_tiles_read(chunks, file, line);
     if (!emu_wgmma_late) emu_compute<T>(op);
     emu_me()->uncommitted.push_back(std::move(op));
 }
 template <typename T, int N>
-static inline void wgmma_ss(float (&d)[N / 2], uint64_t desc_a, uint64_t desc_b, int scale_d) {
-    emu_wgmma_issue<T>(d, N, false, desc_a, nullptr, desc_b, scale_d);
+static inline void wgmma_ss(float (&d)[N / 2], uint64_t desc_a, uint64_t desc_b, int scale_d EMU_SITE) {
+    emu_wgmma_issue<T>(d, N, false, desc_a, nullptr, desc_b, scale_d, false, emu_file, emu_line);
 }
 template <typename T, int N>
-static inline void wgmma_rs(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t desc_b, int scale_d) {
-    emu_wgmma_issue<T>(d, N, true, 0, a, desc_b, scale_d);
+static inline void wgmma_rs(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t desc_b, int scale_d EMU_SITE) {
+    emu_wgmma_issue<T>(d, N, true, 0, a, desc_b, scale_d, false, emu_file, emu_line);
 }
 /* Lesson 13: imm-trans-a = imm-trans-b = 1, both operands MN-major. */
 template <typename T, int N>
-static inline void wgmma_ss_mn(float (&d)[N / 2], uint64_t desc_a, uint64_t desc_b, int scale_d) {
-    emu_wgmma_issue<T>(d, N, false, desc_a, nullptr, desc_b, scale_d, true);
+static inline void wgmma_ss_mn(float (&d)[N / 2], uint64_t desc_a, uint64_t desc_b, int scale_d EMU_SITE) {
+    emu_wgmma_issue<T>(d, N, false, desc_a, nullptr, desc_b, scale_d, true, emu_file, emu_line);
 }
 static inline void wgmma_fence() { emu_me()->wg_fenced = true; }
 static inline void wgmma_commit() {
     emu_progress++;
+    emu_me()->group_ops.push_back(emu_me()->ops);
     emu_me()->groups.push_back(std::move(emu_me()->uncommitted));
     emu_me()->uncommitted.clear();
 }
-template <int N> static void wgmma_wait() {
+template <int N> static void wgmma_wait(EMU_SITE_ONLY) {
     emu_progress++;
     if (!emu_me()->uncommitted.empty())
         emu_fail("wgmma.wait_group while wgmma.mma_async instructions are not committed (a missing "
@@ -1097,6 +1157,8 @@ template <int N> static void wgmma_wait() {
             for (int i = 0; i < op.N / 2; ++i) op.d[i] = op.prod[i] + (op.scale_d ? op.d[i] : 0.f);
         }
         emu_me()->groups.pop_front();
+        emu_perf::overlap(emu_file, emu_line, emu_me()->ops - emu_me()->group_ops.front());
+        emu_me()->group_ops.pop_front();
     }
     emu_me()->wg_fenced = false;
 }

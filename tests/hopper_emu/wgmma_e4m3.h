@@ -100,7 +100,8 @@ static void emu_e4m3_compute(EmuWgOp &op) {
     w.bar.arrive_and_wait();
     op.computed = true;
 }
-static void emu_e4m3_issue(float *d, int N, bool rs, uint64_t da, const uint32_t *a, uint64_t db, int scale_d) {
+static void emu_e4m3_issue(float *d, int N, bool rs, uint64_t da, const uint32_t *a, uint64_t db, int scale_d,
+                           const char *file, int line) {
     emu_progress++;
     if (!emu_me()->wg_fenced)
         emu_fail("wgmma.mma_async (e4m3) without a wgmma.fence since this thread's last wgmma.wait_group (or since "
@@ -122,18 +123,19 @@ static void emu_e4m3_issue(float *d, int N, bool rs, uint64_t da, const uint32_t
     std::vector<uint32_t> chunks;
     emu_e4m3_chunks(op, chunks);
     for (uint32_t c : chunks) emu_check_read(c, true, "wgmma (e4m3)");
+    emu_tiles_read(chunks, file, line);  // the report's ring depth
     if (!emu_wgmma_late) emu_e4m3_compute(op);
     emu_me()->uncommitted.push_back(std::move(op));
 }
 template <int N>
-static inline void wgmma_ss_e4m3(float (&d)[N / 2], uint64_t desc_a, uint64_t desc_b, int scale_d) {
+static inline void wgmma_ss_e4m3(float (&d)[N / 2], uint64_t desc_a, uint64_t desc_b, int scale_d EMU_SITE) {
     static_assert(N % 8 == 0 && N >= 8 && N <= 256, "wgmma N: a multiple of 8 in [8, 256]");
-    emu_e4m3_issue(d, N, false, desc_a, nullptr, desc_b, scale_d);
+    emu_e4m3_issue(d, N, false, desc_a, nullptr, desc_b, scale_d, emu_file, emu_line);
 }
 template <int N>
-static inline void wgmma_rs_e4m3(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t desc_b, int scale_d) {
+static inline void wgmma_rs_e4m3(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t desc_b, int scale_d EMU_SITE) {
     static_assert(N % 8 == 0 && N >= 8 && N <= 256, "wgmma N: a multiple of 8 in [8, 256]");
-    emu_e4m3_issue(d, N, true, 0, a, desc_b, scale_d);
+    emu_e4m3_issue(d, N, true, 0, a, desc_b, scale_d, emu_file, emu_line);
 }
 static inline uint16_t cvt_e4m3x2(float hi, float lo) {
     return (uint16_t)((uint16_t)e4m3_encode(hi) << 8 | e4m3_encode(lo));

@@ -18,6 +18,11 @@
  * reports cp.async hazards deterministically, whatever the threads'
  * interleaving (see "cp.async hazards" below). Plain C++ loads and stores
  * through shared pointers are not tracked, only ldmatrix and cp.async.
+ *
+ * The performance report (tests/emu/perf_report.h, on when EMU_REPORT_OUT names a file): the
+ * wavefronts of every ldmatrix and st.shared by the line that called it, the cp.async groups
+ * in flight at each ldmatrix, and, in a report build (tests/emu/perf_hooks.h), the plain C++
+ * loads and stores of shared memory too, by their instruction.
  */
 #pragma once
 #include <cuda_runtime.h>
@@ -35,6 +40,7 @@
 #include <functional>
 #include <memory>
 #include "../emu/core.h"
+#include "../emu/perf_report.h"  // the performance report (EMU_REPORT_OUT): bank conflicts per line, copies in flight
 
 #define __launch_bounds__(...)
 #ifndef EMU_NAME  // the kernel's source file, printed in the banner (make passes it)
@@ -92,7 +98,7 @@ static void emu_fail(const char *msg) {
 
 static inline void __syncthreads() { emu_block->bar.arrive_and_wait(); ++emu_epoch; }
 static inline void __syncwarp(unsigned = 0xffffffffu) { emu_warp->bar.arrive_and_wait(); ++emu_wsync; }
-static inline float __shfl_xor_sync(unsigned, float x, int m) {
+EMU_UNCOUNTED static inline float __shfl_xor_sync(unsigned, float x, int m) {
     EmuWarp *w = emu_warp;
     w->f[emu_lane][0] = x;
     w->bar.arrive_and_wait();
@@ -139,7 +145,7 @@ static void emu_hazard(uint32_t chunk, const char *what, const char *who, int ot
     emu_fail(msg);
 }
 /* ldmatrix reads bytes of chunk `c` in this thread. */
-static void emu_track_read(uint32_t c) {
+EMU_UNCOUNTED static void emu_track_read(uint32_t c) {
     const unsigned tid = threadIdx.x, warp = tid / 32;
     const uint64_t w = emu_wr[c].load(std::memory_order_acquire);
     if (w & EMU_INFLIGHT)
@@ -158,7 +164,7 @@ static void emu_track_read(uint32_t c) {
     } while (!emu_rd[c].compare_exchange_weak(r, n, std::memory_order_acq_rel));
 }
 /* This thread issues a cp.async into chunk `c`. */
-static void emu_track_issue(uint32_t c) {
+EMU_UNCOUNTED static void emu_track_issue(uint32_t c) {
     const unsigned tid = threadIdx.x, warp = tid / 32;
     const uint64_t w = emu_wr[c].exchange(emu_wr_pack(EMU_INFLIGHT, tid), std::memory_order_acq_rel);
     if (w & EMU_INFLIGHT)
@@ -177,17 +183,35 @@ static inline void emu_track_retire(uint32_t c) {
     emu_wr[c].store(emu_wr_pack(0, threadIdx.x), std::memory_order_release);
 }
 
-static inline uint16_t emu_ld16(uint32_t a) {
+EMU_UNCOUNTED static inline uint16_t emu_ld16(uint32_t a) {
     if (a + 2 > emu_smem_bytes) { emu_fail("ldmatrix out of bounds"); return 0; }
     emu_track_read(a / 16);
     uint16_t v; memcpy(&v, fa_smem + a, 2); return v;
 }
-static void emu_ldmatrix(uint32_t r[4], uint32_t addr, bool trans) {
+/* This thread's cp.async groups still in flight (committed and not waited for, or not committed
+ * yet), when it reads a tile that cp.async wrote: the pipeline's depth, for the report. */
+static void emu_count_flight(uint32_t addr, const char *file, int line) {
+    const uint64_t w = addr / 16 < EMU_SMEM / 16 ? emu_wr[addr / 16].load(std::memory_order_relaxed) : 0;
+    if (!emu_perf::on() || !(w & EMU_WRITTEN) || (w & EMU_PLAIN)) return;
+    long n = !emu_cur.empty();
+    for (auto &g : emu_groups) n += !g.empty();
+    emu_perf::flight(file, line, n);
+}
+/* ldmatrix's request for the report: one phase per 8x8 matrix, its 8 rows of 16 bytes. */
+static void emu_ldmatrix_request(const EmuWarp *w, const char *kind, const char *file, int line) {
+    uint32_t a[32];
+    unsigned b[32];
+    for (int k = 0; k < 32; ++k) { a[k] = w->u[k][0]; b[k] = 16; }
+    emu_perf::warp_request(file, line, kind, a, b, 4, 8);
+}
+EMU_UNCOUNTED static void emu_ldmatrix(uint32_t r[4], uint32_t addr, bool trans, const char *file, int line) {
     EmuWarp *w = emu_warp;
     const int l = emu_lane;
     w->u[l][0] = addr;
+    emu_count_flight(addr, file, line);
     w->bar.arrive_and_wait();
     if (l == 0) {
+        emu_ldmatrix_request(w, trans ? "ldmatrix.x4.trans" : "ldmatrix.x4", file, line);
         for (int i = 0; i < 4; ++i) {
             unsigned seen = 0; int conf = 0;
             for (int k = 0; k < 8; ++k) {
@@ -213,13 +237,29 @@ static void emu_ldmatrix(uint32_t r[4], uint32_t addr, bool trans) {
     }
     w->bar.arrive_and_wait();
 }
-static inline void ldmatrix_x4(uint32_t r[4], uint32_t addr) { emu_ldmatrix(r, addr, false); }
-static inline void ldmatrix_x4_trans(uint32_t r[4], uint32_t addr) { emu_ldmatrix(r, addr, true); }
+static inline void ldmatrix_x4(uint32_t r[4], uint32_t addr EMU_SITE) { emu_ldmatrix(r, addr, false, emu_file, emu_line); }
+static inline void ldmatrix_x4_trans(uint32_t r[4], uint32_t addr EMU_SITE) {
+    emu_ldmatrix(r, addr, true, emu_file, emu_line);
+}
 
-template <typename T> static inline float emu_tof(uint16_t b) {
-    T h; memcpy(&h, &b, 2);
-    if constexpr (sizeof(T) == 2 && std::is_same<T, __half>::value) return __half2float(h);
-    else return __bfloat162float(h);
+/* A 16-bit operand's value, exactly (both widen to fp32 without rounding). Bit arithmetic rather
+ * than cuda_fp16.h's conversions: mma_16816 makes 384 per call, and a report build instruments
+ * the headers' functions (perf_hooks.h), not these. */
+template <typename T> EMU_UNCOUNTED static inline float emu_tof(uint16_t b) {
+    uint32_t u;
+    if constexpr (std::is_same<T, __half>::value) {
+        const uint32_t sign = (uint32_t)(b & 0x8000u) << 16, e = (b >> 10) & 0x1f, m = b & 0x3ffu;
+        if (e == 0) {  // zero or subnormal: m * 2^-24
+            const float f = (float)m * 5.9604644775390625e-8f;
+            return sign ? -f : f;
+        }
+        u = sign | (e == 0x1f ? 0x7f800000u | m << 13 : (e + 112) << 23 | m << 13);
+    } else {
+        u = (uint32_t)b << 16;
+    }
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
 }
 /* PTX ISA fragment layouts of mma.m16n8k16 (g = lane>>2, t = lane&3):
  * A: a_i, i = 0..7 (reg i/2, half i%2): row g for i in {0,1,4,5} else g+8,
@@ -227,7 +267,7 @@ template <typename T> static inline float emu_tof(uint16_t b) {
  * B: b_i, i = 0..3: row 2t + (i&1) (+8 for i >= 2), col g.
  * C: c_i, i = 0..3: row g (i < 2) or g+8, col 2t + (i&1). */
 template <typename T>
-static void mma_16816(float d[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
+EMU_UNCOUNTED static void mma_16816(float d[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
     EmuWarp *w = emu_warp;
     const int l = emu_lane;
     for (int i = 0; i < 4; ++i) { w->u[l][i] = a[i]; w->f[l][i] = d[i]; }
@@ -266,11 +306,11 @@ static inline void __threadfence() { std::atomic_thread_fence(std::memory_order_
 static inline int atomicAdd(int *p, int v) { return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST); }
 template <typename T> static inline T __ldcg(const T *p) { return *p; }
 
-static inline void emu_do_copy(const EmuCopy &c) {
+EMU_UNCOUNTED static inline void emu_do_copy(const EmuCopy &c) {
     if (c.dst % 16 || c.dst + 16 > emu_smem_bytes) { emu_fail("cp.async destination out of bounds/misaligned"); return; }
     if (c.valid) memcpy(fa_smem + c.dst, c.src, 16); else memset(fa_smem + c.dst, 0, 16);
 }
-static inline void cp_async_16(uint32_t dst, const void *src, bool valid) {
+EMU_UNCOUNTED static inline void cp_async_16(uint32_t dst, const void *src, bool valid) {
     if ((uintptr_t)src % 16) emu_fail("cp.async source not 16-byte aligned");
     EmuCopy c{dst, src, valid};
     if (dst % 16 == 0 && dst + 16 <= emu_smem_bytes) emu_track_issue(dst / 16);
@@ -309,6 +349,7 @@ static void emu_launch(dim3 grid, int nt, size_t smem, const std::function<void(
         fn();
         if (!emu_cur.empty()) emu_fail("uncommitted cp.async at exit");
     };
+    h.block_end = [] { emu_perf::block_end(); };
     h.on_hang = [] {
         emu_fail("the block hangs (see EMU HANG above)");
         printf("EMU FAILED (hang)\n");
@@ -376,3 +417,12 @@ struct EmuCase {
         return r;
     }
 };
+
+/* A report build (tests/emu/grade.py, EMU_REPORT on) also counts the kernel's ordinary loads and
+ * stores of shared memory: tests/emu/perf_hooks.h, with a lane's barriers as its position. */
+#ifdef EMU_PERF_HOOKS
+static inline uint64_t emu_perf_sync() { return (uint64_t)emu_epoch << 32 | emu_wsync; }
+#define EMU_PERF_SMEM fa_smem
+#define EMU_PERF_SMEM_BYTES EMU_SMEM
+#include "../emu/perf_hooks.h"
+#endif

@@ -55,12 +55,16 @@ static void emu_track_store(uint32_t c) {
                    (r & 0xff) == EMU_MANY ? -1 : (int)(r & 0xff));
 }
 
-static void sts32(uint32_t addr, uint32_t v) {
+EMU_UNCOUNTED static void sts32(uint32_t addr, uint32_t v EMU_SITE) {
     EmuWarp *w = emu_warp;
     const int l = emu_lane;
     w->u[l][0] = addr;
     w->bar.arrive_and_wait();
     if (l == 0) {  // words in the same bank but at different addresses serialise
+        uint32_t a[32];
+        unsigned b[32];
+        for (int k = 0; k < 32; ++k) { a[k] = w->u[k][0]; b[k] = 4; }
+        emu_perf::warp_request(emu_file, emu_line, "st.shared 4 B", a, b, 1, 32);
         int conf = 0;
         for (int a = 0; a < 32; ++a) {
             bool dup = false;
@@ -90,13 +94,17 @@ static void sts32(uint32_t addr, uint32_t v) {
  * 4j..4j+3 (the C layout of an mma fragment). Each lane writes the row it addresses, so the
  * hazard shadow sees one 16-byte chunk per lane; bank conflicts as for ldmatrix (the 8
  * rows of one matrix in 8 different 16-byte bank groups). */
-static void stmatrix_x4(uint32_t addr, uint32_t r0, uint32_t r1, uint32_t r2, uint32_t r3) {
+EMU_UNCOUNTED static void stmatrix_x4(uint32_t addr, uint32_t r0, uint32_t r1, uint32_t r2, uint32_t r3 EMU_SITE) {
     EmuWarp *w = emu_warp;
     const int l = emu_lane;
     w->u[l][0] = r0; w->u[l][1] = r1; w->u[l][2] = r2; w->u[l][3] = r3;
     w->v[l][0] = addr;
     w->bar.arrive_and_wait();
     if (l == 0) {
+        uint32_t a[32];
+        unsigned b[32];
+        for (int k = 0; k < 32; ++k) { a[k] = w->v[k][0]; b[k] = 16; }
+        emu_perf::warp_request(emu_file, emu_line, "stmatrix.x4", a, b, 4, 8);
         int conf = 0;
         for (int i = 0; i < 4; ++i) {
             unsigned seen = 0;
@@ -119,15 +127,17 @@ static void stmatrix_x4(uint32_t addr, uint32_t r0, uint32_t r1, uint32_t r2, ui
     w->bar.arrive_and_wait();  // everyone is done with w->u, w->v before they are reused
 }
 
-static inline float2 lds_f32x2(uint32_t addr) {
+EMU_UNCOUNTED static inline float2 lds_f32x2(uint32_t addr EMU_SITE) {
     float2 v{NAN, NAN};
+    emu_perf::lane_access(0, emu_file, emu_line, addr, 8, false, (uint64_t)emu_epoch << 32 | emu_wsync);
     if (addr % 8 || addr + 8 > emu_smem_bytes) { emu_fail("ld.shared.v2.f32 out of bounds or misaligned"); return v; }
     emu_track_read(addr / 16);
     memcpy(&v, fa_smem + addr, 8);
     return v;
 }
-static inline uint4 lds_u128(uint32_t addr) {
+EMU_UNCOUNTED static inline uint4 lds_u128(uint32_t addr EMU_SITE) {
     uint4 v{0, 0, 0, 0};
+    emu_perf::lane_access(0, emu_file, emu_line, addr, 16, false, (uint64_t)emu_epoch << 32 | emu_wsync);
     if (addr % 16 || addr + 16 > emu_smem_bytes) { emu_fail("ld.shared.v4.b32 out of bounds or misaligned"); return v; }
     emu_track_read(addr / 16);
     memcpy(&v, fa_smem + addr, 16);
