@@ -8,7 +8,7 @@
 EMU_CXX ?= g++
 EMU_QUICK ?= 1
 EMU_ARG = $(if $(filter 1,$(EMU_QUICK)),quick,)
-.PHONY: emu-starters emu-solutions test-step-ladder test-step-ladder-full hostsim-forward hostsim-serving
+.PHONY: emu-starters emu-solutions emu-report-check test-step-ladder test-step-ladder-full hostsim-forward hostsim-serving
 
 # The real runners compiled by g++ over the fake CUDA runtime (tests/fake_cuda) and tests/hostsim's
 # fake harness device (forward; backward)
@@ -84,7 +84,7 @@ emu-solution%: $$(EMU_OBJS)
 EMU_STARTER_NUMS := $(filter-out $(call lessons_with,emu_starter,no),$(call lessons_with,emulator,fp32 wmma warp driver own))
 emu-starters: $$(EMU_OBJS)
 	@for n in $(EMU_STARTER_NUMS); do \
-	  out=$$($(MAKE) --no-print-directory emu-lesson$$n EMU_OPT=-O0 2>&1); rc=$$?; \
+	  out=$$($(MAKE) --no-print-directory emu-lesson$$n EMU_OPT=-O0 EMU_REPORT=0 2>&1); rc=$$?; \
 	  if echo "$$out" | grep -q 'SKIP (no CUDA headers'; then echo "emu-starters: SKIP (no CUDA headers)"; exit 0; fi; \
 	  if ! echo "$$out" | grep -q '^NOT IMPLEMENTED' || echo "$$out" | grep -qE 'Error 1|Error 2|EMU ERROR|Segmentation'; then \
 	    echo "$$out"; echo "emu-starters: make emu-lesson$$n does not say 'not implemented' for the starter as shipped"; exit 1; fi; \
@@ -94,6 +94,13 @@ emu-solutions:
 	@for n in $(EMU_GRADE_NUMS); do $(MAKE) --no-print-directory emu-solution$$n || exit 1; done
 TEST_STEPS += emu-starters
 TEST_FULL_STEPS += emu-solutions
+
+# the performance report that follows a passing make emu-lessonN (tests/emu/report.py): each planted
+# slow variant flagged for its slowness, no solution flagged (tests/emu/report_check.py: lessons 07-09,
+# one small case each)
+emu-report-check: $(if $(HOSTSIM_HAVE_CUDA),$(HOSTSIM_FWD_OBJ))
+	@$(NO_CUDA_SKIP); $(EMU_ENV) python3 tests/emu/report_check.py
+TEST_STEPS += emu-report-check
 
 # step ladders (a descriptor's `steps`): each step passes with its TODOs written, fails without the
 # last (tests/checks/step_ladder_test.sh): the first step in make test, every step in test-full
