@@ -15,7 +15,11 @@
  * neighbours in the pool), with spare pages, and the rows past each sequence's length in its
  * last page, NaN; the table is checked (attn_check_paged) before the lesson sees it, and the
  * float64 reference reads the contiguous K and V. A failure names the sequences and what their
- * rows match (runner_serving.cu). Lessons that declare LESSON_VARLEN also get packed batches,
+ * rows match (runner_serving.cu). A paged lesson that also defines attention_append_kv
+ * (attention_serving.h) has its append graded in every graded paged case: the pools go up without
+ * each sequence's last n_new keys (NaN there), the launch is the append then the decode, and the
+ * pools are checked against what they should hold after it (runner_serving.cu names a row written
+ * wrong by sequence, key and page). Lessons that declare LESSON_VARLEN also get packed batches,
  * problems of their own (runner_varlen.cu), which the kinds below hand those cases to.
  *
  * Lessons that declare DTYPE_E4M3 (lesson 14) get FP8 inputs in that dtype (attention.h,
@@ -47,6 +51,10 @@ extern "C" {
 #include "rng.h"
 }
 
+/* Defined by a paged lesson that appends a step's keys to its cache (attention_serving.h): weak, so
+ * that every other lesson links without it. */
+extern "C" int attention_append_kv(const attn_append_args *a) __attribute__((weak));
+
 /* ---- the problem: inputs, outputs, arguments ---- */
 
 enum { OUT_O, OUT_L }; /* the outputs, in problem_core's out[] */
@@ -73,6 +81,13 @@ struct Problem : problem_core {
     std::vector<float> pool[2];
     guarded_buf table;
     size_t npool; /* elements of each pool */
+    /* The append (a graded paged case of a lesson that defines attention_append_kv; n_new 0
+     * otherwise): the last n_new keys of every sequence are NaN in the pools as uploaded and come
+     * from knew[0], knew[1] ([B, n_new, H_kv, d]), which the lesson's append writes into the pools
+     * before every run; pool[] holds what the pools must hold after it. */
+    int n_new;
+    guarded_buf knew[2];
+    attn_append_args app;
     attn_args args;
 };
 static const int N_BUFFERS = 5; /* guarded arrays per problem, for the memory count (+1 when ragged or paged, +3 FP8) */
@@ -101,6 +116,23 @@ static void quantize_input(Problem &p, int which, bool fresh) {
                  input(p, which).data());
 }
 
+/* The append's inputs for K (which 1) or V (2): fresh = the last n_new keys of every sequence,
+ * [B, n_new, H_kv, d] (token t of sequence b is its key len_b - n_new + t), taken from the
+ * contiguous draw; and those rows set to NaN in pool, the pool as uploaded before the append. */
+static void append_split(const Problem &p, int which, std::vector<float> &pool, std::vector<float> &fresh) {
+    const shape_case &c = p.c;
+    const std::vector<float> &X = which == 1 ? p.K : p.V;
+    fresh.assign((size_t)c.B * p.n_new * c.H_kv * c.d, 0.f);
+    for (int b = 0; b < c.B; ++b)
+        for (int t = 0; t < p.n_new; ++t)
+            for (int h = 0; h < c.H_kv; ++h) {
+                const int j = p.seqlens[b] - p.n_new + t;
+                const float *src = &X[(((size_t)b * c.H_kv + h) * c.N_kv + j) * c.d];
+                std::copy(src, src + c.d, &fresh[(((size_t)b * p.n_new + t) * c.H_kv + h) * c.d]);
+                std::fill_n(&pool[page_map_offset(&p.pages, b, j, h, c.H_kv, c.d)], c.d, NAN);
+            }
+}
+
 static void upload(Problem &p, int which) {
     if (p.dt == DTYPE_E4M3) {
         guarded_upload(&p.in[which], p.codes[which].data());
@@ -112,7 +144,16 @@ static void upload(Problem &p, int which) {
         pool.resize(p.npool);
         page_map_scatter(&p.pages, input(p, which).data(), p.seqlens.data(), p.c.H_kv, p.c.N_kv, p.c.d, pool.data());
         std::vector<char> buf(p.npool * esize(p.dt));
-        encode_values(pool.data(), buf.data(), p.npool, p.dt);
+        if (p.n_new) { /* the step's new keys: NaN in the pool, in knew for the lesson's append */
+            std::vector<float> before = pool, fresh;
+            append_split(p, which, before, fresh);
+            encode_values(before.data(), buf.data(), p.npool, p.dt);
+            std::vector<char> nb(fresh.size() * esize(p.dt));
+            encode_values(fresh.data(), nb.data(), fresh.size(), p.dt);
+            guarded_upload(&p.knew[which - 1], nb.data());
+        } else {
+            encode_values(pool.data(), buf.data(), p.npool, p.dt);
+        }
         guarded_upload(&p.in[which], buf.data());
         return;
     }
@@ -211,7 +252,15 @@ static void fill_inputs_on_device(Problem &p, uint64_t seed) {
     CUDA_CHECK(cudaDeviceSynchronize());
 }
 
-static int launch(problem_core *p) { return attention_forward(&fwd(*p).args); }
+/* The lesson's launch: the append first when the case grades it (both on the problem's stream). */
+static int launch(problem_core *pc) {
+    Problem &p = fwd(*pc);
+    if (p.n_new) {
+        const int rc = attention_append_kv(&p.app);
+        if (rc != ATTN_OK) return rc;
+    }
+    return attention_forward(&p.args);
+}
 
 /* A problem of shape c0 (normalized here) in dtype dt, inputs from seed: on the host when
  * host (graded), else on the device (timing only). Exits EXIT_OOM, with what did not fit,
@@ -251,6 +300,12 @@ static Problem *problem_new(const shape_case &c0, dtype_t dt, uint64_t seed, boo
         }
         p.npool = (size_t)p.pages.num_pages * c.page_size * c.H_kv * c.d;
     }
+    /* the append: graded paged cases of a lesson that defines it, the last min(N, shortest length)
+     * keys of every sequence (a step's N new tokens, or as many as every sequence has) */
+    p.n_new = paged && host && attention_append_kv ? std::min(c.N, *std::min_element(p.seqlens.begin(), p.seqlens.end()))
+                                                   : 0;
+    const size_t nnew = (size_t)c.B * p.n_new * c.H_kv * c.d;
+    p.guarded_arrays += p.n_new ? 2 : 0;
     const size_t nkv_dev = paged ? p.npool : p.nkv; /* elements of each of K and V on the device */
     /* device: Q, K, V, O, L and their guards (and seqlens_kv, block_table); host: Q, K, V in fp32
      * (and the K, V pools), an upload buffer and two copies of O, or only the two copies when the
@@ -260,7 +315,8 @@ static Problem *problem_new(const shape_case &c0, dtype_t dt, uint64_t seed, boo
                    (p.n + 2 * nkv_dev) * esize(dt) + p.n * oes + sizeof(float) * (size_t)c.B * c.H * c.N +
                        N_BUFFERS * 2 * GUARD_BYTES + (c.ragged ? 2 * GUARD_BYTES + 4 * (size_t)c.B : 0) +
                        (paged ? 2 * GUARD_BYTES + 4 * (size_t)c.B * p.pages.max_pages : 0) +
-                       (fp8 ? 3 * 2 * GUARD_BYTES + sizeof(float) * (p.n + 2 * p.nkv) / FP8_BLOCK_ROWS : 0),
+                       (fp8 ? 3 * 2 * GUARD_BYTES + sizeof(float) * (p.n + 2 * p.nkv) / FP8_BLOCK_ROWS : 0) +
+                       (p.n_new ? 2 * (2 * GUARD_BYTES + nnew * esize(dt)) : 0),
                    host ? (p.n + 2 * p.nkv + 2 * p.npool) * sizeof(float) * (fp8 ? 2 : 1) +
                               std::max(p.n, nkv_dev) * esize(dt) + 2 * p.n * oes
                         : 2 * p.n * oes,
@@ -275,6 +331,12 @@ static Problem *problem_new(const shape_case &c0, dtype_t dt, uint64_t seed, boo
             guarded_alloc_or_exit(&p.scales[k], fp8_scale_count(k ? c.B * c.H_kv : c.B * c.H, k ? c.N_kv : c.N,
                                                                 c.fp8_tensor ? 0 : FP8_BLOCK_ROWS),
                                   4, NAN32, c, dt, "the descale factors");
+    }
+    for (int w = 0; w < 2; ++w) {
+        p.knew[w].raw = NULL;
+        p.knew[w].data = NULL;
+        if (p.n_new)
+            guarded_alloc_or_exit(&p.knew[w], nnew, esize(dt), nan_of(esize(dt)), c, dt, "the new keys and values");
     }
     if (host) fill_inputs_on_host(p, seed);
     else fill_inputs_on_device(p, seed);
@@ -306,6 +368,15 @@ static Problem *problem_new(const shape_case &c0, dtype_t dt, uint64_t seed, boo
         a.max_pages = p.pages.max_pages;
         a.num_pages = p.pages.num_pages;
     }
+    if (p.n_new) {
+        attn_append_args &w = p.app;
+        w = attn_append_args();
+        w.B = c.B; w.H_kv = c.H_kv; w.d = c.d; w.dtype = dt; w.n_new = p.n_new;
+        w.K_new = p.knew[0].data; w.V_new = p.knew[1].data;
+        w.K = p.in[1].data; w.V = p.in[2].data;
+        w.block_table = a.block_table; w.page_size = a.page_size; w.max_pages = a.max_pages; w.num_pages = a.num_pages;
+        w.seqlens_kv = a.seqlens_kv; w.N_kv = c.N_kv; w.stream = p.stream;
+    }
     if (fp8) {
         a.fp8.q_rows = a.fp8.kv_rows = c.fp8_tensor ? 0 : FP8_BLOCK_ROWS;
         a.fp8.hadamard = c.hadamard;
@@ -333,6 +404,7 @@ static void release(problem_core *pc) {
     free_outputs(p);
     guarded_free(&p.lens);
     guarded_free(&p.table);
+    for (int w = 0; w < 2; ++w) guarded_free(&p.knew[w]);
     page_map_free(&p.pages);
     CUDA_CHECK(cudaStreamDestroy(p.stream));
     delete &p;
@@ -555,8 +627,28 @@ static std::string paged_text(const Problem &p, const graded_rows &g, const run_
     return paged_diagnosis(pc, run);
 }
 
-/* Grades O and L of run r on the picked rows (every other element must be written), and prints
- * the FAIL block when a bad element or a write outside them shows. */
+/* After a run of a case that grades the append: the pools as the device holds them against what
+ * they must hold (pool[]), bit for bit (the append copies), and the writes outside them;
+ * append_diagnosis's lines, "" when both are right. */
+static std::string append_text(const Problem &p) {
+    if (!p.n_new) return "";
+    std::vector<char> want[2], got[2];
+    append_case ac = {&p.c, &p.pages, p.seqlens.data(), p.n_new, p.dt, esize(p.dt), {}, {}, {}};
+    for (int w = 0; w < 2; ++w) {
+        want[w].resize(p.npool * ac.es);
+        encode_values(p.pool[w].data(), want[w].data(), p.npool, p.dt);
+        got[w].resize(want[w].size());
+        CUDA_CHECK(cudaMemcpy(got[w].data(), p.in[1 + w].data, got[w].size(), cudaMemcpyDeviceToHost));
+        ac.want[w] = &want[w];
+        ac.got[w] = &got[w];
+        ac.hit[w] = guarded_check(&p.in[1 + w]);
+    }
+    return append_diagnosis(ac);
+}
+
+/* Grades O and L of run r on the picked rows (every other element must be written), and the
+ * pools when the case grades the append, and prints the FAIL block when a bad element, a write
+ * outside them or a wrong row of a pool shows. */
 static verdict grade(problem_core &pc, const run_result &r, uint64_t seed) {
     if (is_varlen(pc.c)) return varlen_grade(pc, r, seed);
     const Problem &p = fwd(pc);
@@ -584,7 +676,8 @@ static verdict grade(problem_core &pc, const run_result &r, uint64_t seed) {
         }
     }
     for (int k = 0; k < 2; ++k) grader_free(gr[k]);
-    verdict v = {rep[OUT_O].bad == 0 && rep[OUT_L].bad == 0 && outside.empty(), ""};
+    const std::string appended = append_text(p);
+    verdict v = {rep[OUT_O].bad == 0 && rep[OUT_L].bad == 0 && outside.empty() && appended.empty(), ""};
     if (v.pass) {
         char buf[256];
         snprintf(buf, sizeof buf, "max err O %.2g, L %.2g (%s)", rep[OUT_O].max_abs, rep[OUT_L].max_abs, tol_desc);
@@ -600,7 +693,9 @@ static verdict grade(problem_core &pc, const run_result &r, uint64_t seed) {
                "Q's descale times that tile's K descale), and O's units when V's descale changes from one key "
                "tile to the next (block scales; blocks that differ, as with --outliers, show it)\n";
     }
-    if (is_paged(p.c) && outside.empty()) {
+    if (!appended.empty()) { /* the decode read what the append left: the append is said first, alone */
+        why = appended + "\n" + (why.empty() ? "" : "      " + why);
+    } else if (is_paged(p.c) && outside.empty()) {
         if (!why.empty() && why.back() != '\n') why += "\n";
         why += "      " + paged_text(p, g, r, tol) + "\n";
     }

@@ -1,12 +1,13 @@
 /* runner_serving.cu: what a failing case of a serving layout points at (runner_serving.h): the test
  * of a hypothesis on a wrong row (row_matches: is the row what the attention over these keys
- * gives?), and the diagnosis of a paged KV cache. The pages of a graded case are shuffled in the
+ * gives?), the diagnosis of a paged KV cache, and that of an append to it (append_diagnosis). The pages of a graded case are shuffled in the
  * pool and every place no key is holds NaN (runner_attention.cu), so each mistake in a page
  * lookup reads keys that some hypothesis names: another sequence's row of the block table, the
  * pool in order, another K/V head, the rows past a sequence's end. */
 #include <math.h>
 #include <stdio.h>
 #include <algorithm>
+#include <string.h>
 #include <map>
 #include "runner_serving.h"
 extern "C" {
@@ -124,16 +125,35 @@ std::string paged_diagnosis(const paged_case &pc, const graded_run &run) {
     const bool all_nan = wrong.empty();
     describe_sequences(buf, sizeof buf, bad.data(), checked.data(), c.B);
     lines.push_back(std::string(buf) + "; page_size = " + std::to_string(ps));
-    /* the sequences that end inside a page */
-    int bad_full = 0, ok_full = 0, bad_partial = 0;
+    /* the rows that cross a page boundary: every row that sees fewer than page_size keys (the first
+     * page alone) right, the rows that see more wrong */
+    long short_ok = 0, short_bad = 0, long_bad = 0, long_all = 0;
+    for (size_t r = 0; r < run.rows.size(); ++r) {
+        const int b = run.rows[r].first / c.H, i = run.rows[r].second, len = pc.seqlens[b];
+        const int nk = c.causal ? len - c.N + i + 1 : len;
+        if (nk < ps) { short_ok += !run.bad[r]; short_bad += run.bad[r]; }
+        if (nk > ps) { ++long_all; long_bad += run.bad[r]; }
+    }
+    const bool boundary = short_ok > 0 && short_bad == 0 && long_bad > 0 && 10 * long_bad >= 9 * long_all;
+    if (boundary) {
+        snprintf(buf, sizeof buf, "every graded row that sees fewer than page_size = %d keys (its sequence's first page "
+                 "alone) is right, and the rows that see more are wrong: look at the page boundaries, where key j "
+                 "moves to the next page: key j is row j %% page_size of the page at entry j / page_size (the last "
+                 "key of page p, j = p * page_size + page_size - 1, is still in page p; the first of page p + 1 is "
+                 "j = (p + 1) * page_size)", ps);
+        lines.push_back(buf);
+    }
+    /* the sequences that end inside a page (every one of them wrong) */
+    int bad_full = 0, ok_full = 0, bad_partial = 0, ok_partial = 0;
     std::vector<std::string> partial;
     for (int b = 0; b < c.B; ++b) {
         if (!checked[b]) continue;
         const bool part = pc.seqlens[b] % ps != 0;
         if (part && bad[b]) { ++bad_partial; partial.push_back(std::to_string(b)); }
+        ok_partial += part && !bad[b];
         if (!part) { bad_full += bad[b] > 0; ok_full += bad[b] == 0; }
     }
-    if (bad_partial > 0 && bad_full == 0 && (ok_full > 0 || all_nan)) {
+    if (!boundary && bad_partial > 0 && ok_partial == 0 && bad_full == 0 && (ok_full > 0 || all_nan)) {
         snprintf(buf, sizeof buf, "the wrong sequences (%s) are those whose length is not a multiple of page_size = "
                  "%d%s%s: the rows of a sequence's last page past its length hold NaN (so does every spare page): "
                  "read keys j < seqlens_kv[b] only, not whole pages (the last page holds seqlens_kv[b] - (pages - 1) "
@@ -210,6 +230,146 @@ std::string paged_diagnosis(const paged_case &pc, const graded_run &run) {
              "block_table[b * max_pages + j / page_size] (page_size = %d, max_pages = %d, num_pages = %d), its K/V "
              "head h_kv at ((page * page_size + j %% page_size) * H_kv + h_kv) * d; the sequence's keys end at "
              "seqlens_kv[b] (N_kv = %d when seqlens_kv is NULL)", ps, m.max_pages, m.num_pages, c.N_kv);
+    lines.push_back(buf);
+    std::string s;
+    for (const std::string &l : lines) s += (s.empty() ? "" : "\n      ") + std::string("diagnosis: ") + l;
+    return s;
+}
+
+/* ---- the append of a step's keys ---- */
+
+/* A key row of a pool: the d values of one key and K/V head, number e = (page * page_size + r) * H_kv + h. */
+struct pool_row {
+    int page, r, h;
+};
+static pool_row row_of(const append_case &ac, size_t e) {
+    const int H_kv = ac.c->H_kv, ps = ac.pages->page_size;
+    return {(int)(e / H_kv / ps), (int)(e / H_kv % ps), (int)(e % H_kv)};
+}
+
+/* Which key of which sequence a pool page row is: owner[page] = (b, p) for the pages the table gives
+ * the sequences, (-1, -1) for a page no sequence uses. */
+static std::vector<std::pair<int, int>> page_owners(const append_case &ac) {
+    const page_map &m = *ac.pages;
+    std::vector<std::pair<int, int>> owner(m.num_pages, {-1, -1});
+    for (int b = 0; b < ac.c->B; ++b)
+        for (int p = 0; p <= (ac.seqlens[b] - 1) / m.page_size; ++p) owner[m.table[(size_t)b * m.max_pages + p]] = {b, p};
+    return owner;
+}
+
+/* "row 5 of pool page 17 (sequence 2's key 69, a new key), K/V head 1" */
+static std::string row_text(const append_case &ac, const std::vector<std::pair<int, int>> &owner, pool_row w) {
+    char buf[240];
+    const auto o = owner[w.page];
+    if (o.first < 0) {
+        snprintf(buf, sizeof buf, "row %d of pool page %d (a page no sequence uses), K/V head %d", w.r, w.page, w.h);
+    } else {
+        const int b = o.first, j = o.second * ac.pages->page_size + w.r, len = ac.seqlens[b];
+        snprintf(buf, sizeof buf, "row %d of pool page %d (sequence %d's key %d, %s), K/V head %d", w.r, w.page, b, j,
+                 j >= len ? "past its end" : j >= len - ac.n_new ? "a new key" : "a cached key", w.h);
+    }
+    return buf;
+}
+
+std::string append_diagnosis(const append_case &ac) {
+    const shape_case &c = *ac.c;
+    const page_map &m = *ac.pages;
+    const size_t rb = (size_t)c.d * ac.es, rows = (size_t)m.num_pages * m.page_size * c.H_kv;
+    const auto owner = page_owners(ac);
+    auto is_new = [&](pool_row w) {
+        const auto o = owner[w.page];
+        if (o.first < 0) return false;
+        const int j = o.second * m.page_size + w.r, len = ac.seqlens[o.first];
+        return j < len && j >= len - ac.n_new;
+    };
+    std::vector<std::string> lines;
+    std::string pattern;
+    const char *pool_name[2] = {"K", "V"};
+    long wrong[2] = {0, 0};
+    for (int w = 0; w < 2; ++w) {
+        const char *want = ac.want[w]->data(), *got = ac.got[w]->data();
+        std::map<std::string, pool_row> new_at; /* a new key row's values -> where they belong */
+        for (size_t e = 0; e < rows; ++e)
+            if (is_new(row_of(ac, e))) new_at.emplace(std::string(want + e * rb, rb), row_of(ac, e));
+        long missing = 0, unwritten = 0, stray = 0, moved = 0, to_spare = 0;
+        std::string first_missing, first_stray;
+        std::map<std::string, int> shifts; /* how each moved new key went wrong, for a common pattern */
+        for (size_t e = 0; e < rows; ++e) {
+            if (!memcmp(want + e * rb, got + e * rb, rb)) continue;
+            ++wrong[w];
+            const pool_row at = row_of(ac, e);
+            if (is_new(at)) {
+                bool nan_row = true;
+                for (size_t k = 0; k < (size_t)c.d && nan_row; ++k) {
+                    int po;
+                    nan_row = std::isnan(decode_value(got + e * rb, k, ac.dt, &po));
+                }
+                ++missing;
+                unwritten += nan_row;
+                if (first_missing.empty()) first_missing = row_text(ac, owner, at) + (nan_row ? ", still NaN" : ", other values");
+                continue;
+            }
+            ++stray;
+            const auto src = new_at.find(std::string(got + e * rb, rb));
+            std::string where = row_text(ac, owner, at);
+            if (src != new_at.end()) {
+                ++moved;
+                const pool_row from = src->second;
+                const auto o = owner[at.page], of = owner[from.page];
+                where += " holds the values of " + row_text(ac, owner, from);
+                if (o.first < 0) {
+                    ++to_spare;
+                } else {
+                    const int dj = (o.second * m.page_size + at.r) - (of.second * m.page_size + from.r);
+                    char key[120];
+                    if (o.first != of.first) snprintf(key, sizeof key, "into another sequence's pages");
+                    else if (at.h != from.h && dj == 0) snprintf(key, sizeof key, "to another K/V head of the same key");
+                    else snprintf(key, sizeof key, "%d key%s %s", abs(dj), abs(dj) == 1 ? "" : "s", dj > 0 ? "late" : "early");
+                    ++shifts[key];
+                }
+            } else {
+                where += " holds values that are no new key's";
+            }
+            if (first_stray.empty()) first_stray = where;
+        }
+        if (!wrong[w] && !ac.hit[w].before && !ac.hit[w].after) continue;
+        char buf[900];
+        snprintf(buf, sizeof buf, "the append (attention_append_kv) left %ld key rows of the %s pool wrong (a key row: "
+                 "the d = %d values of one key and K/V head; %d new keys per sequence, %ld new key rows in all)",
+                 wrong[w], pool_name[w], c.d, ac.n_new, (long)c.B * ac.n_new * c.H_kv);
+        lines.push_back(buf);
+        if (missing) {
+            snprintf(buf, sizeof buf, "%ld new key rows do not hold their values (%ld still NaN: not written), the first: %s",
+                     missing, unwritten, first_missing.c_str());
+            lines.push_back(buf);
+        }
+        if (stray) {
+            snprintf(buf, sizeof buf, "%ld rows that belong to no new key were written (%ld of them with a new key's values, "
+                     "%ld into a page no sequence uses), the first: %s", stray, moved, to_spare, first_stray.c_str());
+            lines.push_back(buf);
+        }
+        if (shifts.size() == 1 && pattern.empty())
+            pattern = shifts.begin()->first;
+        if (ac.hit[w].before || ac.hit[w].after) {
+            snprintf(buf, sizeof buf, "the append wrote outside the %s pool: %ld elements before its first, %ld after its last",
+                     pool_name[w], ac.hit[w].before, ac.hit[w].after);
+            lines.push_back(buf);
+        }
+    }
+    if (lines.empty()) return "";
+    if (!pattern.empty()) {
+        std::string why = pattern == "into another sequence's pages"
+                              ? "look the key's page up in its own sequence's row of block_table, b * max_pages + j / page_size"
+                          : pattern == "to another K/V head of the same key"
+                              ? "K/V head h_kv is h_kv d elements into each key row of a page"
+                              : "check which key token t becomes: j = seqlens_kv[b] - n_new + t (the lengths already count the new keys)";
+        lines.push_back("every new key whose values turned up elsewhere went " + pattern + ": " + why);
+    }
+    char buf[600];
+    snprintf(buf, sizeof buf, "new token t of sequence b (K_new [B, n_new, H_kv, d]) is its key j = seqlens_kv[b] - n_new + t, "
+             "at row j %% page_size of pool page block_table[b * max_pages + j / page_size], K/V head h_kv at "
+             "((page * page_size + j %% page_size) * H_kv + h_kv) * d (page_size = %d, max_pages = %d, n_new = %d)",
+             m.page_size, m.max_pages, ac.n_new);
     lines.push_back(buf);
     std::string s;
     for (const std::string &l : lines) s += (s.empty() ? "" : "\n      ") + std::string("diagnosis: ") + l;

@@ -1,6 +1,6 @@
 /* runner_serving.h: the serving layouts of attention.h in the forward runner. A paged KV cache is a
- * decode problem whose K and V lie in a pool (runner_attention.cu builds it; runner_serving.cu says
- * what a failure points at); a packed batch is a problem of its own (runner_varlen.cu), which
+ * decode problem whose K and V lie in a pool (runner_attention.cu builds it, and grades a lesson's
+ * append to it; runner_serving.cu says what a failure points at); a packed batch is a problem of its own (runner_varlen.cu), which
  * runner_attention.cu's kinds hand its cases to. Both files are linked into the forward runner's
  * binaries only. C++. */
 #ifndef RUNNER_SERVING_H
@@ -64,6 +64,29 @@ struct graded_run {
  * first key, and page, they see that the right rows do not), and where to look. Lines joined by
  * "\n      ", no trailing newline. */
 std::string paged_diagnosis(const paged_case &pc, const graded_run &run);
+
+/* ---- the append of a decoding step's keys (attention_append_kv; runner_attention.cu) ---- */
+
+/* A graded paged case whose pools the lesson's append wrote: its shape, page map and lengths, the
+ * new keys per sequence, and per pool (0: K, 1: V) the bytes it must hold after the append (want)
+ * and the bytes the device holds (got), es bytes an element, with the writes outside it (hit). */
+struct append_case {
+    const shape_case *c;
+    const page_map *pages;
+    const int *seqlens;
+    int n_new;
+    dtype_t dt;
+    int es; /* bytes an element */
+    const std::vector<char> *want[2], *got[2];
+    guard_hits hit[2];
+};
+/* "" when both pools hold what they must; else the lines of the case's FAIL block, each
+ * "diagnosis: ...": how many key rows (the d values of one key and K/V head) are wrong, a new key
+ * that does not hold its values (by sequence, key, page and row; still NaN: not written), a row
+ * that is no new key's but was written and whose new key it holds (a key of the same sequence
+ * some keys away, another sequence's page, a page no sequence uses, another K/V head), the writes
+ * outside a pool, and where new token t belongs. Lines joined by "\n      ", no trailing newline. */
+std::string append_diagnosis(const append_case &ac);
 
 /* ---- a packed batch (runner_varlen.cu) ---- */
 

@@ -11,7 +11,8 @@ paged KV cache (LESSON_PAGED_KV, with LESSON_DECODE) and packed batches (LESSON_
 the plain same-precision attention over them on the CPU, with one classic bug planted per run by
 HOSTSIM_BUG (srv), and the same declaring packed batches alone (vlen: the runner's forward kind).
 The checks: the stand-in passes paged and packed shapes (page sizes 8 to 1024, ragged lengths, GQA,
-causal queries across pages, chunked prefill, --fuzz, the timed shapes and the CSV row); the
+causal queries across pages, chunked prefill, --fuzz, the timed shapes and the CSV row), its append of
+each step's keys graded in every paged case (attention_append_kv); the
 command line refuses what it must, with the valid values; and the runner rejects every planted
 bug with a diagnosis that names it. The objects come from make (HOSTSIM_FWD_OBJ, mk/emu.mk).
 """
@@ -85,6 +86,13 @@ CHECKS = [
      r"16 is the first to see key 32, the first key, row 0 of its page 2"),
     ("srv", "gqa_paged", "--fuzz 6 --seed 10 --dtype fp16", 1,
      r"diagnosis: only the paged cases \(K and V read through block_table\) fail"),
+    ("srv", "page_boundary", "-b 3 -H 4 --kv-heads 2 -n 1 --kv-seq 300 -d 64 --paged 16 --ragged --dtype fp32 --seed 2 "
+     "--check-only", 1, r"sees fewer than page_size = 16 keys .* is right, and the rows that see more are wrong: look at "
+     r"the page boundaries"),
+    # the append (attention_append_kv, which the stand-in defines): checked in the pools, named by key and page
+    ("srv", "append_late", "-b 3 -H 4 --kv-heads 2 -n 1 --kv-seq 300 -d 64 --paged 16 --ragged --dtype fp16 --seed 2 "
+     "--check-only", 1, r"new key rows do not hold their values \(\d+ still NaN: not written\)[\s\S]*went 1 key late: "
+     r"check which key token t becomes"),
 ]
 
 

@@ -6,7 +6,9 @@
  * [B, H_kv, N_kv, d], through a block table from a pool [num_pages, page_size, H_kv, d], or packed
  * [total_k, H_kv, d] with Q, O [total_q, H, d] and L [H, total_q]. Its error is the plain
  * attention's own, so every case passes; it reads only what a kernel may read, so a key read from
- * the wrong place shows (the runner fills every place no key is with NaN).
+ * the wrong place shows (the runner fills every place no key is with NaN). It also appends a step's
+ * keys to a paged cache (attention_append_kv, attention_serving.h), which the runner then grades in
+ * every paged case.
  *
  * Built twice: as a lesson of all three (the decode kind of the runner) and, -DSTANDIN_FLAGS=LESSON_VARLEN,
  * as one of packed batches alone (the forward kind).
@@ -21,13 +23,16 @@
  *   pool_order     the block table ignored: page p of sequence b read as pool page b * max_pages + p
  *   past_page      whole pages read: the rows past a sequence's length in its last partial page too
  *   gqa_paged      in the paged path, query head h reads K/V head h % H_kv, not h / (H / H_kv)
- *   page2          sequence 1's page 2 read through the table entry of its page 3 */
+ *   page2          sequence 1's page 2 read through the table entry of its page 3
+ *   page_boundary  key j looked up in entry (j + 1) / page_size: the last key of each page in the next page
+ *   append_late    the append writes token t to key seqlens_kv[b] - n_new + t + 1, one key late */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <algorithm>
 #include <vector>
 #include "attention.h"
+#include "attention_serving.h"
 #include "elements.h"
 extern "C" {
 #include "cpu_reference.h"
@@ -83,7 +88,7 @@ static int decode(const attn_args *a) {
         const int trow = table && bug("other_table") && (b ^ 1) < B ? b ^ 1 : b;
         auto at = [&](int j) -> size_t {
             if (!table) return (((size_t)b * Hkv + hk) * Nkv + j) * d;
-            int p = j / ps;
+            int p = bug("page_boundary") ? std::min((j + 1) / ps, mp - 1) : j / ps;
             if (bug("page2") && b == 1 && p == 2 && p + 1 < mp) p = 3;
             const size_t page = bug("pool_order") ? (size_t)b * mp + p : (size_t)table[(size_t)trow * mp + p];
             return ((page * ps + j % ps) * Hkv + hk) * d;
@@ -136,4 +141,23 @@ static int varlen(const attn_args *a) {
 
 extern "C" int attention_forward(const attn_args *a) {
     return a->cu_seqlens_q ? varlen(a) : decode(a);
+}
+
+/* The append (attention_serving.h): new token t of sequence b, [B, n_new, H_kv, d], copied byte for
+ * byte into its key len - n_new + t, at row j % page_size of the page its table entry j / page_size
+ * names. */
+extern "C" int attention_append_kv(const attn_append_args *a) {
+    const int es = a->dtype == DTYPE_FP32 ? 4 : 2, ps = a->page_size, mp = a->max_pages;
+    const size_t row = (size_t)a->H_kv * a->d * es; /* bytes of one token's keys, its H_kv heads */
+    for (int b = 0; b < a->B; ++b)
+        for (int t = 0; t < a->n_new; ++t) {
+            const int len = a->seqlens_kv ? a->seqlens_kv[b] : a->N_kv;
+            const int j = len - a->n_new + t + (bug("append_late") ? 1 : 0);
+            if (j / ps >= mp) continue; /* append_late past the sequence's row of the table: nothing */
+            const size_t page = (size_t)a->block_table[(size_t)b * mp + j / ps];
+            const size_t dst = (page * ps + j % ps) * row, src = ((size_t)b * a->n_new + t) * row;
+            memcpy((char *)a->K + dst, (const char *)a->K_new + src, row);
+            memcpy((char *)a->V + dst, (const char *)a->V_new + src, row);
+        }
+    return ATTN_OK;
 }
