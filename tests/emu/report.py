@@ -71,19 +71,16 @@ class Source:
 
     def locate(self, file, line, context=None):
         """The line of this file, or None: the same file, or (a build of it with variants applied,
-        lines moved) the line with the same text whose lines above match best (context: the line's
-        text and the three above it, separated by \\x1f)."""
+        lines moved) the one line with the same text and the same three lines above it (context:
+        those four texts, separated by \\x1f); a line a variant wrote matches none."""
         if os.path.realpath(file) == self.path:
             return line
         if not context:
             return None
         texts = [t.strip() for t in context.split("\x1f")]
         candidates = self.index.get(texts[-1], []) if texts[-1] else []
-        score = lambda n: sum(self.text(n - k) == texts[-1 - k] for k in range(1, len(texts)))
-        best = sorted(candidates, key=score, reverse=True)
-        if len(best) == 1 or (len(best) > 1 and score(best[0]) > score(best[1])):
-            return best[0]
-        return None
+        same = [n for n in candidates if all(self.text(n - k) == texts[-1 - k] for k in range(1, len(texts)))]
+        return same[0] if len(same) == 1 else None
 
 
 def bank_sites(recs, src):
@@ -199,8 +196,9 @@ def overlap_report(recs, src):
            " line that retired the group:",
            "    %5s %8s %10s %10s" % ("line", "groups", "with work", "ops/group")]
     for key, (g, busy, ops, text) in sorted(total.items(), key=lambda kv: str(kv[0]).zfill(8)):
-        line = src.text(key) if isinstance(key, int) else text.strip() + "  (not in your file: a variant the driver applies)"
-        out.append("    %5s %8d %10d %10.1f  %s" % (key, g, busy, ops / g if g else 0, line[:70]))
+        line = src.text(key)[:70] if isinstance(key, int) else text.strip()[:40] + "  (a line the driver's variant adds)"
+        out.append("    %5s %8d %10d %10.1f  %s" % (key if isinstance(key, int) else "-", g, busy, ops / g if g else 0,
+                                                   line))
     groups, busy = sum(t[0] for t in total.values()), sum(t[1] for t in total.values())
     flags = []
     if busy == 0:
