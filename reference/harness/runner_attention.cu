@@ -451,22 +451,10 @@ static graded_rows forward_reference(const Problem &p, uint64_t seed) {
     const shape_case &c = p.c;
     rng_t r;
     rng_seed(&r, seed ^ 0x5eed);
-    graded_rows g;
-    g.rows = pick_rows(c, &r);
-    const size_t R = g.rows.size(), d = c.d;
-    g.ref[OUT_O].assign(R * d, 0); g.plain[OUT_O].assign(R * d, 0);
-    g.ref[OUT_L].assign(R, 0); g.plain[OUT_L].assign(R, 0);
-#pragma omp parallel for schedule(dynamic, 8)
-    for (long k = 0; k < (long)R; ++k) {
-        const int bh = g.rows[k].first, i = g.rows[k].second;
+    return forward_rows(pick_rows(c, &r), c.d, p.args.scale, p.dt, [&p, &c](int bh, int i) {
         const size_t kv = kv_slice(p, bh);
-        const int nk = visible_keys(p, bh / c.H, i);
-        attention_prefix_f64(q_row(p, bh, i), &p.K[kv], &p.V[kv], nk, c.d, p.args.scale, &g.ref[OUT_O][k * d],
-                             &g.ref[OUT_L][k]);
-        attention_prefix_lowp(q_row(p, bh, i), &p.K[kv], &p.V[kv], nk, c.d, p.args.scale, p.dt,
-                              &g.plain[OUT_O][k * d], &g.plain[OUT_L][k]);
-    }
-    return g;
+        return attention_row{q_row(p, bh, i), &p.K[kv], &p.V[kv], visible_keys(p, bh / c.H, i)};
+    });
 }
 
 /* The tolerances of O and L from the plain attention's error on these very inputs

@@ -7,6 +7,7 @@
 #include "cuda_check.h"
 #include "gpu_env.h"
 extern "C" {
+#include "cpu_reference.h"
 #include "diagnose.h"
 }
 
@@ -67,6 +68,24 @@ size_t count_unwritten(const problem_core &p, const run_result &r) {
             n += po;
         }
     return n;
+}
+
+graded_rows forward_rows(std::vector<std::pair<int, int>> rows, int d, float scale, dtype_t dtype,
+                         const std::function<attention_row(int, int)> &row_of) {
+    graded_rows g;
+    g.rows = std::move(rows);
+    const size_t R = g.rows.size();
+    for (int k = 0; k < 2; ++k) {
+        g.ref[k].assign(k == 0 ? R * d : R, 0);
+        g.plain[k].assign(k == 0 ? R * d : R, 0);
+    }
+#pragma omp parallel for schedule(dynamic, 8)
+    for (long k = 0; k < (long)R; ++k) {
+        const attention_row a = row_of(g.rows[k].first, g.rows[k].second);
+        attention_prefix_f64(a.q, a.K, a.V, a.nk, d, scale, &g.ref[0][k * d], &g.ref[1][k]);
+        attention_prefix_lowp(a.q, a.K, a.V, a.nk, d, scale, dtype, &g.plain[0][k * d], &g.plain[1][k]);
+    }
+    return g;
 }
 
 double plain_error(const graded_rows &g, int k) {

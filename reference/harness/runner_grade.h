@@ -13,6 +13,7 @@
 #ifndef RUNNER_GRADE_H
 #define RUNNER_GRADE_H
 #include <cuda_runtime.h>
+#include <functional>
 #include <stddef.h>
 #include <string>
 #include <utility>
@@ -96,6 +97,18 @@ struct graded_rows {
     std::vector<double> ref[MAX_OUTPUTS];   /* float64 (cpu_reference.h) */
     std::vector<double> plain[MAX_OUTPUTS]; /* the plain same-precision computation (*_lowp) */
 };
+/* The inputs of one attention row for forward_rows: q (d floats), K and V from the row's first key
+ * (d floats per key), and how many keys it sees (nk < 1: none). */
+struct attention_row {
+    const float *q, *K, *V;
+    int nk;
+};
+/* A forward case's graded_rows: O (output 0, d values per row) and L (output 1) of each picked row
+ * (bh, i) in float64 (attention_prefix_f64) and as a plain attention in dtype computes them
+ * (attention_prefix_lowp, cpu_reference.h), the rows in parallel; row_of(bh, i) gives each row's
+ * inputs in the runner's own layout. */
+graded_rows forward_rows(std::vector<std::pair<int, int>> rows, int d, float scale, dtype_t dtype,
+                         const std::function<attention_row(int, int)> &row_of);
 /* max |plain - ref| over output k's graded elements: the error tolerance_from_plain starts from. */
 double plain_error(const graded_rows &g, int k);
 /* max |ref| over output k's graded elements. */

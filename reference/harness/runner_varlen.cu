@@ -245,21 +245,11 @@ static graded_rows reference(const Varlen &p, uint64_t seed) {
     const shape_case &c = p.c;
     rng_t r;
     rng_seed(&r, seed ^ 0x5eed);
-    graded_rows g;
-    g.rows = pick_rows(p, &r);
-    const size_t R = g.rows.size(), d = c.d;
-    g.ref[OUT_O].assign(R * d, 0); g.plain[OUT_O].assign(R * d, 0);
-    g.ref[OUT_L].assign(R, 0); g.plain[OUT_L].assign(R, 0);
-#pragma omp parallel for schedule(dynamic, 8)
-    for (long k = 0; k < (long)R; ++k) {
-        const int b = g.rows[k].first / c.H, h = g.rows[k].first % c.H, i = g.rows[k].second;
+    return forward_rows(pick_rows(p, &r), c.d, p.args.scale, p.dt, [&p, &c](int bh, int i) {
+        const int b = bh / c.H, h = bh % c.H;
         const size_t kv = kv_slice(p, b, h / p.G);
-        attention_prefix_f64(q_row(p, b, h, i), &p.K[kv], &p.V[kv], visible(p, b, i), c.d, p.args.scale,
-                             &g.ref[OUT_O][k * d], &g.ref[OUT_L][k]);
-        attention_prefix_lowp(q_row(p, b, h, i), &p.K[kv], &p.V[kv], visible(p, b, i), c.d, p.args.scale, p.dt,
-                              &g.plain[OUT_O][k * d], &g.plain[OUT_L][k]);
-    }
-    return g;
+        return attention_row{q_row(p, b, h, i), &p.K[kv], &p.V[kv], visible(p, b, i)};
+    });
 }
 
 /* ---- what the wrong rows match ---- */
