@@ -102,24 +102,33 @@ void print_usage(const char *prog, int cpu_lesson) {
            "  Ranks (lesson 15 only, the ring):\n"
            "      --ranks P      the ring's ranks where they are virtual (all on one GPU), 1..%d\n"
            "                     (default: every case graded on %s ranks in turn, then timed on\n"
-           "                     %d); a ring of one rank per GPU (NCCL) has as many ranks as GPUs\n"
+           "                     %d); a ring of one rank per GPU has as many ranks as GPUs\n"
+           "      --transport T  ce | nccl: how the ring moves its K/V blocks, by the copy engines\n"
+           "                     (device or peer copies) or by NCCL (default: the lesson's choice,\n"
+           "                     which it prints)\n"
+           "      --ring-delay-us U  the fault mode: every receive buffer poisoned and every\n"
+           "                     transfer delayed U microseconds, 0..%d, so that a block read\n"
+           "                     before its transfer completed fails every run (default: %d in\n"
+           "                     grading, 0 in timing; 0: off)\n"
            "  -h, --help\n"
            "Exit status: 0 pass, 1 failed, 2 usage, 3 not implemented, 4 no GPU,\n"
            "5 CUDA error, 6 timeout, 7 out of memory.\n",
            prog, BENCH_B, BENCH_H, BENCH_N, BENCH_D, MAX_B, MAX_H, MAX_N, MAX_REPS, MAX_N, DECODE_BENCH_N,
            DECODE_BENCH_NKV, FP8_BLOCK_ROWS, ATTN_PAGE_MIN, ATTN_PAGE_MAX, MAX_N, VARLEN_BENCH_B, VARLEN_BENCH_N,
-           VARLEN_BENCH_H, VARLEN_BENCH_D, MAX_B, MAX_N, MAX_B, ATTN_MAX_RANKS, graded_text, graded[0]);
+           VARLEN_BENCH_H, VARLEN_BENCH_D, MAX_B, MAX_N, MAX_B, ATTN_MAX_RANKS, graded_text, graded[0],
+           ATTN_RING_DELAY_MAX_US, ATTN_RING_DELAY_GRADED);
 }
 
 int parse_options(int argc, char **argv, options *o, char *err, size_t errlen) {
     memset(o, 0, sizeof *o);
     o->B = BENCH_B; o->H = BENCH_H; o->N = BENCH_N; o->d = BENCH_D;
-    o->dtype = -1; o->reps = 30; o->warmup = 3; o->timeout_s = 20.0;
+    o->dtype = -1; o->ring_delay_us = -1; o->reps = 30; o->warmup = 3; o->timeout_s = 20.0;
     o->seed = (uint64_t)time(NULL) ^ ((uint64_t)clock() << 32);
     o->seed %= 1000000007ULL; /* short enough to retype */
 
     enum { OPT_WARMUP = 1000, OPT_TIMEOUT, OPT_CHECK, OPT_BENCH, OPT_CSV, OPT_FUZZ, OPT_KV_SEQ, OPT_KV_HEADS,
-           OPT_RAGGED, OPT_QUANT, OPT_HADAMARD, OPT_OUTLIERS, OPT_RANKS, OPT_PAGED, OPT_VARLEN, OPT_SEQLENS };
+           OPT_RAGGED, OPT_QUANT, OPT_HADAMARD, OPT_OUTLIERS, OPT_RANKS, OPT_PAGED, OPT_VARLEN, OPT_SEQLENS,
+           OPT_TRANSPORT, OPT_RING_DELAY };
     static const struct option longopts[] = {
         {"batch", required_argument, 0, 'b'}, {"heads", required_argument, 0, 'H'},
         {"seq", required_argument, 0, 'n'},   {"dim", required_argument, 0, 'd'},
@@ -135,6 +144,7 @@ int parse_options(int argc, char **argv, options *o, char *err, size_t errlen) {
         {"quant", required_argument, 0, OPT_QUANT}, {"hadamard", no_argument, 0, OPT_HADAMARD},
         {"outliers", no_argument, 0, OPT_OUTLIERS},
         {"ranks", required_argument, 0, OPT_RANKS},
+        {"transport", required_argument, 0, OPT_TRANSPORT}, {"ring-delay-us", required_argument, 0, OPT_RING_DELAY},
         {"paged", required_argument, 0, OPT_PAGED}, {"varlen", required_argument, 0, OPT_VARLEN},
         {"seqlens", required_argument, 0, OPT_SEQLENS},
         {0, 0, 0, 0}};
@@ -172,6 +182,14 @@ int parse_options(int argc, char **argv, options *o, char *err, size_t errlen) {
         case OPT_HADAMARD: o->hadamard = 1; o->given |= GIVEN_FP8; break;
         case OPT_OUTLIERS: o->outliers = 1; o->given |= GIVEN_FP8; break;
         case OPT_RANKS: RANGE("--ranks", 1, ATTN_MAX_RANKS, o->ranks); break;
+        case OPT_TRANSPORT:
+            if (strcmp(optarg, "ce") && strcmp(optarg, "nccl")) {
+                snprintf(err, errlen, "--transport '%s' is not valid: expected ce (the copy engines) or nccl", optarg);
+                return 2;
+            }
+            o->transport = strcmp(optarg, "ce") ? ATTN_TRANSPORT_NCCL : ATTN_TRANSPORT_CE;
+            break;
+        case OPT_RING_DELAY: RANGE("--ring-delay-us", 0, ATTN_RING_DELAY_MAX_US, o->ring_delay_us); break;
         case OPT_PAGED:
             if (parse_long(optarg, ATTN_PAGE_MIN, ATTN_PAGE_MAX, &v) || !attn_page_size_valid((int)v)) {
                 snprintf(err, errlen, "--paged '%s' is not valid: expected keys per page, a power of two in %d..%d "

@@ -65,8 +65,12 @@ typedef struct {
     int quant_tensor;     /* --quant tensor: one scale per tensor (default block: FP8_BLOCK_ROWS rows) */
     int hadamard;         /* --hadamard: Q and K rotated along d before quantizing */
     int outliers;         /* --outliers: 0.1% of the inputs x10 */
-    /* A lesson that runs over ranks (attention_ranks.h; lesson 15): --ranks P, 0 when not given. */
+    /* A lesson that runs over ranks (attention_ranks.h; lesson 15): --ranks P, 0 when not given;
+     * --transport (ATTN_TRANSPORT_*, 0 when not given: the lesson's choice); --ring-delay-us, the
+     * fault mode's delay in microseconds (-1 when not given: ATTN_RING_DELAY_GRADED in grading). */
     int ranks;
+    int transport;
+    int ring_delay_us;
     /* The serving layouts (attention.h). A paged KV cache (lessons with LESSON_PAGED_KV): --paged,
      * with the decode shapes above. A packed batch (lessons with LESSON_VARLEN): --varlen MAX draws
      * the lengths (resolve_varlen), --seqlens gives them; then B = n_seqs, N and N_kv are the most

@@ -17,6 +17,8 @@ extern "C" {
 /* Defined by a lesson that runs over ranks only (attention_ranks.h): weak, so that every other
  * lesson links without it and the harness sees a null address. */
 extern "C" int attention_set_ranks(int P) __attribute__((weak));
+extern "C" int attention_set_transport(int transport) __attribute__((weak));
+extern "C" int attention_set_ring_delay(int delay_us) __attribute__((weak));
 
 const char *runner_prog = "lessonN";
 
@@ -109,6 +111,11 @@ int runner_options(int argc, char **argv, options &o, const char *causal_from, c
                 LESSON.number);
         return EXIT_USAGE;
     }
+    if ((o.transport && !attention_set_transport) || (o.ring_delay_us >= 0 && !attention_set_ring_delay)) {
+        fprintf(stderr, "%s: lesson %02d does not move blocks between ranks (--transport, --ring-delay-us): lesson 15 "
+                "(ring attention) does\n", prog, LESSON.number);
+        return EXIT_USAGE;
+    }
     if ((o.given & GIVEN_PAGED) && !paged_lesson()) {
         fprintf(stderr, "%s: lesson %02d does not read a paged KV cache (--paged PAGE_SIZE, a power of two in %d..%d): its "
                 "kernel reads K and V as [B, H_kv, N_kv, d]; only a lesson that declares LESSON_PAGED_KV takes it\n",
@@ -154,6 +161,11 @@ rank_plan runner_ranks(const options &o) {
     const std::vector<int> asked =
         o.ranks ? std::vector<int>{o.ranks} : std::vector<int>(graded, graded + sizeof graded / sizeof *graded);
     plan.P.clear();
+    if (attention_set_transport && attention_set_transport(o.transport) < 0) {
+        fprintf(stderr, "%s: lesson %02d cannot move its blocks%s here (above)\n", runner_prog, LESSON.number,
+                o.transport == ATTN_TRANSPORT_NCCL ? " by NCCL" : o.transport == ATTN_TRANSPORT_CE ? " by the copy engines" : "");
+        exit(o.transport ? EXIT_USAGE : EXIT_FAILED);
+    }
     for (int P : asked) {
         const int n = attention_set_ranks(P);
         if (n < 1) {
@@ -174,6 +186,22 @@ rank_plan runner_ranks(const options &o) {
         plan.P.push_back(P);
     }
     return plan;
+}
+
+void set_ring_faults(const options &o, bool grading) {
+    if (!attention_set_ring_delay) return;
+    const int us = !grading ? 0 : o.ring_delay_us >= 0 ? o.ring_delay_us : ATTN_RING_DELAY_GRADED;
+    if (attention_set_ring_delay(us)) {
+        fprintf(stderr, "%s: lesson %02d refused the fault mode's delay of %d us (attention_set_ring_delay)\n",
+                runner_prog, LESSON.number, us);
+        exit(EXIT_FAILED);
+    }
+}
+
+std::string ring_fault_text(const options &o) {
+    const int us = o.ring_delay_us >= 0 ? o.ring_delay_us : ATTN_RING_DELAY_GRADED;
+    if (!attention_set_ring_delay || !us) return "";
+    return ", transfers delayed " + std::to_string(us) + " us (--ring-delay-us)";
 }
 
 void set_ranks(int P) {

@@ -93,6 +93,11 @@ struct rank_plan {
 rank_plan runner_ranks(const options &o);
 /* Asks the lesson for P ranks (attention_set_ranks) when P > 0; nothing otherwise. */
 void set_ranks(int P);
+/* A ring's fault mode (attention_ranks.h): in grading, --ring-delay-us or ATTN_RING_DELAY_GRADED;
+ * in timing, off. Nothing for a lesson without attention_set_ring_delay. */
+void set_ring_faults(const options &o, bool grading);
+/* ", transfers delayed U us (--ring-delay-us)" while grading in the fault mode, else "". */
+std::string ring_fault_text(const options &o);
 
 /* Finds the GPU (gpu_init: exits EXIT_NO_GPU without one), refuses a GPU the lesson's code does
  * not run on (LESSON.needs_cc), and returns the free device memory before any case: the

@@ -68,8 +68,9 @@ static int grade_cases(const runner_kind &K, const options &o, const shape_case 
             c.hadamard = o.hadamard;
         }
     }
-    printf("Grading against float64 on the CPU (%zu cases x %s%s):\n", cases.size(),
-           o.dtype >= 0 ? dtype_name(o.dtype) : lesson_dtypes().c_str(), plan_text(R, o.fuzz).c_str());
+    printf("Grading against float64 on the CPU (%zu cases x %s%s%s):\n", cases.size(),
+           o.dtype >= 0 ? dtype_name(o.dtype) : lesson_dtypes().c_str(), plan_text(R, o.fuzz).c_str(),
+           ring_fault_text(o).c_str());
     std::vector<shape_case> runs; /* the cases on each P of R in turn (--fuzz: case i on the i-th P) */
     for (size_t k = 0; k < (o.fuzz ? 1 : R.P.size()); ++k)
         for (size_t i = 0; i < cases.size(); ++i) {
@@ -146,8 +147,11 @@ int main(int argc, char **argv) {
         printf("Lesson %02d: %s\n%sseed %llu (rerun with --seed %llu)\n", LESSON.number, LESSON.title, K.banner,
                (unsigned long long)o.seed, (unsigned long long)o.seed);
     int passed = 0, total = 0;
-    if (!o.bench_only)
+    if (!o.bench_only) {
+        set_ring_faults(o, true);  /* a ring's fault mode: graded in it, timed without */
         if (int rc = grade_cases(K, o, bench, ranks, &passed, &total); rc >= 0) return rc;
+        set_ring_faults(o, false);
+    }
     run_timing tm = {0, 0, 0, 0, 0, 0};
     bool timed = false;
     if (!o.check_only) {

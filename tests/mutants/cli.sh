@@ -102,6 +102,10 @@ generic_refusals() {
     for a in "--ranks 0" "--ranks 9" "--ranks -1" "--ranks x"; do
         refused $bin "--ranks '${a#* }' is not valid: expected an integer in 1..8" $a
     done
+    refused $bin "--transport 'mpi' is not valid: expected ce (the copy engines) or nccl" --transport mpi
+    for a in "--ring-delay-us -1" "--ring-delay-us 1000001" "--ring-delay-us x"; do
+        refused $bin "--ring-delay-us '${a#* }' is not valid: expected an integer in 0..1000000" $a
+    done
     for a in "--paged 100" "--paged 4" "--paged 2048" "--paged x" "--paged -16"; do
         refused $bin "--paged '${a#* }' is not valid: expected keys per page, a power of two in 8..1024" $a
     done
@@ -186,9 +190,12 @@ if [ -n "$fwd" ] && [ -x "./$fwd" ]; then
     refused $fwd "does not take decode shapes" --kv-heads 2 -H 4
     refused $fwd "does not take decode shapes" --ragged
     refused $fwd "does not run over ranks (--ranks): lesson 15 (ring attention) does" --ranks 2
+    refused $fwd "does not move blocks between ranks (--transport, --ring-delay-us)" --transport ce
+    refused $fwd "does not move blocks between ranks (--transport, --ring-delay-us)" --ring-delay-us 0
 fi
 if [ -n "$ring" ] && [ -x "./$ring" ]; then
     accepted $ring --ranks 3 -b 1 -H 1 -n 6 -d 64
+    accepted $ring --ranks 3 --transport ce --ring-delay-us 0 -b 1 -H 1 -n 6 -d 64
 fi
 if [ -n "$dec" ] && [ -x "./$dec" ]; then
     refused $dec "--kv-heads 3 does not divide --heads 8" -H 8 --kv-heads 3

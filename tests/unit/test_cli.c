@@ -27,6 +27,13 @@ Test(cli, valid_values_are_taken) {
     cr_assert_eq(o.ranks, 0, "--ranks not given: 0 (the lesson's own)");
     cr_assert_eq(parse(&o, err, "--ranks", "3"), 0);
     cr_assert_eq(o.ranks, 3);
+    cr_assert(o.transport == 0 && o.ring_delay_us == -1, "--transport, --ring-delay-us not given: the lesson's own");
+    cr_assert_eq(parse(&o, err, "--transport", "ce"), 0);
+    cr_assert_eq(o.transport, 1, "--transport ce: ATTN_TRANSPORT_CE");
+    cr_assert_eq(parse(&o, err, "--transport", "nccl"), 0);
+    cr_assert_eq(o.transport, 2, "--transport nccl: ATTN_TRANSPORT_NCCL");
+    cr_assert_eq(parse(&o, err, "--ring-delay-us", "0"), 0);
+    cr_assert_eq(o.ring_delay_us, 0, "--ring-delay-us 0: the fault mode off");
     cr_assert_eq(parse(&o, err, "--paged", "64"), 0);
     cr_assert(o.page_size == 64 && o.shape_given && (o.given & GIVEN_PAGED));
     cr_assert_eq(parse(&o, err, "--seqlens", "16:200,7"), 0);
@@ -46,6 +53,8 @@ static const struct bad BAD[] = {
     {"--timeout", "0", "0.1..3600"},   {"--timeout", "nan", "0.1..3600"},
     {"--seed", "-1", "0.."},           {"--warmup", "5000", "0..1000"},
     {"--ranks", "0", "1..8"},          {"--ranks", "9", "1..8"},
+    {"--transport", "mpi", "ce (the copy engines) or nccl"}, {"--ring-delay-us", "-1", "0..1000000"},
+    {"--ring-delay-us", "2000000", "0..1000000"},
     {"--paged", "100", "a power of two in 8..1024"}, {"--paged", "4", "a power of two in 8..1024"},
     {"--paged", "2048", "a power of two in 8..1024"}, {"--paged", "x", "a power of two in 8..1024"},
     {"--varlen", "0", "1..1048576"},   {"--seqlens", "12,,4", "1..1048576"},
