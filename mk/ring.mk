@@ -2,9 +2,11 @@
 # ring across GPUs; its README says how to run it). NCCL is looked for in NCCL_HOME, /usr
 # (libnccl-dev), the CUDA toolkit nvcc belongs to, and the nvidia-nccl Python wheel, in that
 # order: include/nccl.h and libnccl.so.2, linked with an rpath.
-#   RING=nccl (default where NCCL is found): the ring over every visible GPU, blocks exchanged by NCCL
-#     (where the binary sees one GPU when it runs, it takes the virtual ring on it)
-#   RING=virtual: the ranks on one GPU, blocks exchanged by device copies (the default without NCCL)
+#   RING=nccl (default where NCCL is found): the ring over every visible GPU, one rank each, blocks
+#     moved by the copy engines or NCCL, chosen when it runs (./lesson15 --transport ce|nccl; the
+#     default: the copy engines where every neighbouring pair has peer access); where the binary
+#     sees one GPU when it runs, it takes the virtual ring on it
+#   RING=virtual: the ranks on one GPU, blocks moved by device copies (the default without NCCL)
 #   RING_NAIVE=1: causal attention on the naive layout (rank r: chunk r)
 # How many ranks the virtual ring has is chosen when it runs (./lesson15 --ranks P), not here.
 NCCL_HOME ?=

@@ -3,7 +3,9 @@
  * r - 1) while every rank computes attention of its queries against the block it holds, with
  * lesson 09's kernel (ring_block.h); the partial results (O_s, L_s) merge with lesson 01's
  * rescaling. Causal attention uses the balanced layout: with 2P chunks of c rows, rank r holds
- * chunks r and 2P - 1 - r, so every rank does the same work.
+ * chunks r and 2P - 1 - r, so every rank does the same work. A block moves by the copy engines
+ * (cudaMemcpyAsync, cudaMemcpyPeerAsync on a copy stream per rank: no SM taken from the compute)
+ * or by NCCL's send and receive (kernels, needing SMs; what crosses nodes).
  * Source: Liu, Zaharia, Abbeel, "Ring Attention with Blockwise Transformers" (2023), Section 3 (the
  * ring, overlap of the transfer with the blockwise compute); Brandon et al., "Striped Attention"
  * (2023) and Megatron-LM's context parallelism for the causal load balance; the merge is
@@ -13,6 +15,7 @@
  * Hopper GPUs (lesson 09's kernel). */
 // build: sm_90a
 #include <cuda_runtime.h>
+#include <cuda/ptx>  // get_sreg_globaltimer: the fault mode's delay
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
 #include <math.h>
@@ -27,19 +30,22 @@
 #endif
 
 const lesson_info LESSON = {
-    15, "15-ring-attention", "ring attention across GPUs (NCCL)",
+    15, "15-ring-attention", "ring attention across GPUs (copy engines, NCCL)",
     DTYPE_BIT(DTYPE_FP16) | DTYPE_BIT(DTYPE_BF16), 1, {64, 128, 0}, 0, 90};
 
 // [region config]
 /* Compile-time choices (mk/ring.mk sets them: make solution15 RING=virtual RING_NAIVE=1):
- *   RING_NCCL            the ranks are all visible GPUs (up to RING_MAX_RANKS), exchanging by NCCL;
- *                        where the process sees one GPU, the run takes the virtual ring (printed).
- *                        Without it, the virtual ring always.
+ *   RING_NCCL            the ranks are all visible GPUs (up to RING_MAX_RANKS), one each, and NCCL is
+ *                        linked; where the process sees one GPU, the run takes the virtual ring
+ *                        (printed). Without it, the virtual ring always.
  *   RING_NAIVE_CAUSAL    1: causal attention on the naive layout (rank r holds chunk r) instead
  *                        of the balanced one, to measure the imbalance.
- * The virtual ring (P ranks on the current GPU, exchanging by device copies: the ring's logic on
- * one GPU) takes its P when it runs, from attention_set_ranks (the grader's --ranks P), so that
- * one binary is graded on rings of 2, 3 and 4 ranks. */
+ * Chosen when it runs: the virtual ring's P (P ranks on the current GPU: the ring's logic on one
+ * GPU), from attention_set_ranks (the grader's --ranks P), so that one binary is graded on rings
+ * of 2, 3 and 4 ranks; the transport, from attention_set_transport (--transport ce|nccl; default:
+ * the copy engines where every neighbouring pair of GPUs has peer access, and always on the
+ * virtual ring; NCCL otherwise); the grader's fault mode, from attention_set_ring_delay
+ * (--ring-delay-us U: "The fault mode" below). */
 #ifndef RING_NAIVE_CAUSAL
 #define RING_NAIVE_CAUSAL 0
 #endif
@@ -93,20 +99,24 @@ static PairKind pair_kind(int causal, int q_chunk, int k_chunk) {
 }
 // [end layout]
 
-/* Per rank: its device, a stream for compute and one for communication (the virtual ring shares
- * one copy stream among its ranks), and its buffers, every chunk [B, H, c, d]:
+/* Per rank: its device, a stream for compute and one for communication (comm: the copy stream
+ * its receives go on, or NCCL's stream), and its buffers, every chunk [B, H, c, d]:
  *   Q       per_rank query chunks; kv[2] the K/V block it holds and the spare one it receives
  *           into: per_rank K chunks, then per_rank V chunks; cur: which of kv[] it holds now
  *   o_acc, l_acc   the running O (fp32) and L of each query chunk, merged after every pair
  *   o_blk, l_blk   one pair's partial result (lesson 09's output); o_out: the final O (dtype)
- * Events: received (the spare block has arrived), consumed (compute is done with the block it
- * read), start and done (the harness's stream hands over and takes back). */
+ *   faults, snap   the fault mode's findings per step, and its samples of the block held
+ * Events: received (the block in the spare has arrived; recorded first after the scatter, when
+ * the block held is complete), consumed (compute is done with the block it read), start and
+ * done (the harness's stream hands over and takes back). */
 struct Rank {
     int dev, cur;
     cudaStream_t compute, comm;
     cudaEvent_t received, consumed, done;
     void *Q, *kv[2], *o_blk, *o_out;
     float *o_acc, *l_acc, *l_blk;
+    int *faults;
+    unsigned short *snap;
 };
 
 struct Ring {
@@ -118,8 +128,9 @@ struct Ring {
     size_t chunk_elems, chunk_bytes;  // B H c d, and times the element size
     Rank rank[RING_MAX_RANKS];
     cudaEvent_t start;                // on the harness's device: its stream hands over to the ranks
-    bool nccl;                        // this run's transport: NCCL (a comm stream per rank), or the
-                                      // virtual ring's device copies (the ranks share one)
+    bool nccl;                        // this run's transport: NCCL's send and receive, or copies by
+                                      // the copy engines (each rank's receive on its comm stream)
+    int delay_us;                     // the fault mode: every transfer delayed this long; 0: off
 #ifdef RING_NCCL
     ncclComm_t comm[RING_MAX_RANKS];
 #endif
@@ -176,17 +187,80 @@ __global__ void convert_out(T *__restrict__ out, const float *__restrict__ in, l
         out[i] = (T)in[i];
 }
 
+// [region faults]
+/* The grader's fault mode (attention_set_ring_delay: the harness's --ring-delay-us U, on in every
+ * graded case). Before each transfer the receive buffer is filled with 0xff bytes (NaN in fp16 and
+ * bf16, which the harness's inputs never hold) and the transfer waits U microseconds on its
+ * stream. A ring whose every read waits for its transfer never notices. A read that does not wait
+ * meets the poison, not an old block that may happen to be right: a race the hardware would
+ * usually win becomes a failure on every run. Each rank checks the block it holds at the start of
+ * each step (no poison in it) and at its end (unchanged since the start); after the call, the
+ * first finding is printed with its rank and step, and that rank's rows of O are set to NaN, so
+ * that the case fails whatever values the race left. */
+enum { FAULT_POISON = 1, FAULT_CHANGED = 2 };
+enum { CANARY_SAMPLES = 3 };  // per chunk of a block: its first, middle and last element
+
+/* Spins for ns nanoseconds of the GPU's global timer (CCCL's reader of %globaltimer), on the
+ * stream it is launched on: the fault mode's delay before a transfer. One thread, a sliver of one
+ * SM. */
+__global__ void ring_delay(long long ns) {
+    const unsigned long long t0 = cuda::ptx::get_sreg_globaltimer();
+    while (cuda::ptx::get_sreg_globaltimer() - t0 < (unsigned long long)ns) {
+    }
+}
+
+/* The check of a K/V block of `chunks` chunks of chunk_elems 16-bit elements (the poison is 0xffff
+ * in both dtypes). phase 0, the step begins: FAULT_POISON into *fault if a sample holds the poison,
+ * and the samples kept in snap (chunks x CANARY_SAMPLES); phase 1, the step ends: FAULT_CHANGED if
+ * a sample differs from snap. */
+__host__ __device__ inline void canary_check(const unsigned short *kv, size_t chunk_elems, int chunks,
+                                             unsigned short *snap, int *fault, int phase) {
+    for (int j = 0; j < chunks; ++j)
+        for (int k = 0; k < CANARY_SAMPLES; ++k) {
+            const unsigned short v = kv[j * chunk_elems + k * (chunk_elems - 1) / (CANARY_SAMPLES - 1)];
+            unsigned short &kept = snap[j * CANARY_SAMPLES + k];
+            if (phase == 0 && v == 0xffff) *fault |= FAULT_POISON;
+            if (phase == 1 && v != kept) *fault |= FAULT_CHANGED;
+            kept = v;
+        }
+}
+__global__ void ring_canary(const unsigned short *kv, size_t chunk_elems, int chunks, unsigned short *snap,
+                            int *fault, int phase) {
+    canary_check(kv, chunk_elems, chunks, snap, fault, phase);  // one thread: a handful of samples
+}
+
+/* Fault mode, on rank k's compute stream: the check of the block it holds at `step`. */
+static int fault_check(const Ring &g, const Rank &k, int step, int phase) {
+    ring_canary<<<1, 1, 0, k.compute>>>((const unsigned short *)k.kv[k.cur], g.chunk_elems, 2 * g.lay.per_rank,
+                                       k.snap, k.faults + step, phase);
+    RING_CUDA(cudaGetLastError());
+    return ATTN_OK;
+}
+
+/* Fault mode, on rank k's comm stream, after the waits of its transfer and before it: the poison
+ * into the spare it receives into, then the delay. */
+static int fault_delay(const Ring &g, const Rank &k, size_t bytes) {
+    RING_CUDA(cudaMemsetAsync(k.kv[k.cur ^ 1], 0xff, bytes, k.comm));
+    ring_delay<<<1, 1, 0, k.comm>>>(g.delay_us * 1000LL);
+    RING_CUDA(cudaGetLastError());
+    return ATTN_OK;
+}
+// [end faults]
+
 // [region compute]
 /* Rank rid's compute at one step: every (query chunk, key chunk) pair of its queries and the K/V
  * block it holds, each merged into the accumulator; `pairs_done` counts each query chunk's
  * pairs so far (the first one starts the accumulator). Runs on r.compute, on r's device (the
  * caller's cudaSetDevice(r.dev)), after the block has arrived (the caller's wait on r.received);
- * records r.consumed when it no longer reads it.
+ * records r.consumed when it no longer reads it. In the fault mode, checks the block before and after.
  * src: the rank whose chunks the block holds. */
 static int compute_step(const Ring &g, int rid, int src, int pairs_done[2]) {
     const Layout &L = g.lay;
     const Rank &r = g.rank[rid];
     const long long rows = (long long)g.B * g.H * L.c;
+    const int step = (rid - src + g.P) % g.P;  // rank rid holds rank (rid - step)'s block at `step`
+    if (g.delay_us)
+        if (int rc = fault_check(g, r, step, 0); rc != ATTN_OK) return rc;
     for (int j = 0; j < L.per_rank; ++j) {
         const int q_chunk = chunk_of(L, rid, j);
         for (int i = 0; i < L.per_rank; ++i) {
@@ -202,41 +276,76 @@ static int compute_step(const Ring &g, int rid, int src, int pairs_done[2]) {
             return ATTN_NOT_IMPLEMENTED;
         }
     }
+    if (g.delay_us)
+        if (int rc = fault_check(g, r, step, 1); rc != ATTN_OK) return rc;
     RING_CUDA(cudaEventRecord(r.consumed, r.compute));
     return ATTN_OK;
 }
 // [end compute]
 
 // [region transport]
-/* The transport's sends and receives: every rank r sends the block it holds (kv[cur], `bytes`
- * bytes) to rank r + 1 and receives rank r - 1's into its spare (kv[cur ^ 1]) on r's comm
- * stream. NCCL: one group of a send and a receive per rank (one thread drives every
- * communicator, and only a group lets a send wait for a receive issued after it). Virtual: the
- * ranks share one GPU and one copy stream, so each copy is ordered after the copies of the step
- * before, and none overwrites a block another copy has still to read. */
-static int send_recv(Ring &g, size_t bytes) {
+/* A copy of step `step` into rank r that the runtime refused at once (an error during the copy
+ * shows at the next synchronizing call instead): which copy, and what to check. */
+static int copy_failed(const Ring &g, int r, int step, cudaError_t e) {
+    const Rank &to = g.rank[r], &from = g.rank[(r + g.P - 1) % g.P];
+    fprintf(stderr, "lesson 15: the copy of step %d into rank %d (GPU %d) from rank %d (GPU %d) failed: %s (%s). "
+            "Check that both GPUs are visible and reach each other (nvidia-smi topo -m; cudaDeviceCanAccessPeer), "
+            "and the copy's pointers: rank %d's spare kv[cur ^ 1], rank %d's block kv[cur], the bytes of a block\n",
+            step, r, to.dev, (r + g.P - 1) % g.P, from.dev, cudaGetErrorName(e), cudaGetErrorString(e), r,
+            (r + g.P - 1) % g.P);
+    return ATTN_UNSUPPORTED;
+}
+
+/* The transfers of step `step`: every rank r sends the block it holds (kv[cur], `bytes` bytes) to
+ * rank r + 1 and receives rank r - 1's into its spare (kv[cur ^ 1]) on r's comm stream. NCCL: one
+ * group of a send and a receive per rank (one thread drives every communicator, and only a group
+ * lets a send wait for a receive issued after it). Copy engines: one copy per rank, issued by the
+ * receiver on its own comm stream (cudaMemcpyPeerAsync between two GPUs, cudaMemcpyAsync within
+ * one), after the waits of copy_waits. */
+static int send_recv(Ring &g, int step, size_t bytes) {
     /* TODO(6): every rank r sends the block it holds (kv[cur], `bytes` bytes) to rank r + 1 and
      * receives rank r - 1's into its spare (kv[cur ^ 1]), on its comm stream. When the run is over
      * NCCL (g.nccl, only in a build with RING_NCCL defined): one ncclSend and one ncclRecv per rank
      * on g.comm[r], all in one group; a failed NCCL call printed with ncclGetErrorString and
-     * answered with ATTN_UNSUPPORTED, the group closed by ncclGroupEnd even then; otherwise (the
-     * virtual ring): a device-to-device copy into the next rank's spare. "The transport" says
-     * why the group is needed and on which stream each copy goes. */
-    (void)g; (void)bytes;
+     * answered with ATTN_UNSUPPORTED, the group closed by ncclGroupEnd even then. Otherwise, the
+     * copy engines: each rank copies rank r - 1's block into its own spare, on its own comm
+     * stream (cudaMemcpyPeerAsync between two GPUs, cudaMemcpyAsync device to device within
+     * one); a refused copy answered with copy_failed. "The transport" says why the group is
+     * needed and which rank issues a copy. */
+    (void)g; (void)step; (void)bytes; (void)copy_failed;
     return ATTN_NOT_IMPLEMENTED;
 }
 
-/* exchange(step): the sends and receives above, each rank's comm stream first waiting until its
- * compute no longer reads the spare (r.consumed, recorded by the step before), then recording
- * r.received when the spare has arrived. */
+/* Copy engines: the waits on rank r's comm stream before its copy of this step. Nothing orders a
+ * copy but these events (NCCL matches a send with its receive itself): the copy writes r's spare
+ * and reads r - 1's block, each of which another stream also touches. Issued for every rank
+ * before any event of this step is recorded (exchange), so each wait sees the record of the step
+ * before, or at step 0 the one after the scatter. */
+static int copy_waits(const Ring &g, int r) {
+    /* TODO(7): the waits on rank r's comm stream (cudaStreamWaitEvent) before its copy writes its
+     * spare with rank r - 1's block: one for each other stream that still reads the spare or
+     * still writes the block copied. Three events, from r, r - 1 and r + 1; "Ordering a copy"
+     * says which and why (with P = 2, r - 1 and r + 1 are the same rank). */
+    (void)g; (void)r;
+    return ATTN_NOT_IMPLEMENTED;
+}
+
+/* exchange(step): the transfers above. Each rank's comm stream first waits: with NCCL until its
+ * compute no longer reads the spare (r.consumed, recorded by the step before), with the copy
+ * engines for copy_waits; in the fault mode it then poisons the spare and waits. After the
+ * transfers it records r.received: the spare has arrived. */
 static int exchange(Ring &g, RingTimeline *tl, int step) {
+    const size_t bytes = 2 * (size_t)g.lay.per_rank * g.chunk_bytes;
     for (int r = 0; r < g.P; ++r) {
         Rank &k = g.rank[r];
         RING_CUDA(cudaSetDevice(k.dev));
-        RING_CUDA(cudaStreamWaitEvent(k.comm, k.consumed, 0));
+        if (g.nccl) RING_CUDA(cudaStreamWaitEvent(k.comm, k.consumed, 0));
+        else if (int rc = copy_waits(g, r); rc != ATTN_OK) return rc;
         if (tl) RING_CUDA(cudaEventRecord(tl->comm_begin[step][r], k.comm));
+        if (g.delay_us)
+            if (int rc = fault_delay(g, k, bytes); rc != ATTN_OK) return rc;
     }
-    if (int rc = send_recv(g, 2 * (size_t)g.lay.per_rank * g.chunk_bytes); rc != ATTN_OK) return rc;
+    if (int rc = send_recv(g, step, bytes); rc != ATTN_OK) return rc;
     for (int r = 0; r < g.P; ++r) {
         Rank &k = g.rank[r];
         RING_CUDA(cudaSetDevice(k.dev));
@@ -250,26 +359,50 @@ static int exchange(Ring &g, RingTimeline *tl, int step) {
 /* ---- Setup: the ranks, their streams, events and buffers (kept for the next call of the same
  * shape: the harness times repeated calls) ---- */
 
-/* The transport and the ranks' devices, decided once, when the ring is first asked for (a call
- * of ring_forward or attention_set_ranks), and kept: with NCCL built in and two or more GPUs
- * visible, one rank per visible GPU (up to RING_MAX_RANKS), the harness's first; else the
- * virtual ring on the harness's GPU (an NCCL build says so on stderr), whose P is
- * virtual_ranks. */
+/* The ranks' devices and the transport, decided when the ring is first asked for (a call of
+ * ring_forward, attention_set_ranks or attention_set_transport) and kept until the transport is
+ * asked for again: with NCCL built in and two or more GPUs visible, one rank per visible GPU (up
+ * to RING_MAX_RANKS), the harness's first, moving blocks by the copy engines where every
+ * neighbouring pair has peer access and by NCCL otherwise (or as `asked`); else the virtual ring
+ * on the harness's GPU, whose P is virtual_ranks, by the copy engines. Printed on stderr. */
 struct Transport {
     bool decided, nccl;
-    int n;                     // NCCL: the ranks, one per GPU in devs; virtual: 0
+    int asked;                 // ATTN_TRANSPORT_*: attention_set_transport (AUTO until then)
+    int n;                     // the ranks when each has a GPU of its own (devs); the virtual ring: 0
     int dev0;                  // the harness's GPU, where the virtual ranks run
     int devs[RING_MAX_RANKS];
 };
 static Transport transport;
 static int virtual_ranks = 2;  // the virtual ring's P: attention_set_ranks
+static int ring_delay_us = 0;  // the fault mode: attention_set_ring_delay
 
-/* Returns 0, or -1 when CUDA cannot say which GPU is current. */
+#ifdef RING_NCCL
+/* Whether each GPU of every neighbouring pair of the ring (devs[r], devs[r + 1 mod n]) can read
+ * and write the other's memory (peer access: the copy engines then move a block over NVLink or
+ * PCIe directly). Else false, with the first pair that cannot in *a, *b. */
+static bool ring_peer_access(const int *devs, int n, int *a, int *b) {
+    for (int r = 0; r < n; ++r) {
+        const int x = devs[r], y = devs[(r + 1) % n];
+        int xy = 0, yx = 0;
+        if (cudaDeviceCanAccessPeer(&xy, x, y) != cudaSuccess || cudaDeviceCanAccessPeer(&yx, y, x) != cudaSuccess ||
+            !xy || !yx) {
+            *a = x, *b = y;
+            return false;
+        }
+    }
+    return true;
+}
+#endif
+
+/* Decides (once; again after attention_set_transport). Returns 0; -1 when CUDA cannot say which
+ * GPU is current; -2 when the transport asked for cannot run here (printed why). */
 static int ring_transport() {
     Transport &t = transport;
     if (t.decided) return 0;
     if (cudaGetDevice(&t.dev0) != cudaSuccess) return -1;
     t.decided = true;
+    t.n = 0;
+    t.nccl = false;
 #ifdef RING_NCCL
     int n = 0;
     if (cudaGetDeviceCount(&n) != cudaSuccess) n = 0;
@@ -278,33 +411,68 @@ static int ring_transport() {
         t.devs[0] = t.dev0;
         for (int i = 0, k = 1; i < n && k < t.n; ++i)
             if (i != t.dev0) t.devs[k++] = i;
-        t.nccl = true;
+        int a = 0, b = 0;
+        const bool peers = ring_peer_access(t.devs, t.n, &a, &b);
+        t.nccl = t.asked == ATTN_TRANSPORT_NCCL || (t.asked == ATTN_TRANSPORT_AUTO && !peers);
+        fprintf(stderr, "lesson 15: %d ranks, one per GPU; K/V blocks moved by %s\n", t.n,
+                t.nccl ? "NCCL (ncclSend/ncclRecv: kernels beside the compute)"
+                       : "the copy engines (cudaMemcpyPeerAsync on a copy stream per rank)");
+        if (!peers)
+            fprintf(stderr, "lesson 15: GPUs %d and %d have no peer access (nvidia-smi topo -m)%s\n", a, b,
+                    t.nccl ? "" : ": cudaMemcpyPeerAsync stages each block through host memory, slowly");
         return 0;
     }
-    fprintf(stderr, "lesson 15: one GPU visible: the ring runs on virtual ranks on it (--ranks P, 1..%d), blocks "
-            "exchanged by device copies (NCCL needs two or more GPUs)\n", RING_MAX_RANKS);
 #endif
+    if (t.asked == ATTN_TRANSPORT_NCCL) {
+#ifdef RING_NCCL
+        fprintf(stderr, "lesson 15: --transport nccl needs two or more GPUs: NCCL refuses two ranks on one GPU, "
+                "and this process sees one (the virtual ring moves its blocks by the copy engines: --transport ce)\n");
+#else
+        fprintf(stderr, "lesson 15: --transport nccl: this build has no NCCL (make lesson15 RING=nccl, where NCCL "
+                "is found: mk/ring.mk)\n");
+#endif
+        return -2;
+    }
+    fprintf(stderr, "lesson 15: the virtual ring on GPU %d (--ranks P, 1..%d); K/V blocks moved by the copy engines "
+            "(cudaMemcpyAsync device to device, a copy stream per rank)\n", t.dev0, RING_MAX_RANKS);
     return 0;
 }
 
-/* The ranks' devices for the next call, and its transport (*nccl): NCCL's GPUs, or the
- * harness's GPU virtual_ranks times. Returns their number, 0 without a GPU. */
+/* The ranks' devices for the next call, and its transport (*nccl): the GPUs of one rank each, or
+ * the harness's GPU virtual_ranks times. Returns their number, 0 without a GPU. */
 static int ring_devices(int devs[RING_MAX_RANKS], bool *nccl) {
     if (ring_transport()) return 0;
     const Transport &t = transport;
     *nccl = t.nccl;
-    const int P = t.nccl ? t.n : virtual_ranks;
-    for (int r = 0; r < P; ++r) devs[r] = t.nccl ? t.devs[r] : t.dev0;
+    const int P = t.n ? t.n : virtual_ranks;
+    for (int r = 0; r < P; ++r) devs[r] = t.n ? t.devs[r] : t.dev0;
     return P;
 }
 
-/* attention_ranks.h: the virtual ring runs on P ranks from the next call on; the NCCL ring has
- * one rank per GPU whatever P asks, and says how many. */
+/* attention_ranks.h: the virtual ring runs on P ranks from the next call on; a ring of one rank
+ * per GPU has as many ranks as GPUs whatever P asks, and says how many. */
 int attention_set_ranks(int P) {
     if (P < 1 || P > RING_MAX_RANKS || ring_transport()) return 0;
-    if (transport.nccl) return transport.n;
+    if (transport.n) return transport.n;
     virtual_ranks = P;
     return P;
+}
+
+/* attention_ranks.h: the transport of the calls that follow (ATTN_TRANSPORT_AUTO, _CE or _NCCL);
+ * returns the one they use, or -1 (printed why). */
+int attention_set_transport(int asked) {
+    if (asked < ATTN_TRANSPORT_AUTO || asked > ATTN_TRANSPORT_NCCL) return -1;
+    transport.asked = asked;
+    transport.decided = false;
+    if (ring_transport()) return -1;
+    return transport.nccl ? ATTN_TRANSPORT_NCCL : ATTN_TRANSPORT_CE;
+}
+
+/* attention_ranks.h: the fault mode of the calls that follow ("The fault mode"); 0: off. */
+int attention_set_ring_delay(int delay_us) {
+    if (delay_us < 0 || delay_us > ATTN_RING_DELAY_MAX_US) return -1;
+    ring_delay_us = delay_us;
+    return 0;
 }
 
 #ifdef RING_NCCL
@@ -328,13 +496,14 @@ static int ring_comms(ncclComm_t comm[RING_MAX_RANKS], int P, const int *devs) {
 }
 #endif
 
-static void rank_release(Rank &k, bool own_comm) {
+static void rank_release(Rank &k) {
     cudaSetDevice(k.dev);
-    void *bufs[] = {k.Q, k.kv[0], k.kv[1], k.o_blk, k.o_out, k.o_acc, k.l_acc, k.l_blk};
+    void *bufs[] = {k.Q, k.kv[0], k.kv[1], k.o_blk, k.o_out, k.o_acc, k.l_acc, k.l_blk, k.faults, k.snap};
     for (void *b : bufs)
         if (b) cudaFree(b);
-    if (k.compute) cudaStreamDestroy(k.compute);
-    if (k.comm && own_comm) cudaStreamDestroy(k.comm);
+    cudaStream_t streams[] = {k.compute, k.comm};
+    for (cudaStream_t s : streams)
+        if (s) cudaStreamDestroy(s);
     cudaEvent_t evs[] = {k.received, k.consumed, k.done};
     for (cudaEvent_t e : evs)
         if (e) cudaEventDestroy(e);
@@ -342,31 +511,30 @@ static void rank_release(Rank &k, bool own_comm) {
 }
 
 static void ring_release(Ring &g, int dev0) {
-    for (int r = 0; r < g.P; ++r) rank_release(g.rank[r], g.nccl || r == 0);
+    for (int r = 0; r < g.P; ++r) rank_release(g.rank[r]);
     cudaSetDevice(dev0);
     if (g.start) cudaEventDestroy(g.start);
     g.P = 0;
     g.start = NULL;
 }
 
-/* Rank k's streams, events and buffers for the ring's shape; shared_comm: the virtual ring's
- * one copy stream (NULL: make its own). */
-static int rank_alloc(const Ring &g, Rank &k, int dev, cudaStream_t shared_comm) {
+/* Rank k's streams, events and buffers for the ring's shape, on device dev. */
+static int rank_alloc(const Ring &g, Rank &k, int dev) {
     k = Rank{};
     k.dev = dev;
     RING_CUDA(cudaSetDevice(dev));
     RING_CUDA(cudaStreamCreateWithFlags(&k.compute, cudaStreamNonBlocking));
-    if (shared_comm) k.comm = shared_comm;
-    else RING_CUDA(cudaStreamCreateWithFlags(&k.comm, cudaStreamNonBlocking));
+    RING_CUDA(cudaStreamCreateWithFlags(&k.comm, cudaStreamNonBlocking));
     RING_CUDA(cudaEventCreateWithFlags(&k.received, cudaEventDisableTiming));
     RING_CUDA(cudaEventCreateWithFlags(&k.consumed, cudaEventDisableTiming));
     RING_CUDA(cudaEventCreateWithFlags(&k.done, cudaEventDisableTiming));
     const size_t n = g.lay.per_rank, rows = (size_t)g.B * g.H * g.lay.c;
-    const size_t want[] = {n * g.chunk_bytes, 2 * n * g.chunk_bytes, 2 * n * g.chunk_bytes, g.chunk_bytes,
-                           n * g.chunk_bytes, n * g.chunk_elems * 4, n * rows * 4, rows * 4};
-    void **ptrs[] = {&k.Q, &k.kv[0], &k.kv[1], &k.o_blk, &k.o_out, (void **)&k.o_acc, (void **)&k.l_acc,
-                     (void **)&k.l_blk};
-    for (int i = 0; i < 8; ++i)
+    const size_t want[] = {n * g.chunk_bytes,     2 * n * g.chunk_bytes, 2 * n * g.chunk_bytes,  g.chunk_bytes,
+                           n * g.chunk_bytes,     n * g.chunk_elems * 4, n * rows * 4,           rows * 4,
+                           RING_MAX_RANKS * sizeof(int), 2 * n * CANARY_SAMPLES * sizeof(unsigned short)};
+    void **ptrs[] = {&k.Q,      &k.kv[0], &k.kv[1], &k.o_blk, &k.o_out, (void **)&k.o_acc, (void **)&k.l_acc,
+                     (void **)&k.l_blk, (void **)&k.faults, (void **)&k.snap};
+    for (int i = 0; i < 10; ++i)
         if (cudaMalloc(ptrs[i], want[i]) != cudaSuccess) {
             size_t total = 0;
             for (size_t w : want) total += w;
@@ -378,8 +546,9 @@ static int rank_alloc(const Ring &g, Rank &k, int dev, cudaStream_t shared_comm)
     return ATTN_OK;
 }
 
-/* Lets GPUs a and b read each other's memory directly where they can (the scatter and gather
- * copy between each rank's GPU and the harness's); without it the copies still work, slower. */
+/* Lets GPUs a and b read and write each other's memory directly where they can: between
+ * neighbours, the copy engines' path for a block; between a rank's GPU and the harness's, the
+ * scatter's and gather's. Without it cudaMemcpyPeerAsync still works, through host memory. */
 static void enable_peer(int a, int b) {
     int ab = 0, ba = 0;
     cudaDeviceCanAccessPeer(&ab, a, b);
@@ -389,7 +558,8 @@ static void enable_peer(int a, int b) {
     cudaGetLastError();  // "already enabled" is no error here
 }
 
-/* Makes g match the call's shape and ranks: the same, nothing to do; else the ranks are (re)made. */
+/* Makes g match the call's shape, ranks and transport: the same, nothing to do; else the ranks
+ * are (re)made. */
 static int ring_prepare(Ring &g, const attn_args *a) {
     int dev0 = 0;
     RING_CUDA(cudaGetDevice(&dev0));
@@ -397,7 +567,7 @@ static int ring_prepare(Ring &g, const attn_args *a) {
     bool nccl = false;
     const int n_devs = ring_devices(devs, &nccl);
     if (n_devs < 1) return ATTN_UNSUPPORTED;
-    if (g.P && g.ranks == n_devs && g.B == a->B && g.H == a->H && g.N == a->N && g.d == a->d &&
+    if (g.P && g.ranks == n_devs && g.nccl == nccl && g.B == a->B && g.H == a->H && g.N == a->N && g.d == a->d &&
         g.causal == a->causal && g.dtype == a->dtype) {
         g.scale = a->scale;
         return ATTN_OK;
@@ -417,15 +587,61 @@ static int ring_prepare(Ring &g, const attn_args *a) {
     for (int r = 0; r < g.P; ++r) {
         if (!prepared[r] && block_prepare_device(devs[r])) return ATTN_UNSUPPORTED;
         prepared[r] = true;
-        const int rc = rank_alloc(g, g.rank[r], devs[r], g.nccl || r == 0 ? NULL : g.rank[0].comm);
+        const int rc = rank_alloc(g, g.rank[r], devs[r]);
         if (rc != ATTN_OK) {
             ring_release(g, dev0);
             return rc;
         }
         if (devs[r] != dev0) enable_peer(devs[r], dev0);
+        if (devs[r] != devs[(r + 1) % g.P]) enable_peer(devs[r], devs[(r + 1) % g.P]);
     }
     RING_CUDA(cudaSetDevice(dev0));
     RING_CUDA(cudaEventCreateWithFlags(&g.start, cudaEventDisableTiming));
+    return ATTN_OK;
+}
+
+/* Fault mode, after the call: waits for every rank, prints the first finding of its canaries
+ * (the earliest step, then the lowest rank; the first few calls that have one), and sets the rows
+ * of O of every rank with a finding to NaN, on the harness's stream. Returns ATTN_OK, or an
+ * error of CUDA. */
+static int fault_report(const Ring &g, const attn_args *a, int dev0) {
+    static int reported = 0;  // calls whose finding was printed
+    int found[RING_MAX_RANKS][RING_MAX_RANKS] = {}, first_r = -1, first_s = g.P, n_found = 0;
+    for (int r = 0; r < g.P; ++r) {
+        RING_CUDA(cudaSetDevice(g.rank[r].dev));
+        RING_CUDA(cudaStreamSynchronize(g.rank[r].compute));
+        RING_CUDA(cudaMemcpy(found[r], g.rank[r].faults, sizeof found[r], cudaMemcpyDeviceToHost));
+        for (int s = 0; s < g.P; ++s)
+            if (found[r][s]) {
+                ++n_found;
+                if (s < first_s) first_s = s, first_r = r;
+            }
+    }
+    RING_CUDA(cudaSetDevice(dev0));
+    if (!n_found) return ATTN_OK;
+    if (reported++ < 3) {
+        const int f = found[first_r][first_s];
+        if (f & FAULT_POISON)
+            fprintf(stderr, "lesson 15, fault mode (--ring-delay-us %d): rank %d computed step %d on a K/V block that "
+                    "still held the poison written before its transfer: it read the block before the transfer had "
+                    "completed. Check the compute stream's wait for `received` (TODO(8)) and that `received` is "
+                    "recorded on the comm stream after the transfer", g.delay_us, first_r, first_s);
+        else
+            fprintf(stderr, "lesson 15, fault mode (--ring-delay-us %d): rank %d's K/V block changed while it computed "
+                    "step %d: a transfer wrote into the block being read. Check the buffer a transfer writes (the "
+                    "spare, kv[cur ^ 1]: TODO(6)) and what a copy waits for (TODO(7))", g.delay_us, first_r, first_s);
+        fprintf(stderr, "; %d finding%s in this call; the rows of O of each rank concerned are set to NaN\n", n_found,
+                n_found > 1 ? "s" : "");
+    }
+    for (int r = 0; r < g.P; ++r) {
+        bool bad = false;
+        for (int s = 0; s < g.P; ++s) bad |= found[r][s] != 0;
+        for (int j = 0; bad && j < g.lay.per_rank; ++j) {
+            const size_t row = (size_t)g.d * 2, row0 = (size_t)chunk_of(g.lay, r, j) * g.lay.c;
+            RING_CUDA(cudaMemset2DAsync((char *)a->O + row0 * row, (size_t)g.N * row, 0xff, g.lay.c * row,
+                                        (size_t)g.B * g.H, (cudaStream_t)a->stream));
+        }
+    }
     return ATTN_OK;
 }
 
@@ -491,7 +707,7 @@ static int gather(Ring &g, int r, const attn_args *a, int dev0) {
  * comm streams wait for the compute of the step before), then the compute; in that order each
  * wait sees the event recorded for it, not the one of the next step. tl: see ring_forward. */
 static int run_steps(Ring &g, RingTimeline *tl) {
-    /* TODO(7): the P steps. At each: every rank's compute stream waits for the block received at
+    /* TODO(8): the P steps. At each: every rank's compute stream waits for the block received at
      * the step before (none at step 0); the exchange of the blocks held now starts (none at the
      * last step); every rank computes on the block it holds (compute_step: rank r holds rank
      * (r - step) mod P's block), between tl's two events when tl is set; then the received block
@@ -505,7 +721,8 @@ static int run_steps(Ring &g, RingTimeline *tl) {
 
 static Ring the_ring;  // the ranks of the last shape (the harness calls again with the same one)
 /* The whole forward pass: scatter, the P steps, gather; the harness's stream waits for every
- * rank's last copy. tl: NULL, or events to record per step and rank (ring_timeline.h). */
+ * rank's last copy (in the fault mode the call also waits for the ranks: fault_report). tl: NULL,
+ * or events to record per step and rank (ring_timeline.h). */
 int ring_forward(const attn_args *a, RingTimeline *tl) {
     Ring &g = the_ring;
     if ((a->dtype != DTYPE_FP16 && a->dtype != DTYPE_BF16) || (a->d != 64 && a->d != 128) || !(a->scale > 0.f))
@@ -514,13 +731,16 @@ int ring_forward(const attn_args *a, RingTimeline *tl) {
     int dev0 = 0;
     RING_CUDA(cudaGetDevice(&dev0));
     if (int rc = ring_prepare(g, a); rc != ATTN_OK) return rc;
+    g.delay_us = ring_delay_us;
     RING_CUDA(cudaEventRecord(g.start, (cudaStream_t)a->stream));
     for (int r = 0; r < g.P; ++r) {
         Rank &k = g.rank[r];
         RING_CUDA(cudaSetDevice(k.dev));
         RING_CUDA(cudaStreamWaitEvent(k.compute, g.start, 0));
+        if (g.delay_us) RING_CUDA(cudaMemsetAsync(k.faults, 0, RING_MAX_RANKS * sizeof(int), k.compute));
         if (int rc = scatter(g, r, a, dev0); rc != ATTN_OK) return rc;
-        RING_CUDA(cudaEventRecord(k.consumed, k.compute));  // the first send waits for the scatter
+        RING_CUDA(cudaEventRecord(k.consumed, k.compute));  // the first transfers wait for the scatter:
+        RING_CUDA(cudaEventRecord(k.received, k.compute));  // the spare is free, the block held complete
     }
     if (int rc = run_steps(g, tl); rc != ATTN_OK) return rc;
     for (int r = 0; r < g.P; ++r) {
@@ -531,7 +751,7 @@ int ring_forward(const attn_args *a, RingTimeline *tl) {
     }
     RING_CUDA(cudaSetDevice(dev0));
     for (int r = 0; r < g.P; ++r) RING_CUDA(cudaStreamWaitEvent((cudaStream_t)a->stream, g.rank[r].done, 0));
-    return ATTN_OK;
+    return g.delay_us ? fault_report(g, a, dev0) : ATTN_OK;
 }
 // [end ring]
 

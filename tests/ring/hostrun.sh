@@ -3,11 +3,13 @@
 # make emu-15, emu-lesson15, emu-solution15; no GPU). The ring's host code, SRC, runs over the fake
 # CUDA runtime (tests/fake_cuda/fake_cuda.cpp, and tests/ring/fake_nccl.cpp) with float64 stand-ins for lesson 09's library, and
 # is graded by the Criterion tests of tests/ring/ring_logic.cu and ring_hostrun.cu: the virtual ring
-# on one "GPU" with 2, 3 and 4 ranks (attention_set_ranks, as the grader's --ranks), and also the
-# NCCL ring over a fake NCCL where nccl.h is found (NCCL_ROOT, from make). Then the real grader
-# (tests/ring/ring_runner.cu: the forward runner over the fake CUDA runtime, HOSTSIM_FWD_OBJ from
-# make) grades SRC on small shapes, each on 2, 3 and 4 ranks as on a GPU (full: more shapes), and
-# the timeline tool (the worklog's) compiles. Every stage runs; any failure fails the whole. Each
+# on one "GPU" with 2, 3 and 4 ranks (attention_set_ranks, as the grader's --ranks), and also rings
+# of one rank per fake GPU, by the copy engines and over a fake NCCL, where nccl.h is found
+# (NCCL_ROOT, from make); each under the fake's two schedules of the streams (copies last, copies
+# first) in the fault mode. Then the real grader (tests/ring/ring_runner.cu: the forward runner over
+# the fake CUDA runtime, HOSTSIM_FWD_OBJ from make) grades SRC on small shapes, each on 2, 3 and 4
+# ranks as on a GPU (full: more shapes), under each schedule, and the timeline tool (the
+# worklog's) compiles. Every stage runs; any failure fails the whole. Each
 # test failure names the TODO it checks; the grader's lines are its own.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -22,7 +24,7 @@ failed=0
 for t in "${transports[@]}"; do
     # shellcheck disable=SC2086
     what="virtual ring"; fakes=(tests/fake_cuda/fake_cuda.cpp)
-    [[ $t == *NCCL* ]] && { what="fake NCCL"; fakes+=(tests/ring/fake_nccl.cpp); }
+    [[ $t == *NCCL* ]] && { what="one rank per fake GPU: copy engines, fake NCCL"; fakes+=(tests/ring/fake_nccl.cpp); }
     objs=(); for f in "${fakes[@]}"; do o="$dir/$(basename "$f" .cpp).o"; objs+=("$o")
         $CXX -O2 -std=c++17 -I"${CUDA_INC:-/usr/local/cuda/include}" -Itests/fake_cuda $t -c "$f" -o "$o" || exit 1; done
     "$NVCC" "${flags[@]}" -cudart none $t -Itests/ring -Itests/fake_cuda -DRING_LOGIC_SRC="\"$(realpath "$src")\"" \
@@ -39,10 +41,12 @@ if [ -z "${HOSTSIM_FWD_OBJ:-}" ]; then
 elif "$NVCC" "${flags[@]}" -cudart none -Itests/ring -Itests/fake_cuda -DRING_LOGIC_SRC="\"$(realpath "$src")\"" \
         tests/ring/ring_runner.cu $HOSTSIM_FWD_OBJ -o "$dir/lesson15" -Xcompiler -fopenmp -lm; then
     for s in "${shapes[@]}"; do
-        # shellcheck disable=SC2086
-        out=$(cd "$dir" && ./lesson15 --check-only --seed 1 $s 2>&1); rc=$?
-        if [ $rc = 0 ]; then echo "$name: the grader on the CPU: $s: $(grep -E '^[0-9]+ of [0-9]+ cases passed' <<<"$out")"
-        else echo "$out"; echo "$name: the grader on the CPU fails $src on $s (exit $rc)"; failed=1; fi
+        for sched in copies-last copies-first; do
+            # shellcheck disable=SC2086
+            out=$(cd "$dir" && RING_FAKE_SCHEDULE=$sched ./lesson15 --check-only --seed 1 $s 2>&1); rc=$?
+            if [ $rc = 0 ]; then echo "$name: the grader on the CPU ($sched): $s: $(grep -E '^[0-9]+ of [0-9]+ cases passed' <<<"$out")"
+            else echo "$out"; echo "$name: the grader on the CPU ($sched) fails $src on $s (exit $rc)"; failed=1; fi
+        done
     done
 else
     echo "$name: $src does not build with the grader (tests/ring/ring_runner.cu)"; failed=1

@@ -8,11 +8,16 @@
  * attention of the whole sequence, on ragged and aligned shapes, causal or not, fp16 and bf16,
  * with a shape repeated (the ranks kept) and changed (the ranks remade).
  * Built twice: without RING_NCCL (the virtual ring, on each P the grader runs by default,
- * ATTN_RANKS_GRADED, asked for as the grader does, with attention_set_ranks) and with it (fake
- * NCCL on 2, 3 and 4 fake GPUs, one rank each whatever attention_set_ranks asks; with one GPU it
- * must run the virtual ring, on each P again). What it cannot see: order between streams (the fake
- * runs every call at once, so a missing wait passes here), the real kernels (merge_partial's body
- * included: its rule is merge_weights, checked by ring_logic.cu's tests, linked in here), speed. */
+ * ATTN_RANKS_GRADED, asked for as the grader does, with attention_set_ranks) and with it (2, 3 and 4
+ * fake GPUs, one rank each whatever attention_set_ranks asks, the blocks moved by the copy engines
+ * and by a fake NCCL; with one GPU it must run the virtual ring, on each P again).
+ * Order between streams: every ring runs under the fake's two schedules (tests/fake_cuda/fake_cuda.h:
+ * each stream's work in its order, a wait holding it until its event's work has run, the copies
+ * run last, then first), in the fault mode (the receive buffers poisoned before each transfer and
+ * each block checked at the start and the end of each step), so that a missing wait, an event
+ * recorded on the wrong stream or a copy into the wrong buffer reads the wrong data in one of the
+ * two schedules on every run. What it cannot see: the real kernels (merge_partial's body included:
+ * its rule is merge_weights, checked by ring_logic.cu's tests, linked in here), speed. */
 #include "ring_logic.cu"  // the solution (or RING_LOGIC_SRC, a student's file) and the logic tests
 #include <criterion/criterion.h>
 #include <criterion/redirect.h>
@@ -22,9 +27,20 @@
 #define STANDIN_REQUIRE(cond, ...) cr_assert(cond, __VA_ARGS__)
 #include "standins.h"  // lesson 09's library, merge_partial and convert_out on the CPU
 
+static const int SCHEDULES[] = {FAKE_COPIES_LAST, FAKE_COPIES_FIRST};
+static const char *schedule_name(int s) { return s == FAKE_COPIES_LAST ? "copies last" : "copies first"; }
+
 static void setup(int devices) {
     ring_standins(devices);
     fake_poison_allocations(1);  // a read of a buffer before any write shows as NaN
+    cr_assert_eq(attention_set_ring_delay(1), 0, "attention_set_ring_delay(1): the fault mode");
+}
+
+/* The transport asked for, and the one the ring must run on. */
+static void use_transport(int asked, int want) {
+    const int got = attention_set_transport(asked);
+    cr_assert_eq(got, want, "attention_set_transport(%d) = %d, want %d (1 copy engines, 2 NCCL, -1 refused)", asked,
+                 got, want);
 }
 
 /* One call of attention_forward on random inputs (the fake device's memory is host memory),
@@ -45,8 +61,10 @@ static void check_shape(int B, int H, int N, int d, int causal, float qscale, Ri
     a.Q = Q; a.K = K; a.V = V; a.O = O; a.L = L; a.N_kv = N; a.H_kv = H;
     cudaStreamCreateWithFlags((cudaStream_t *)&a.stream, 0);
     const int rc = ring_forward(&a, tl);
+    cudaStreamSynchronize((cudaStream_t)a.stream);  // under a schedule: runs the queued work
+    const char *sched = fake_get_schedule() == FAKE_SYNC ? "" : schedule_name(fake_get_schedule());
     cr_assert_eq(rc, ATTN_OK, "B=%d H=%d N=%d d=%d causal %d: ring_forward returned %d%s", B, H, N, d, causal, rc,
-                 rc == ATTN_NOT_IMPLEMENTED ? " (ATTN_NOT_IMPLEMENTED: TODO(5), (6) or (7) still returns it)" : "");
+                 rc == ATTN_NOT_IMPLEMENTED ? " (ATTN_NOT_IMPLEMENTED: TODO(5), (6), (7) or (8) still returns it)" : "");
     int devs[RING_MAX_RANKS], rows = 0;
     const int P = ring_ranks(devs, &rows);  // the ranks this shape ran on, for the messages
     const double tol_o = std::is_same<T, __half>::value ? 4e-3 : 3e-2;
@@ -66,8 +84,8 @@ static void check_shape(int B, int H, int N, int d, int causal, float qscale, Ri
             for (int j = 0; j < keys; ++j) l += exp(s[j] - m);
             const double Lref = m + log(l), Lgot = L[(size_t)bh * N + i];
             if (!(fabs(Lgot - Lref) <= 1e-4 * (1 + fabs(Lref)))) {
-                cr_log_error("B=%d H=%d N=%d d=%d causal %d on %d ranks: L[bh %d][%d] = %g, want %g", B, H, N, d,
-                             causal, P, bh, i, Lgot, Lref);
+                cr_log_error("B=%d H=%d N=%d d=%d causal %d on %d ranks (%s): L[bh %d][%d] = %g, want %g", B, H, N,
+                             d, causal, P, sched, bh, i, Lgot, Lref);
                 ++bad;
             }
             for (int c = 0; c < d; ++c) {
@@ -75,15 +93,15 @@ static void check_shape(int B, int H, int N, int d, int causal, float qscale, Ri
                 for (int j = 0; j < keys; ++j) o += exp(s[j] - m) * to_f(V[((size_t)bh * N + j) * d + c]);
                 const double got = to_f(O[((size_t)bh * N + i) * d + c]);
                 if (!(fabs(got - o / l) <= tol_o)) {
-                    cr_log_error("B=%d H=%d N=%d d=%d causal %d on %d ranks: O[bh %d][%d][%d] = %g, want %g", B, H,
-                                 N, d, causal, P, bh, i, c, got, o / l);
+                    cr_log_error("B=%d H=%d N=%d d=%d causal %d on %d ranks (%s): O[bh %d][%d][%d] = %g, want %g",
+                                 B, H, N, d, causal, P, sched, bh, i, c, got, o / l);
                     ++bad;
                     break;
                 }
             }
         }
-    cr_assert_eq(bad, 0, "B=%d H=%d N=%d d=%d causal %d on %d ranks: the gathered O or L is wrong (above)", B, H, N, d,
-                 causal, P);
+    cr_assert_eq(bad, 0, "B=%d H=%d N=%d d=%d causal %d on %d ranks, %s: the gathered O or L is wrong (above; the "
+                 "fault mode's finding, if any, on stderr)", B, H, N, d, causal, P, sched[0] ? sched : "no schedule");
     cudaFree(Q); cudaFree(K); cudaFree(V); cudaFree(O); cudaFree(L);
 }
 
@@ -103,6 +121,15 @@ static void check_shapes() {
     check_shape<__nv_bfloat16>(2, 1, 96, 64, 1, 1.f);
 }
 
+/* The shapes under each schedule. */
+static void check_shapes_scheduled() {
+    for (int sch : SCHEDULES) {
+        fake_set_schedule(sch);
+        check_shapes();
+    }
+    fake_set_schedule(FAKE_SYNC);
+}
+
 /* The virtual ring on each P the grader runs by default, asked for as the grader asks
  * (attention_set_ranks, its --ranks): two ranks alone would let through a ring that mixes up
  * which rank's block it holds, since the rank before and the rank after are then the same. */
@@ -111,7 +138,7 @@ static void check_virtual_rings() {
     for (int P : graded) {
         cr_assert_eq(attention_set_ranks(P), P, "attention_set_ranks(%d): the virtual ring takes any P in 1..%d", P,
                      RING_MAX_RANKS);
-        check_shapes();
+        check_shapes_scheduled();
         int devs[RING_MAX_RANKS], rows = 0;
         cr_assert_eq(ring_ranks(devs, &rows), P, "the virtual ring asked for %d ranks ran the last shape on %d", P,
                      ring_ranks(devs, &rows));
@@ -122,28 +149,59 @@ static void check_virtual_rings() {
 }
 
 #ifdef RING_NCCL
-Test(ring_hostrun, nccl_two_gpus) { setup(2); check_shapes(); }
+Test(ring_hostrun, copy_engines_two_gpus) {  // peer access everywhere (the fake's): the default
+    setup(2);
+    use_transport(ATTN_TRANSPORT_AUTO, ATTN_TRANSPORT_CE);
+    check_shapes_scheduled();
+}
+Test(ring_hostrun, copy_engines_three_gpus) {
+    setup(3);
+    use_transport(ATTN_TRANSPORT_CE, ATTN_TRANSPORT_CE);
+    check_shapes_scheduled();
+}
+Test(ring_hostrun, nccl_two_gpus) {
+    setup(2);
+    use_transport(ATTN_TRANSPORT_NCCL, ATTN_TRANSPORT_NCCL);
+    check_shapes_scheduled();
+}
 Test(ring_hostrun, nccl_four_gpus) {  // one rank per GPU, whatever attention_set_ranks asks
     setup(4);
-    cr_assert_eq(attention_set_ranks(3), 4, "the NCCL ring on 4 GPUs has 4 ranks, not the 3 asked for");
-    check_shapes();
+    use_transport(ATTN_TRANSPORT_NCCL, ATTN_TRANSPORT_NCCL);
+    cr_assert_eq(attention_set_ranks(3), 4, "the ring on 4 GPUs has 4 ranks, not the 3 asked for");
+    check_shapes_scheduled();
 }
-Test(ring_hostrun, nccl_three_gpus_with_timeline) {
+/* The timeline's events on both transports (the fake's events: the tool's code path, not its times). */
+static void check_timeline(int transport) {
     setup(3);
-    static RingTimeline tl;  // the fake's events: the tool's code path, not its times
+    use_transport(transport, transport);
+    static RingTimeline tl;
     for (int s = 0; s < 3; ++s)
         for (int r = 0; r < 3; ++r) {
             cudaEventCreate(&tl.compute_begin[s][r]); cudaEventCreate(&tl.compute_end[s][r]);
             cudaEventCreate(&tl.comm_begin[s][r]); cudaEventCreate(&tl.comm_end[s][r]);
         }
+    fake_set_schedule(FAKE_COPIES_LAST);
     check_shape<__half>(1, 2, 96, 64, 1, 1.f, &tl);
     check_shape<__half>(1, 2, 48, 128, 0, 1.f, &tl);
 }
+Test(ring_hostrun, nccl_three_gpus_with_timeline) { check_timeline(ATTN_TRANSPORT_NCCL); }
+Test(ring_hostrun, copy_engines_three_gpus_with_timeline) { check_timeline(ATTN_TRANSPORT_CE); }
 Test(ring_hostrun, nccl_build_one_gpu_runs_virtual) {  // decided when it runs: the virtual ring
     setup(1);
     cr_redirect_stderr();
+    cr_assert_eq(attention_set_transport(ATTN_TRANSPORT_NCCL), -1, "--transport nccl on one GPU: refused");
+    use_transport(ATTN_TRANSPORT_AUTO, ATTN_TRANSPORT_CE);
     check_virtual_rings();
 }
 #else
-Test(ring_hostrun, virtual_ranks) { setup(1); check_virtual_rings(); }
+Test(ring_hostrun, virtual_ranks) {
+    setup(1);
+    use_transport(ATTN_TRANSPORT_CE, ATTN_TRANSPORT_CE);
+    check_virtual_rings();
+}
+Test(ring_hostrun, virtual_refuses_nccl) {  // a build without NCCL
+    setup(1);
+    cr_redirect_stderr();
+    cr_assert_eq(attention_set_transport(ATTN_TRANSPORT_NCCL), -1, "--transport nccl without NCCL: refused");
+}
 #endif

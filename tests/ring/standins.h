@@ -2,10 +2,11 @@
  * ring's host code over the fake CUDA runtime (tests/fake_cuda): lesson 09's library
  * (reference/include/hopper_attention.h, which ring_block.h calls) as float64 attention of one
  * chunk pair, rounded as the kernel rounds, and merge_partial and convert_out as loops over their
- * rows. Included after the ring's source, by ring_hostrun.cu (the Criterion tests) and
- * ring_runner.cu (the real grader); ring_standins(devices) registers them. What the library asks
- * of its caller is checked with STANDIN_REQUIRE (Criterion's cr_assert there, else a message and
- * abort). */
+ * rows, and the fault mode's kernels (ring_canary as the GPU runs it, ring_delay as nothing). Each
+ * runs in its stream's order under the fake's schedules (fake_set_schedule: it enqueues itself).
+ * Included after the ring's source, by ring_hostrun.cu (the Criterion tests) and ring_runner.cu
+ * (the real grader); ring_standins(devices) registers them. What the library asks of its caller
+ * is checked with STANDIN_REQUIRE (Criterion's cr_assert there, else a message and abort). */
 #ifndef RING_STANDINS_H
 #define RING_STANDINS_H
 #include <math.h>
@@ -86,11 +87,14 @@ extern "C" int hopper_attention_forward(const attn_args *a, int sms_left) {
     if (!(a->scale > 0.f)) return ATTN_UNSUPPORTED;
     if (a->N < 1 || a->B < 1 || a->H < 1) return ATTN_OK;
     const bool fp16 = a->dtype == DTYPE_FP16, bf16 = a->dtype == DTYPE_BF16;
-    if (fp16 && a->d == 64) attention_cpu<__half, 64>(a);
-    else if (fp16 && a->d == 128) attention_cpu<__half, 128>(a);
-    else if (bf16 && a->d == 64) attention_cpu<__nv_bfloat16, 64>(a);
-    else if (bf16 && a->d == 128) attention_cpu<__nv_bfloat16, 128>(a);
-    else return ATTN_UNSUPPORTED;
+    void (*run)(const attn_args *) = fp16 && a->d == 64    ? attention_cpu<__half, 64>
+                                     : fp16 && a->d == 128 ? attention_cpu<__half, 128>
+                                     : bf16 && a->d == 64  ? attention_cpu<__nv_bfloat16, 64>
+                                     : bf16 && a->d == 128 ? attention_cpu<__nv_bfloat16, 128>
+                                                           : nullptr;
+    if (!run) return ATTN_UNSUPPORTED;
+    const attn_args call = *a;  // the pointers and the shape: what the kernel would read when it runs
+    fake_enqueue((CUstream_st *)a->stream, 0, [run, call] { run(&call); });
     return ATTN_OK;
 }
 
@@ -102,11 +106,14 @@ static void merge_cpu(dim3, dim3, void **args) {
     const float *l_blk = *(const float **)args[3];
     const long long rows = *(long long *)args[4];
     const int d = *(int *)args[5], first = *(int *)args[6];
-    for (long long r = 0; r < rows; ++r) {
-        const MergeWeights w = first ? MergeWeights{0.f, 1.f, l_blk[r]} : merge_weights(l_acc[r], l_blk[r]);
-        for (int c = 0; c < d; ++c) o_acc[r * d + c] = (first ? 0.f : w.a * o_acc[r * d + c]) + w.b * to_f(o_blk[r * d + c]);
-        l_acc[r] = w.L;
-    }
+    fake_enqueue(fake_launch_stream(), 0, [=] {
+        for (long long r = 0; r < rows; ++r) {
+            const MergeWeights w = first ? MergeWeights{0.f, 1.f, l_blk[r]} : merge_weights(l_acc[r], l_blk[r]);
+            for (int c = 0; c < d; ++c)
+                o_acc[r * d + c] = (first ? 0.f : w.a * o_acc[r * d + c]) + w.b * to_f(o_blk[r * d + c]);
+            l_acc[r] = w.L;
+        }
+    });
 }
 
 template <typename T>
@@ -114,8 +121,23 @@ static void convert_cpu(dim3, dim3, void **args) {
     T *out = *(T **)args[0];
     const float *in = *(const float **)args[1];
     const long long n = *(long long *)args[2];
-    for (long long i = 0; i < n; ++i) out[i] = from_f<T>(in[i]);
+    fake_enqueue(fake_launch_stream(), 0, [=] {
+        for (long long i = 0; i < n; ++i) out[i] = from_f<T>(in[i]);
+    });
 }
+
+/* The fault mode's check, canary_check as ring_canary's one thread runs it; its delay, nothing to
+ * run (a copy's turn: the schedule decides when the transfer after it runs). */
+static void canary_cpu(dim3, dim3, void **args) {
+    const unsigned short *kv = *(const unsigned short **)args[0];
+    const size_t chunk_elems = *(size_t *)args[1];
+    const int chunks = *(int *)args[2];
+    unsigned short *snap = *(unsigned short **)args[3];
+    int *fault = *(int **)args[4];
+    const int phase = *(int *)args[5];
+    fake_enqueue(fake_launch_stream(), 0, [=] { canary_check(kv, chunk_elems, chunks, snap, fault, phase); });
+}
+static void delay_cpu(dim3, dim3, void **) { fake_enqueue(fake_launch_stream(), 1, [] {}); }
 
 /* The stand-ins registered with the fake CUDA runtime, on `devices` fake GPUs. */
 static void ring_standins(int devices) {
@@ -124,5 +146,7 @@ static void ring_standins(int devices) {
     fake_on_launch((const void *)merge_partial<__nv_bfloat16>, merge_cpu<__nv_bfloat16>);
     fake_on_launch((const void *)convert_out<__half>, convert_cpu<__half>);
     fake_on_launch((const void *)convert_out<__nv_bfloat16>, convert_cpu<__nv_bfloat16>);
+    fake_on_launch((const void *)ring_canary, canary_cpu);
+    fake_on_launch((const void *)ring_delay, delay_cpu);
 }
 #endif

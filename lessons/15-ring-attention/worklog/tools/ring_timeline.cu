@@ -5,16 +5,19 @@
  *   whole   the whole call, as the grader times it (scatter from GPU 0, ring, gather)
  *   ring    the ring alone, on the slowest rank: its first step's start to its last step's end
  *           (in training the chunks already live on their GPUs: no scatter, no gather)
- *   per step and rank: compute (the pairs and merges), transfer (send + receive on the comm
- *           stream), and the wait before the step (compute idle for its block: the part of the
- *           transfer the compute did not hide)
+ *   per step and rank: compute (the pairs and merges), transfer (the receive of the next block on
+ *           the rank's comm stream: its copy by the copy engines, or NCCL's send and receive), and
+ *           the wait before the step (compute idle for its block: the part of the transfer the
+ *           compute did not hide)
  * --one-gpu times lesson 09's kernel as the ring runs it (its step: the descriptor's library flags, or LIB_FLAGS, and
  * RING_SMS_LEFT), alone on GPU 0, on the whole sequence: the baseline of the scaling.
- * --ranks P: the virtual ring's ranks (attention_set_ranks; refused where the build's transport
- * has one rank per GPU).
+ * --ranks P: the virtual ring's ranks (attention_set_ranks; refused where the build's ring has one
+ * rank per GPU). --transport ce|nccl: the transport (attention_set_transport; default the ring's
+ * choice). --ring-delay-us U: the grader's fault mode (attention_set_ring_delay), to see it.
  * TFLOP/s: 4 B H N^2 d, halved when causal.
  * Usage: timeline-NAME -b B -H H -n N -d d [--causal] [--bf16] [--reps R] [--one-gpu] [--ranks P]
- *        [--label TEXT] [--steps FILE]   (prints one CSV row; --steps appends the per-step table) */
+ *        [--transport ce|nccl] [--ring-delay-us U] [--label TEXT] [--steps FILE]
+ *        (prints one CSV row; --steps appends the per-step table) */
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
 #include <math.h>
@@ -57,7 +60,8 @@ static double median(std::vector<double> v) {
 }
 
 int main(int argc, char **argv) {
-    int B = 1, H = 16, N = 65536, d = 128, causal = 0, reps = 10, one_gpu = 0, ranks = 0;
+    int B = 1, H = 16, N = 65536, d = 128, causal = 0, reps = 10, one_gpu = 0, ranks = 0, delay_us = 0;
+    int transport = ATTN_TRANSPORT_AUTO;
     bool ranks_given = false;
     dtype_t dt = DTYPE_FP16;
     const char *label = "", *steps_path = NULL;
@@ -71,19 +75,23 @@ int main(int argc, char **argv) {
         else if (!strcmp(o, "--reps") && more) reps = atoi(argv[++i]);
         else if (!strcmp(o, "--ranks") && more) { ranks_given = true; ranks = atoi(argv[++i]); }
         else if (!strcmp(o, "--label") && more) label = argv[++i];
+        else if (!strcmp(o, "--ring-delay-us") && more) delay_us = atoi(argv[++i]);
+        else if (!strcmp(o, "--transport") && more && (!strcmp(argv[i + 1], "ce") || !strcmp(argv[i + 1], "nccl")))
+            transport = !strcmp(argv[++i], "ce") ? ATTN_TRANSPORT_CE : ATTN_TRANSPORT_NCCL;
         else if (!strcmp(o, "--steps") && more) steps_path = argv[++i];
         else if (!strcmp(o, "--causal")) causal = 1;
         else if (!strcmp(o, "--bf16")) dt = DTYPE_BF16;
         else if (!strcmp(o, "--one-gpu")) one_gpu = 1;
         else {
             fprintf(stderr, "usage: %s -b B -H H -n N -d d [--causal] [--bf16] [--reps R] [--one-gpu] [--ranks P] "
-                    "[--label TEXT] [--steps FILE]\n", argv[0]);
+                    "[--transport ce|nccl] [--ring-delay-us U] [--label TEXT] [--steps FILE]\n", argv[0]);
             return EXIT_USAGE;
         }
     }
     if (B < 1 || H < 1 || N < 1 || (d != 64 && d != 128) || reps < 1 ||
-        (ranks_given && (ranks < 1 || ranks > RING_MAX_RANKS))) {
-        fprintf(stderr, "bad shape: B, H, N >= 1, d 64 or 128, reps >= 1, --ranks 1..%d\n", RING_MAX_RANKS);
+        (ranks_given && (ranks < 1 || ranks > RING_MAX_RANKS)) || delay_us < 0 || delay_us > ATTN_RING_DELAY_MAX_US) {
+        fprintf(stderr, "bad shape: B, H, N >= 1, d 64 or 128, reps >= 1, --ranks 1..%d, --ring-delay-us 0..%d\n",
+                RING_MAX_RANKS, ATTN_RING_DELAY_MAX_US);
         return EXIT_USAGE;
     }
     int dev0 = 0;
@@ -118,6 +126,9 @@ int main(int argc, char **argv) {
         }
         ring = whole;
     } else {
+        const int used = attention_set_transport(transport);
+        if (used < 0) return EXIT_USAGE;  // the ring said why
+        if (attention_set_ring_delay(delay_us)) return EXIT_USAGE;
         if (ranks_given && attention_set_ranks(ranks) != ranks) {
             fprintf(stderr, "--ranks %d: this build's ring has one rank per GPU (NCCL); --ranks sets the virtual "
                     "ring's (one GPU visible, or a build with RING=virtual)\n", ranks);
@@ -146,8 +157,9 @@ int main(int argc, char **argv) {
         }
         FILE *f = steps_path ? fopen(steps_path, "a") : NULL;
         if (f) {  // the last repetition, step by step
-            fprintf(f, "\n%s: B=%d H=%d N=%d d=%d%s, %d ranks, chunk %d rows (ms)\n\n", label, B, H, N, d,
-                    causal ? " causal" : "", P, c);
+            fprintf(f, "\n%s: B=%d H=%d N=%d d=%d%s, %d ranks, chunk %d rows, %s%s (ms)\n\n", label, B, H, N, d,
+                    causal ? " causal" : "", P, c, used == ATTN_TRANSPORT_NCCL ? "NCCL" : "copy engines",
+                    delay_us ? ", fault mode" : "");
             fprintf(f, "| step | rank | wait for block | compute | transfer (next block) |\n|---|---|---|---|---|\n");
             for (int s = 0; s < P; ++s)
                 for (int r = 0; r < P; ++r) {
