@@ -6,8 +6,9 @@
  * r - 1) while every rank computes attention of its queries against the block it holds, with
  * lesson 09's kernel (ring_block.h); the partial results (O_s, L_s) merge with lesson 01's
  * rescaling. Causal attention uses the balanced layout: with 2P chunks of c rows, rank r holds
- * chunks r and 2P - 1 - r, so every rank does the same work. A block moves by the copy engines
- * (cudaMemcpyAsync, cudaMemcpyPeerAsync on a copy stream per rank: no SM taken from the compute)
+ * chunks r and 2P - 1 - r, so every rank does the same work. A block moves by a copy on a copy
+ * stream per rank (cudaMemcpyPeerAsync between GPUs: the copy engines, no SM taken from the
+ * compute; cudaMemcpyAsync within one GPU, the virtual ring, which the driver runs on the SMs)
  * or by NCCL's send and receive (kernels, needing SMs; what crosses nodes).
  * Source: Liu, Zaharia, Abbeel, "Ring Attention with Blockwise Transformers" (2023), Section 3 (the
  * ring, overlap of the transfer with the blockwise compute); Brandon et al., "Striped Attention"
@@ -519,8 +520,9 @@ static int ring_transport() {
 #endif
         return -2;
     }
-    fprintf(stderr, "lesson 15: the virtual ring on GPU %d (--ranks P, 1..%d); K/V blocks moved by the copy engines "
-            "(cudaMemcpyAsync device to device, a copy stream per rank)\n", t.dev0, RING_MAX_RANKS);
+    fprintf(stderr, "lesson 15: the virtual ring on GPU %d (--ranks P, 1..%d); K/V blocks moved by device-to-device "
+            "copies (cudaMemcpyAsync, a copy stream per rank; within one GPU the driver runs them on the SMs)\n", t.dev0,
+            RING_MAX_RANKS);
     return 0;
 }
 

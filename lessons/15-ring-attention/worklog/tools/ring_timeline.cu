@@ -158,7 +158,7 @@ int main(int argc, char **argv) {
         FILE *f = steps_path ? fopen(steps_path, "a") : NULL;
         if (f) {  // the last repetition, step by step
             fprintf(f, "\n%s: B=%d H=%d N=%d d=%d%s, %d ranks, chunk %d rows, %s%s (ms)\n\n", label, B, H, N, d,
-                    causal ? " causal" : "", P, c, used == ATTN_TRANSPORT_NCCL ? "NCCL" : "copy engines",
+                    causal ? " causal" : "", P, c, used == ATTN_TRANSPORT_NCCL ? "NCCL" : "copies (--transport ce)",
                     delay_us ? ", fault mode" : "");
             fprintf(f, "| step | rank | wait for block | compute | transfer (next block) |\n|---|---|---|---|---|\n");
             for (int s = 0; s < P; ++s)
