@@ -10,10 +10,10 @@
 #      2 ranks on one GPU, --ranks 2)
 #   2. grades the solution builds (--check-only: the case matrix, and shapes of 4096 rows)
 #   3. times, fp16, B = 1, H = 16, d = 128: lesson 09's kernel (step 6, as the ring runs it) on
-#      one GPU at N = 32768; the NCCL ring over P GPUs at N = P x 32768, non-causal, causal
-#      balanced, causal naive (and the RING_SMS_LEFT builds); the virtual ring (2 ranks on GPU 0)
-#      at N = 2 x 32768; with the
-#      per-step timeline of each ring
+#      one GPU at N = 32768; the ring over P GPUs at N = P x 32768 by NCCL (--transport nccl),
+#      non-causal, causal balanced, causal naive (and the RING_SMS_LEFT builds), and by the copy
+#      engines (--transport ce: cudaMemcpyPeerAsync), non-causal and causal balanced; the virtual
+#      ring (2 ranks on GPU 0) at N = 2 x 32768; with the per-step timeline of each ring
 #   4. PyTorch's context_parallel ring attention (torch.distributed.tensor.experimental) on the
 #      same GPUs and shapes (lessons/15-ring-attention/worklog/torch_ring.py, torchrun over P GPUs)
 # P is the number of GPUs this process can see, as CUDA counts them (at most 8): CUDA_VISIBLE_DEVICES=0,1
@@ -100,7 +100,9 @@ echo "built in $((SECONDS - t0)) s"
 : > "$out/checks.log"
 if [ "${SKIP_CHECKS:-0}" != 1 ]; then
   big="--check-only --seed 1 -b 1 -H 4 -n 4096 -d 128"  # chunks of 1024 or 2048 rows
-  for run in "nccl|--check-only --seed 1" "nccl|$big" "nccl|$big --causal" "nccl-naive|$big --causal" \
+  for run in "nccl|--check-only --seed 1 --transport nccl" "nccl|--check-only --seed 1 --transport ce" \
+             "nccl|$big --transport nccl" "nccl|$big --causal --transport nccl" "nccl|$big --causal --transport ce" \
+             "nccl-naive|$big --causal --transport nccl" \
              "virtual|--check-only --seed 1 --dtype fp16" "virtual|$big --causal"; do
     b=${run%%|*}; args=${run#*|}
     [ -x build/ring15/solution-$b ] || continue
@@ -123,16 +125,19 @@ run() {  # run LABEL BINARY ARGS...: one CSV row
 run one-gpu timeline-virtual -n "$NPER" --one-gpu
 run one-gpu-causal timeline-virtual -n "$NPER" --one-gpu --causal
 if [ $nccl = 1 ]; then
-run nccl timeline-nccl -n "$N"
-run nccl-causal-balanced timeline-nccl -n "$N" --causal
-run nccl-causal-naive timeline-nccl-naive -n "$N" --causal
+run nccl timeline-nccl -n "$N" --transport nccl
+run nccl-causal-balanced timeline-nccl -n "$N" --causal --transport nccl
+run nccl-causal-naive timeline-nccl-naive -n "$N" --causal --transport nccl
+# the copy engines (cudaMemcpyPeerAsync on a copy stream per rank; needs peer access between neighbours)
+run ce timeline-nccl -n "$N" --transport ce
+run ce-causal-balanced timeline-nccl -n "$N" --causal --transport ce
 # The same with lesson 09's grid leaving SMs free for NCCL's kernels (RING_SMS_LEFT, ring_block.h)
 for left in 4 16; do
   [ -x build/ring15/timeline-nccl-left$left ] || continue
-  run nccl-left$left timeline-nccl-left$left -n "$N"
-  run nccl-causal-balanced-left$left timeline-nccl-left$left -n "$N" --causal
+  run nccl-left$left timeline-nccl-left$left -n "$N" --transport nccl
+  run nccl-causal-balanced-left$left timeline-nccl-left$left -n "$N" --causal --transport nccl
 done
-[ -x build/ring15/timeline-nccl-naive-left4 ] && run nccl-causal-naive-left4 timeline-nccl-naive-left4 -n "$N" --causal
+[ -x build/ring15/timeline-nccl-naive-left4 ] && run nccl-causal-naive-left4 timeline-nccl-naive-left4 -n "$N" --causal --transport nccl
 fi
 run virtual2 timeline-virtual -n $((2 * NPER)) --ranks 2
 run virtual2-causal timeline-virtual -n $((2 * NPER)) --causal --ranks 2
@@ -155,6 +160,7 @@ for label, base in [("one-gpu", "one-gpu"), ("one-gpu-causal", "one-gpu-causal")
                     ("nccl-left4", "one-gpu"), ("nccl-left16", "one-gpu"),
                     ("nccl-causal-balanced-left4", "one-gpu-causal"), ("nccl-causal-balanced-left16", "one-gpu-causal"),
                     ("nccl-causal-naive-left4", "one-gpu-causal"),
+                    ("ce", "one-gpu"), ("ce-causal-balanced", "one-gpu-causal"),
                     ("virtual2", "one-gpu"), ("virtual2-causal", "one-gpu-causal")]:
     if label not in rows:
         lines.append("| %s | | | | (no result) | | | |" % label)
