@@ -77,6 +77,7 @@ const lesson_info LESSON = {
 #endif
 // [end config]
 
+// [region args]
 /* Everything a launch passes to the kernel. */
 template <typename T>
 struct FdArgs {
@@ -93,6 +94,7 @@ struct FdArgs {
     int causal;
     float scale_log2;     /* scale log2(e): exponentials as ex2 */
 };
+// [end args]
 
 // [region gqa]
 // TODO(2) begin
@@ -159,6 +161,7 @@ __device__ __forceinline__ void load_q_async(uint32_t tile, const FdArgs<T> &a, 
 }
 // [end load]
 
+// [region work]
 /* Dynamic shared memory of a block: the Q tile, then the K/V slots, which after the loop hold
  * the warps' partials (and one int): as large as the larger of the two uses. */
 template <int D, int BC, int WR, int MT, int STAGES>
@@ -177,6 +180,7 @@ struct FdWork {
     int k_begin, k_end;      /* the block's keys: [k_begin, k_end) */
     int n_tiles;             /* K/V tiles of BC keys that cover them */
 };
+// [end work]
 
 // [region block-work]
 /* Which work, from blockIdx.x = (grp n_rc + rc) S + s: blocks of one group's splits are
@@ -265,6 +269,7 @@ __device__ __forceinline__ void fd_load_next(uint32_t aK, uint32_t aV, const FdW
 }
 // [end pipeline]
 
+// [region lanes]
 /* Fragment layouts (lesson 07), g = lane / 4, t = lane % 4:
  *   A 16x16: a[0] (g, 2t..2t+1)  a[1] (g+8, 2t..)  a[2] (g, 2t+8..)  a[3] (g+8, 2t+8..)
  *   B 16x8 : b0 (rows 2t, 2t+1; col g)   b1 (rows 2t+8, 2t+9; col g)
@@ -301,6 +306,7 @@ __device__ __forceinline__ int fd_last_key(const FdArgs<T> &a, const FdWork &w, 
     const int i = (w.r0 + (ln.wr * MT + mt) * 16 + ln.g + r * 8) % a.N;
     return a.causal ? min(w.k_end - 1, w.len - a.N + i) : w.k_end - 1;
 }
+// [end lanes]
 
 // [region s-mma]
 /* S = Q K^T for the warp's MT m-tiles and keys ks .. ks + KS - 1 of its slice of the tile
@@ -873,6 +879,7 @@ static FdPlan fd_make_plan(int B, int H_kv, int R, int N_kv, int BC, long long s
 static_assert(FD_SPLITS >= 0 && FD_SPLITS <= 1024, "FD_SPLITS: 0 (the rule) or a count in 1..1024");
 static int fd_major = -1; /* compute capability of the current device (attention_forward) */
 
+// [region workspace]
 /* The split workspace, the lesson's own: allocated at the first launch that splits, grown
  * when a later one needs more (bytes: B H_kv S G N (d + 1) x 4 for the partials, B H_kv
  * n_rc x 4 for the counters, which start at 0 and are reset by each merge). */
@@ -896,6 +903,7 @@ static int fd_workspace(size_t opart, size_t lpart, size_t ncount, cudaStream_t 
     fd_ws.opart = opart, fd_ws.lpart = lpart, fd_ws.ncount = ncount;
     return ATTN_OK;
 }
+// [end workspace]
 
 /* Plan and launch one configuration. The split rule counts one slot per SM, not every
  * resident block: this kernel streams K and V, and a second block on an SM adds little

@@ -1,0 +1,607 @@
+/* flash_decoding.h: lesson 12's flash-decoding kernel in parts, for a later lesson that builds its own
+ * kernel from them (lesson 16 reads K and V through the block table of a paged KV cache; its tile
+ * copies are its own, everything else is these). In the order lesson 12's solution defines them:
+ *
+ *   config       FD64_BC, FD128_BC (keys per K/V tile), FD_STAGES, FD_THREADS, FD_MERGE_BATCH, FD_SPLITS
+ *   args         FdArgs<T>: everything a launch passes to the kernel
+ *   gqa          query_head, group_row: the G N query rows of a K/V head's group
+ *   load         load_rows_async, load_q_async: lesson 08's tile copies into swizzled shared memory
+ *   work         fd_smem_bytes, FdWork: a block's shared memory and its split, rows and keys
+ *   block-work   fd_block_work: which split, rows and keys a block gets from blockIdx.x
+ *   lanes        FdLane, FdLdsm, FdAcc, fd_last_key: a warp's place, its ldmatrix rows, its running state
+ *   s-mma .. pv  fd_scores, fd_mask_scores, fd_online_softmax, fd_pv: one tile of the online softmax
+ *   partial .. merge   fd_write_partial, fd_merge_warps, fd_arrive, fd_merge (and their math): a block's
+ *                result, and the merge of the splits by the last block of a group to arrive
+ *   plan         FdPlan, fd_rows_config, fd_num_splits, fd_make_plan: how a launch covers a decoding step
+ *   workspace    fd_ws, fd_workspace: the split workspace (partials and arrival counters)
+ *
+ * Shapes, layouts, preconditions and sources (Flash-Decoding, Dao, Haziza, Massa, Sizov, 2023):
+ * solutions/12-flash-decoding/flash_decoding.cu, whose regions these are, made by `make starters`
+ * (edit them there; `make check-starters` fails when this file is not what they make). Lesson 12's
+ * starter, whose TODOs these answer, does not include it. Device code needs sm_80 or newer (FA_SM80,
+ * ptx_mma.h). */
+#ifndef FLASH_DECODING_H
+#define FLASH_DECODING_H
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdio.h>
+#include "attention.h"
+/* Include ptx_mma.h (lesson 07: ldmatrix_x4(_trans), mma_16816, ex2, pack2, swz, smem_u32, FA_SM80) and
+ * ptx_cp_async.h (lesson 08) first, from the lesson's file: included from here, "ptx_mma.h" would be
+ * this folder's even where the CPU emulator puts its own first on the include path. */
+
+// [generated from solutions/12-flash-decoding/flash_decoding.cu, regions config args gqa load work block-work lanes s-mma mask softmax pv partial warp-merge arrive merge-math merge-warp merge plan workspace]
+/* Keys per K/V tile (BC) per head dimension, and tiles in the cp.async ring: a tile of K
+ * and one of V are 32 KiB at either d, and FD_STAGES - 1 of them are in flight while the
+ * warps work on one. Change with -DFD64_BC=64 -DFD_STAGES=4 etc. */
+#ifndef FD64_BC
+#define FD64_BC 128
+#endif
+#ifndef FD128_BC
+#define FD128_BC 64
+#endif
+#ifndef FD_STAGES
+#define FD_STAGES 3
+#endif
+#define FD_THREADS 128       /* 4 warps */
+#define FD_MAX_SPLITS 128    /* the split rule never goes beyond */
+/* Splits whose partials one merge thread loads before it uses any (fd_merge) */
+#ifndef FD_MERGE_BATCH
+#define FD_MERGE_BATCH 16
+#endif
+/* 0: the split rule (fd_num_splits) picks the count; S > 0 forces S splits, at most one per
+ * tile (-DFD_SPLITS=1: one block per group, the schedule of lessons 03-08). */
+#ifndef FD_SPLITS
+#define FD_SPLITS 0
+#endif
+/* Everything a launch passes to the kernel. */
+template <typename T>
+struct FdArgs {
+    const T *Q, *K, *V;
+    T *O;
+    float *L;
+    const int *seqlens;   /* NULL: every sequence has N_kv keys */
+    float *Opart, *Lpart; /* [B H_kv, S, R, d] and [B H_kv, S, R] fp32: one partial per split (S > 1) */
+    int *count;           /* [B H_kv n_rc] blocks of a group that have written their partial; 0 between launches */
+    int H, H_kv, N, N_kv; /* the shape (attention.h) */
+    int G, R;             /* query heads per K/V head, rows per group G N */
+    int n_rc;             /* row chunks per group (RB rows each) */
+    int S, chunk;         /* splits of the longest sequence; keys per split (a multiple of BC) */
+    int causal;
+    float scale_log2;     /* scale log2(e): exponentials as ex2 */
+};
+/* Grouped-query attention: K/V head h_kv serves the G = H / H_kv query heads
+ * h_kv G .. h_kv G + G - 1 (query head h reads K/V head h / G, the convention of
+ * PyTorch's enable_gqa and of repeat_interleave). Row r of a group is query r % N of its
+ * head number r / N, so with this mapping the G N rows of a group are consecutive in Q
+ * and O ([B, H, N, d]): one [G N, d] matrix. Returns the element offset of row r. */
+__device__ __forceinline__ int query_head(int h_kv, int j, int G, int H_kv) { return h_kv * G + j; }
+template <typename T>
+__device__ __forceinline__ size_t group_row(const FdArgs<T> &a, int b, int h_kv, int r, int D) {
+    const int h = query_head(h_kv, r / a.N, a.G, a.H_kv);
+    return ((size_t)(b * a.H + h) * a.N + r % a.N) * D;
+}
+/* Start copying rows [row0, row0 + ROWS) of a [*, D] matrix g into a swizzled shared tile;
+ * rows >= end are zero-filled and not read (lesson 08's tile copy: a constant trip count,
+ * bounds tests only in a tile that crosses `end`). Thread tid copies chunk tid % CH of rows
+ * tid / CH + i STEP. */
+template <typename T, int D, int ROWS>
+__device__ __forceinline__ void load_rows_async(uint32_t tile, const T *g, int row0, int end, int tid) {
+    constexpr int CH = D / 8, STEP = FD_THREADS / CH;
+    static_assert(FD_THREADS % CH == 0 && ROWS % STEP == 0 && STEP % 8 == 0, "tile copy must split evenly");
+    const int r0 = tid / CH, ch = tid % CH;
+    const T *src = g + (size_t)(row0 + r0) * D + ch * 8;
+    const uint32_t dst = tile + swz<D>(r0, ch);
+    if (row0 + ROWS <= end) {
+#pragma unroll
+        for (int i = 0; i < ROWS / STEP; ++i) cp_async_16(dst + i * STEP * D * 2, src + (size_t)i * STEP * D, true);
+    } else {
+#pragma unroll
+        for (int i = 0; i < ROWS / STEP; ++i) {
+            const bool valid = row0 + r0 + i * STEP < end;
+            cp_async_16(dst + i * STEP * D * 2, valid ? src + (size_t)i * STEP * D : g, valid);
+        }
+    }
+}
+/* The block's query rows r0 .. r0 + RB - 1 of its group, row by row (group_row), rows past
+ * the group's R zero-filled: the A operand of every mma. */
+template <typename T, int D, int RB>
+__device__ __forceinline__ void load_q_async(uint32_t tile, const FdArgs<T> &a, int b, int h_kv, int r0, int tid) {
+    constexpr int CH = D / 8, STEP = FD_THREADS / CH;
+    static_assert(RB % STEP == 0 && STEP % 8 == 0, "Q copy must split evenly");
+    const int rr = tid / CH, ch = tid % CH;
+#pragma unroll
+    for (int i = 0; i < RB / STEP; ++i) {
+        const int r = rr + i * STEP;
+        const bool valid = r0 + r < a.R;
+        cp_async_16(tile + swz<D>(r, ch), valid ? a.Q + group_row(a, b, h_kv, r0 + r, D) + ch * 8 : a.Q, valid);
+    }
+}
+/* Dynamic shared memory of a block: the Q tile, then the K/V slots, which after the loop hold
+ * the warps' partials (and one int): as large as the larger of the two uses. */
+template <int D, int BC, int WR, int MT, int STAGES>
+constexpr int fd_smem_bytes() {
+    constexpr int RB = WR * MT * 16, WK = 4 / WR;
+    constexpr int kv = STAGES * 2 * BC * D * 2, merge = (WK * RB * (D + 4) + 2 * WK * RB + 1) * 4;
+    return RB * D * 2 + (kv > merge ? kv : merge);
+}
+
+/* What one block works on: split s of the keys of sequence b, for rows r0 .. r0 + rows - 1
+ * of the query rows of group grp = b H_kv + h_kv (fd_block_work fills it). */
+struct FdWork {
+    int s, rc, grp, b, h_kv; /* split, row chunk, group and its (b, h_kv) */
+    int len, splits;         /* keys of sequence b; splits that sequence has */
+    int r0, rows;            /* the block's rows of the group */
+    int k_begin, k_end;      /* the block's keys: [k_begin, k_end) */
+    int n_tiles;             /* K/V tiles of BC keys that cover them */
+};
+/* Which work, from blockIdx.x = (grp n_rc + rc) S + s: blocks of one group's splits are
+ * neighbours. A split past the end of a shorter sequence has nothing to do: false, and the
+ * block returns (its group's merge counts only the splits that exist, `splits`). With
+ * causal, no row of the block sees keys past len - N + i_max. Called first by every block. */
+template <typename T, int BC, int RB>
+__device__ __forceinline__ bool fd_block_work(const FdArgs<T> &a, FdWork &w) {
+    const int bid = (int)blockIdx.x, s = bid % a.S, rest = bid / a.S, rc = rest % a.n_rc, grp = rest / a.n_rc;
+    const int b = grp / a.H_kv, h_kv = grp % a.H_kv;
+    const int len = a.seqlens ? a.seqlens[b] : a.N_kv;
+    const int splits = (len + a.chunk - 1) / a.chunk;
+    if (s >= splits) return false;
+    const int r0 = rc * RB, rows = min(RB, a.R - r0);
+    const int k_begin = s * a.chunk;
+    int k_end = min(len, k_begin + a.chunk);
+    if (a.causal) {
+        const int last = r0 + rows - 1, i_max = (r0 / a.N == last / a.N) ? last % a.N : a.N - 1;
+        k_end = min(k_end, len - a.N + i_max + 1);
+    }
+    const int n_tiles = k_end > k_begin ? (k_end - k_begin + BC - 1) / BC : 0;
+    w = FdWork{s, rc, grp, b, h_kv, len, splits, r0, rows, k_begin, k_end, n_tiles};
+    return true;
+}
+/* Fragment layouts (lesson 07), g = lane / 4, t = lane % 4:
+ *   A 16x16: a[0] (g, 2t..2t+1)  a[1] (g+8, 2t..)  a[2] (g, 2t+8..)  a[3] (g+8, 2t+8..)
+ *   B 16x8 : b0 (rows 2t, 2t+1; col g)   b1 (rows 2t+8, 2t+9; col g)
+ *   C 16x8 : c[0], c[1] (g, 2t..2t+1)    c[2], c[3] (g+8, 2t..2t+1)
+ * A thread's place: warp w works on m-tiles (w % WR) MT .. + MT - 1 (16 rows each) and on
+ * keys (w / WR) KW .. + KW - 1 of every tile. */
+template <int WR>
+struct FdLane {
+    int g, t, wr, wk;
+    __device__ __forceinline__ FdLane(int warp, int lane) : g(lane >> 2), t(lane & 3), wr(warp % WR), wk(warp / WR) {}
+};
+/* The shared-memory row and 16-byte chunk this lane gives ldmatrix for Q (A operand), K (B
+ * operand of S = Q K^T) and V (B operand of P V, read transposed). */
+template <int MT, int KW>
+struct FdLdsm {
+    int q_row, q_chunk, k_row, k_chunk, v_row, v_chunk;
+    __device__ __forceinline__ FdLdsm(int lane, int wr, int wk)
+        : q_row(wr * MT * 16 + (lane & 7) + ((lane >> 3) & 1) * 8), q_chunk(lane >> 4),
+          k_row(wk * KW + (lane & 7) + ((lane >> 4) << 3)), k_chunk((lane >> 3) & 1),
+          v_row(wk * KW + (lane & 7) + (((lane >> 3) & 1) << 3)), v_chunk(lane >> 4) {}
+};
+
+/* A warp's running state for its rows and its keys (lesson 08): unnormalised O (C fragments
+ * of MT x D/8 mma tiles), the row maxima m of the raw scores and the sums l, two rows
+ * (g, g + 8) per m-tile and thread. */
+template <int MT, int D>
+struct FdAcc { float o[MT][D / 8][4], m[MT][2], l[MT][2]; };
+
+/* The last key row `r` (0: g, 1: g + 8) of m-tile mt of this thread may see: the split's
+ * end, and with causal len - N + i for query i of the sequence (its last N keys are the
+ * new tokens). */
+template <int MT, typename T, int WR>
+__device__ __forceinline__ int fd_last_key(const FdArgs<T> &a, const FdWork &w, const FdLane<WR> &ln, int mt, int r) {
+    const int i = (w.r0 + (ln.wr * MT + mt) * 16 + ln.g + r * 8) % a.N;
+    return a.causal ? min(w.k_end - 1, w.len - a.N + i) : w.k_end - 1;
+}
+/* S = Q K^T for the warp's MT m-tiles and keys ks .. ks + KS - 1 of its slice of the tile
+ * at sK: sc[mt][nb] is the C fragment of m-tile mt and keys nb 8 .. nb 8 + 7. Q's A
+ * fragments come from qf with one m-tile (loaded once per block), else from the Q tile. */
+template <typename T, int D, int MT, int KW, int KS, int QF>
+__device__ __forceinline__ void fd_scores(float (&sc)[MT][KS / 8][4], const uint32_t (&qf)[QF][4], uint32_t aQ,
+                                          uint32_t sK, int ks, const FdLdsm<MT, KW> &ls) {
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int nb = 0; nb < KS / 8; ++nb) sc[mt][nb][0] = sc[mt][nb][1] = sc[mt][nb][2] = sc[mt][nb][3] = 0.f;
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+        uint32_t qa[MT][4];
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+            if constexpr (MT == 1) {
+#pragma unroll
+                for (int x = 0; x < 4; ++x) qa[mt][x] = qf[kk][x];
+            } else {
+                ldmatrix_x4(qa[mt], aQ + swz<D>(ls.q_row + mt * 16, 2 * kk + ls.q_chunk));
+            }
+        }
+#pragma unroll
+        for (int np = 0; np < KS / 16; ++np) {
+            uint32_t bk[4];
+            ldmatrix_x4(bk, sK + swz<D>(ks + np * 16 + ls.k_row, 2 * kk + ls.k_chunk));
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt) {
+                mma_16816<T>(sc[mt][2 * np], qa[mt], bk[0], bk[1]);
+                mma_16816<T>(sc[mt][2 * np + 1], qa[mt], bk[2], bk[3]);
+            }
+        }
+    }
+}
+/* Keys past the split's end (the ragged last tile) and, with causal, past a row's last key
+ * (fd_last_key) get -inf; k0 is the tile's first key. Only the tiles that reach such keys
+ * pay for the test. One m-tile passes the two last keys of its rows in last_key; two compute
+ * them when a tile needs them (registers are scarce there). */
+template <typename T, int BC, int WR, int MT, int KW, int KS>
+__device__ __forceinline__ void fd_mask_scores(float (&sc)[MT][KS / 8][4], const FdArgs<T> &a, const FdWork &w, int k0, int ks,
+                                        const int (&last_key)[2], const FdLane<WR> &ln) {
+    if (k0 + BC > w.k_end || (a.causal && k0 + BC - 1 > w.len - a.N)) {
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+            for (int nb = 0; nb < KS / 8; ++nb)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) {
+                    const int col = k0 + ln.wk * KW + ks + nb * 8 + 2 * ln.t + (e & 1);
+                    if (col > (MT == 1 ? last_key[e >> 1] : fd_last_key<MT>(a, w, ln, mt, e >> 1))) sc[mt][nb][e] = -INFINITY;
+                }
+    }
+}
+/* Lesson 08's online softmax: new row maxima over the warp's keys, O and l rescaled
+ * by alpha = 2^((m_old - m_new) scale log2 e). A row can see none of the warp's keys
+ * (masked, or a split with no visible key): its max stays -inf and offset 0 keeps
+ * the exponentials at 0 instead of NaN. base: m_new scale log2 e, for fd_pv. */
+template <int D, int MT, int KS>
+__device__ __forceinline__ void fd_online_softmax(const float (&sc)[MT][KS / 8][4], FdAcc<MT, D> &acc,
+                                                  float (&base)[MT][2], float scale_log2) {
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+            float mx = acc.m[mt][r];
+#pragma unroll
+            for (int nb = 0; nb < KS / 8; ++nb) mx = fmaxf(mx, fmaxf(sc[mt][nb][2 * r], sc[mt][nb][2 * r + 1]));
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+            base[mt][r] = (mx == -INFINITY) ? 0.f : mx * scale_log2;
+            const float alpha = ex2(acc.m[mt][r] * scale_log2 - base[mt][r]);
+            acc.m[mt][r] = mx;
+            acc.l[mt][r] *= alpha;
+#pragma unroll
+            for (int nb = 0; nb < D / 8; ++nb) {
+                acc.o[mt][nb][2 * r] *= alpha;
+                acc.o[mt][nb][2 * r + 1] *= alpha;
+            }
+        }
+}
+/* O += P V over the warp's keys ks .. ks + KS - 1, 16 at a time: P = 2^(S scale log2 e -
+ * base) straight from the S accumulators into an A fragment (lesson 07), l += its row sums,
+ * V's rows by ldmatrix.trans from the tile at sV. */
+template <typename T, int D, int MT, int KW, int KS>
+__device__ __forceinline__ void fd_pv(const float (&sc)[MT][KS / 8][4], const float (&base)[MT][2], FdAcc<MT, D> &acc,
+                                      uint32_t sV, int ks, const FdLdsm<MT, KW> &ls, float scale_log2) {
+#pragma unroll
+    for (int kk = 0; kk < KS / 16; ++kk) {
+        uint32_t pf[MT][4];
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+            float p[2][4];
+#pragma unroll
+            for (int h = 0; h < 2; ++h)
+#pragma unroll
+                for (int e = 0; e < 4; ++e)
+                    p[h][e] = ex2(fmaf(sc[mt][2 * kk + h][e], scale_log2, -base[mt][e >> 1]));
+            acc.l[mt][0] += (p[0][0] + p[0][1]) + (p[1][0] + p[1][1]);
+            acc.l[mt][1] += (p[0][2] + p[0][3]) + (p[1][2] + p[1][3]);
+            pf[mt][0] = pack2<T>(p[0][0], p[0][1]);
+            pf[mt][1] = pack2<T>(p[0][2], p[0][3]);
+            pf[mt][2] = pack2<T>(p[1][0], p[1][1]);
+            pf[mt][3] = pack2<T>(p[1][2], p[1][3]);
+        }
+#pragma unroll
+        for (int dp = 0; dp < D / 16; ++dp) {
+            uint32_t bv[4];
+            ldmatrix_x4_trans(bv, sV + swz<D>(ks + kk * 16 + ls.v_row, 2 * dp + ls.v_chunk));
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt) {
+                mma_16816<T>(acc.o[mt][2 * dp], pf[mt], bv[0], bv[1]);
+                mma_16816<T>(acc.o[mt][2 * dp + 1], pf[mt], bv[2], bv[3]);
+            }
+        }
+    }
+}
+/* The block's result for row r (of its rows) and columns c .. c + 3: acc, the warps' merged
+ * unnormalised O, inv = 1 / lsum, M the largest raw-score max of the warps and lsum their sum
+ * rescaled to it. L of the row over this block's keys, natural log: m scale + ln l, -inf
+ * for a row that sees none of them. One split: that is the answer, O and L; else it is the
+ * split's partial, O_s (normalised, fp32) and L_s, for the merge. Called by fd_merge_warps. */
+template <typename T, int D>
+__device__ __forceinline__ void fd_write_partial(const FdArgs<T> &a, const FdWork &w, int r, int c, const float (&acc)[4],
+                                                 float inv, float M, float lsum) {
+    const float Lrow = lsum > 0.f ? (M * a.scale_log2 + log2f(lsum)) * 0.69314718055994531f : -INFINITY;
+    if (w.splits == 1) {
+        const size_t at = group_row(a, w.b, w.h_kv, w.r0 + r, D);
+        *reinterpret_cast<uint2 *>(a.O + at + c) =
+            make_uint2(pack2<T>(acc[0] * inv, acc[1] * inv), pack2<T>(acc[2] * inv, acc[3] * inv));
+        if (c == 0) a.L[at / D] = Lrow;
+    } else {
+        const size_t part = ((size_t)w.grp * a.S + w.s) * a.R + w.r0 + r;
+        *reinterpret_cast<float4 *>(a.Opart + part * D + c) = make_float4(acc[0] * inv, acc[1] * inv, acc[2] * inv, acc[3] * inv);
+        if (c == 0) a.Lpart[part] = Lrow;
+    }
+}
+/* Each warp's (m, l, O) for its rows and its keys go to shared memory (the K/V slots, free
+ * after the loop: Ob [WK][RB][D + 4], then Mb, Lb [WK][RB]); then every thread merges the WK
+ * warps of some (row, 4 columns) the way splits are merged (lesson 01):
+ * M = max m_w, l = sum_w 2^((m_w - M) s) l_w, O = sum_w 2^((m_w - M) s) O_w / l, and hands
+ * them to fd_write_partial. Called by every thread after the loop's last barrier. */
+template <typename T, int D, int WR, int MT>
+__device__ __forceinline__ void fd_merge_warps(const FdArgs<T> &a, const FdWork &w, const FdAcc<MT, D> &acc,
+                                               const FdLane<WR> &ln, unsigned char *smem) {
+    constexpr int NT = FD_THREADS, RB = WR * MT * 16, WK = 4 / WR, DP = D + 4;
+    const int tid = threadIdx.x;
+    float *Ob = reinterpret_cast<float *>(smem + RB * D * 2); /* [WK][RB][DP] */
+    float *Mb = Ob + WK * RB * DP, *Lb = Mb + WK * RB;       /* [WK][RB] each */
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+            float lr = acc.l[mt][r];
+            lr += __shfl_xor_sync(0xffffffffu, lr, 1);
+            lr += __shfl_xor_sync(0xffffffffu, lr, 2);
+            const int row = (ln.wr * MT + mt) * 16 + ln.g + r * 8;
+            float *dst = Ob + (ln.wk * RB + row) * DP + 2 * ln.t;
+#pragma unroll
+            for (int nb = 0; nb < D / 8; ++nb)
+                *reinterpret_cast<float2 *>(dst + nb * 8) = make_float2(acc.o[mt][nb][2 * r], acc.o[mt][nb][2 * r + 1]);
+            if (ln.t == 0) { Mb[ln.wk * RB + row] = acc.m[mt][r]; Lb[ln.wk * RB + row] = lr; }
+        }
+    __syncthreads();
+    for (int item = tid; item < w.rows * (D / 4); item += NT) {
+        const int r = item / (D / 4), c = (item % (D / 4)) * 4;
+        float M = -INFINITY;
+#pragma unroll
+        for (int k = 0; k < WK; ++k) M = fmaxf(M, Mb[k * RB + r]);
+        float lsum = 0.f, o4[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+        for (int k = 0; k < WK; ++k) {
+            const float mw = Mb[k * RB + r], f = mw == -INFINITY ? 0.f : ex2((mw - M) * a.scale_log2);
+            lsum += f * Lb[k * RB + r];
+            const float4 v = *reinterpret_cast<const float4 *>(Ob + (k * RB + r) * DP + c);
+            o4[0] += f * v.x; o4[1] += f * v.y; o4[2] += f * v.z; o4[3] += f * v.w;
+        }
+        const float inv = lsum > 0.f ? 1.f / lsum : 0.f;
+        fd_write_partial<T, D>(a, w, r, c, o4, inv, M, lsum);
+    }
+}
+/* The last block of the group to arrive does the merge: true in that block. The barrier
+ * orders every thread's partial before thread 0's fence, which makes them visible to the
+ * other SMs before it counts the block in (the release pattern of cooperative groups' grid
+ * sync); the one that counts `splits` resets the counter for the next launch and fences
+ * again, so that its block's reads of the other partials, after the next barrier, come
+ * after. `last`: one int of shared memory that hands the verdict to the block's threads. */
+template <typename T>
+__device__ __forceinline__ bool fd_arrive(const FdArgs<T> &a, const FdWork &w, int *last) {
+    __syncthreads();
+    const size_t counter = (size_t)w.grp * a.n_rc + w.rc;
+    if (threadIdx.x == 0) {
+        __threadfence();
+        const int is_last = atomicAdd(a.count + counter, 1) == w.splits - 1;
+        if (is_last) {
+            a.count[counter] = 0;
+            __threadfence();
+        }
+        *last = is_last;
+    }
+    __syncthreads();
+    return *last;
+}
+/* The merge of lesson 01, on logsumexps: L = log sum_s exp(L_s), computed as
+ * M + log sum_s exp(L_s - M) with M = max_s L_s (the exponentials stay <= 1: x30 logits
+ * make L_s ~ 100, and exp(100) overflows fp32), then O = sum_s exp(L_s - L) O_s.
+ * fd_merge_lse: L of a row from lv, a batch that holds every L_s of it (splits <= U);
+ * -inf when every L_s is (the row saw no key). */
+template <int U>
+__device__ __forceinline__ float fd_merge_lse(const float (&lv)[U], int splits) {
+    float M = -INFINITY, sum = 0.f;
+#pragma unroll
+    for (int u = 0; u < U; ++u)
+        if (u < splits) M = fmaxf(M, lv[u]);
+#pragma unroll
+    for (int u = 0; u < U; ++u)
+        if (u < splits && lv[u] != -INFINITY) sum += expf(lv[u] - M);
+    return M == -INFINITY ? -INFINITY : M + logf(sum);
+}
+/* acc += exp(L_s - L) O_s over the batch's splits s0 + u < splits (lv: L_s, v: 4 columns
+ * of O_s); a row with L = -inf gets O = 0. */
+template <int U>
+__device__ __forceinline__ void fd_merge_weigh(float (&acc)[4], const float (&lv)[U], const float4 (&v)[U], float Lr,
+                                               int s0, int splits) {
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+        const float w = (Lr == -INFINITY || s0 + u >= splits) ? 0.f : expf(lv[u] - Lr);
+        acc[0] += w * v[u].x; acc[1] += w * v[u].y; acc[2] += w * v[u].z; acc[3] += w * v[u].w;
+    }
+}
+/* L of one row from more than FD_MERGE_BATCH splits, by a warp: Lp[s2 R] is split s2's
+ * L_s. Its lanes take splits lane, lane + 32, ..., PL per lane per round (one L2 round trip
+ * for 32 PL splits), keep them in registers between the max and the sum, and fold more
+ * than 32 PL splits in rounds, the sum rescaled to each new max. Returns L in every lane. */
+__device__ __forceinline__ float fd_merge_lse_warp(const float *Lp, int R, int splits, int lane) {
+    constexpr int PL = 4;
+    float mx = -INFINITY, sum = 0.f; /* mx: the same in every lane */
+    for (int s0 = 0; s0 < splits; s0 += 32 * PL) {
+        float x[PL], cm = -INFINITY;
+#pragma unroll
+        for (int q = 0; q < PL; ++q) {
+            const int s2 = s0 + q * 32 + lane;
+            x[q] = s2 < splits ? __ldcg(Lp + (size_t)s2 * R) : -INFINITY;
+        }
+#pragma unroll
+        for (int q = 0; q < PL; ++q) cm = fmaxf(cm, x[q]);
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) cm = fmaxf(cm, __shfl_xor_sync(0xffffffffu, cm, o));
+        const float nm = fmaxf(mx, cm);
+        if (mx != -INFINITY) sum *= expf(mx - nm); /* more than 32 PL splits: rescale */
+#pragma unroll
+        for (int q = 0; q < PL; ++q) sum += x[q] == -INFINITY ? 0.f : expf(x[q] - nm);
+        mx = nm;
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+    return mx == -INFINITY ? -INFINITY : mx + logf(sum);
+}
+/* Issue the loads of splits s0 .. s0 + U - 1 of one (row, 4 columns) item of the merge:
+ * L_s into lv, the 4 columns of O_s into v. The partial of split s2 for row r is at
+ * p0 + s2 R + r of a.Lpart and, times d, of a.Opart. Reads go through L2 (__ldcg): another
+ * SM wrote them, and this SM's L1 could hold an old copy. Splits past the last read the last
+ * one again (a valid address; fd_merge_weigh gives them weight 0). */
+template <typename T, int D, int U>
+__device__ __forceinline__ void fd_merge_load(const FdArgs<T> &a, size_t p0, int item, int s0, int splits, float (&lv)[U],
+                                              float4 (&v)[U]) {
+    const size_t pr = p0 + item / (D / 4);
+    const int c = (item % (D / 4)) * 4;
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+        const size_t part = pr + (size_t)min(s0 + u, splits - 1) * a.R;
+        lv[u] = __ldcg(a.Lpart + part);
+        v[u] = __ldcg(reinterpret_cast<const float4 *>(a.Opart + part * D + c));
+    }
+}
+/* The merge of the block's group's `splits` partials of its rows into O and L, by the last
+ * block to arrive (all FD_THREADS threads; Lfin: `rows` floats of shared memory). The
+ * partials come from L2 and the merge is the launch's tail, so it waits for as few L2 round
+ * trips as it can: a thread issues the loads of FD_MERGE_BATCH = U splits for its
+ * (row, 4 columns) before it uses any. Up to U splits that batch holds every L_s of the
+ * row: each thread computes its row's L itself, one round trip in all. Beyond U: the first
+ * batch of O_s is in flight while a warp per row computes L (fd_merge_lse_warp), then one
+ * round trip per further batch. The order of the sums is fixed: every run, the same bits. */
+template <typename T, int D>
+__device__ __forceinline__ void fd_merge(const FdArgs<T> &a, const FdWork &w, float *Lfin) {
+    constexpr int NT = FD_THREADS, U = FD_MERGE_BATCH;
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, splits = w.splits;
+    const size_t p0 = (size_t)w.grp * a.S * a.R + w.r0; /* split s2, row r: p0 + s2 R + r */
+    const int items = w.rows * (D / 4);
+    float lv[U];
+    float4 v[U];
+    if (tid < items) fd_merge_load<T, D, U>(a, p0, tid, 0, splits, lv, v);
+    if (splits <= U) { /* the batch holds every L_s of the row: L in each thread, one round trip */
+        for (int item = tid; item < items; item += NT) {
+            if (item != tid) fd_merge_load<T, D, U>(a, p0, item, 0, splits, lv, v);
+            const float Lr = fd_merge_lse<U>(lv, splits);
+            float acc[4] = {0.f, 0.f, 0.f, 0.f};
+            fd_merge_weigh<U>(acc, lv, v, Lr, 0, splits);
+            const int r = item / (D / 4), c = (item % (D / 4)) * 4;
+            const size_t at = group_row(a, w.b, w.h_kv, w.r0 + r, D);
+            *reinterpret_cast<uint2 *>(a.O + at + c) = make_uint2(pack2<T>(acc[0], acc[1]), pack2<T>(acc[2], acc[3]));
+            if (c == 0) a.L[at / D] = Lr;
+        }
+        return;
+    }
+    for (int r = warp; r < w.rows; r += NT / 32) {
+        const float Lr = fd_merge_lse_warp(a.Lpart + p0 + r, a.R, splits, lane);
+        if (lane == 0) {
+            Lfin[r] = Lr;
+            a.L[group_row(a, w.b, w.h_kv, w.r0 + r, D) / D] = Lr;
+        }
+    }
+    __syncthreads();
+    for (int item = tid; item < items; item += NT) {
+        const int r = item / (D / 4), c = (item % (D / 4)) * 4;
+        const float Lr = Lfin[r];
+        float acc[4] = {0.f, 0.f, 0.f, 0.f};
+        for (int s0 = 0; s0 < splits; s0 += U) {
+            if (item != tid || s0 > 0) fd_merge_load<T, D, U>(a, p0, item, s0, splits, lv, v); /* the first: above */
+            fd_merge_weigh<U>(acc, lv, v, Lr, s0, splits);
+        }
+        *reinterpret_cast<uint2 *>(a.O + group_row(a, w.b, w.h_kv, w.r0 + r, D) + c) =
+            make_uint2(pack2<T>(acc[0], acc[1]), pack2<T>(acc[2], acc[3]));
+    }
+}
+/* How a launch covers a decoding step; plain C (the CPU emulator and tests/unit/test_decode.c
+ * use it too). */
+typedef struct {
+    int WR, MT, RB; /* warps over rows, m-tiles per warp, rows per block WR MT 16 */
+    int n_rc;       /* row chunks per group: ceil(G N / RB) */
+    int tiles;      /* K/V tiles of the longest sequence */
+    int S, chunk;   /* splits; keys per split (a multiple of BC) */
+    long long blocks;
+} FdPlan;
+
+/* Rows per block: the group's G N rows padded to 16, 32, 64 or 128 (4 warps: 1, 2 or 4 of
+ * them over rows, the others over keys; 128 = 4 warps of 2 m-tiles). Larger groups are
+ * cut into row chunks of 128. */
+static void fd_rows_config(int R, int *WR, int *MT) {
+    *MT = 1;
+    if (R <= 16) *WR = 1;
+    else if (R <= 32) *WR = 2;
+    else if (R <= 64) *WR = 4;
+    else { *WR = 4; *MT = 2; }
+}
+
+/* The split count. A block per (group, split) and `slots` blocks running at once (fd_launch
+ * passes one per SM): with S splits the grid is units S blocks, units S / slots waves, and
+ * the last wave is partly idle: the work done / the time taken is
+ *     eff(S) = waves / ceil(waves).
+ * Take the smallest S within 10% of the best eff, so that each split stays as long as it can
+ * (its partial O and logsumexp are extra traffic, and the merge reads them all), and no split
+ * shorter than min_tiles tiles. */
+static int fd_num_splits(long long units, int tiles, int min_tiles, long long slots) {
+    const int max_s = (int)(tiles / min_tiles < FD_MAX_SPLITS ? tiles / min_tiles : FD_MAX_SPLITS);
+    if (max_s <= 1 || slots < 1) return 1;
+    double best = 0, eff[FD_MAX_SPLITS + 1];
+    for (int s = 1; s <= max_s; ++s) {
+        const double waves = (double)units * s / (double)slots;
+        eff[s] = waves / ceil(waves);
+        if (eff[s] > best) best = eff[s];
+    }
+    for (int s = 1; s <= max_s; ++s)
+        if (eff[s] >= 0.9 * best) return s;
+    return 1;
+}
+
+/* The launch for B sequences of H_kv groups of R rows and N_kv keys, BC keys per tile,
+ * `slots` blocks at once: forced > 0 takes that many splits (at most one per tile), else
+ * fd_num_splits. Every split gets whole tiles, so no split is empty. */
+static FdPlan fd_make_plan(int B, int H_kv, int R, int N_kv, int BC, long long slots, int forced) {
+    FdPlan p;
+    fd_rows_config(R, &p.WR, &p.MT);
+    p.RB = p.WR * p.MT * 16;
+    p.n_rc = (R + p.RB - 1) / p.RB;
+    p.tiles = (N_kv + BC - 1) / BC;
+    const long long units = (long long)B * H_kv * p.n_rc;
+    /* a split's partial is (rows) x d floats written and read again against its
+     * keys x d x 4 bytes of K and V: at least 16 keys per row keeps that under 1/8 */
+    const int rows = R < p.RB ? R : p.RB;
+    const int min_tiles = (16 * rows + BC - 1) / BC > 2 ? (16 * rows + BC - 1) / BC : 2;
+    int S = forced > 0 ? (forced < p.tiles ? forced : p.tiles) : fd_num_splits(units, p.tiles, min_tiles, slots);
+    const int per = (p.tiles + S - 1) / S; /* tiles per split; then no split is empty */
+    p.chunk = per * BC;
+    p.S = (p.tiles + per - 1) / per;
+    p.blocks = units * p.S;
+    return p;
+}
+/* The split workspace, the lesson's own: allocated at the first launch that splits, grown
+ * when a later one needs more (bytes: B H_kv S G N (d + 1) x 4 for the partials, B H_kv
+ * n_rc x 4 for the counters, which start at 0 and are reset by each merge). */
+static struct { float *Opart, *Lpart; int *count; size_t opart, lpart, ncount; } fd_ws;
+
+static int fd_workspace(size_t opart, size_t lpart, size_t ncount, cudaStream_t s) {
+    if (opart <= fd_ws.opart && lpart <= fd_ws.lpart && ncount <= fd_ws.ncount) return ATTN_OK;
+    cudaFree(fd_ws.Opart);  /* cudaFree waits for the launches that still use them */
+    cudaFree(fd_ws.Lpart);
+    cudaFree(fd_ws.count);
+    fd_ws.Opart = fd_ws.Lpart = NULL, fd_ws.count = NULL;
+    fd_ws.opart = fd_ws.lpart = fd_ws.ncount = 0;
+    if (cudaMalloc(&fd_ws.Opart, opart * 4) != cudaSuccess || cudaMalloc(&fd_ws.Lpart, lpart * 4) != cudaSuccess ||
+        cudaMalloc(&fd_ws.count, ncount * 4) != cudaSuccess) {
+        (void)cudaGetLastError();
+        fprintf(stderr, "flash decoding: the split workspace needs %.1f MiB (partial O and logsumexp of every "
+                "split) and cudaMalloc failed\n", (opart + lpart + ncount) * 4 / 1048576.0);
+        return ATTN_OUT_OF_MEMORY;
+    }
+    if (cudaMemsetAsync(fd_ws.count, 0, ncount * 4, s) != cudaSuccess) return ATTN_OUT_OF_MEMORY;
+    fd_ws.opart = opart, fd_ws.lpart = lpart, fd_ws.ncount = ncount;
+    return ATTN_OK;
+}
+// [end generated]
+#endif
