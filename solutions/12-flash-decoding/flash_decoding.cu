@@ -65,6 +65,10 @@ const lesson_info LESSON = {
 #define FD_STAGES 3
 #endif
 #define FD_THREADS 128       /* 4 warps */
+/* Floats per row of the warps' O in shared memory (fd_merge_warps): d + 8, so that the 4 rows a
+ * half-warp's 8-byte stores write start 8 banks apart and use 32 different banks (d + 4 shares 4
+ * banks between neighbouring rows: 2 wavefronts per half-warp instead of 1) */
+#define FD_O_ROW(D) ((D) + 8)
 #define FD_MAX_SPLITS 128    /* the split rule never goes beyond */
 /* Splits whose partials one merge thread loads before it uses any (fd_merge) */
 #ifndef FD_MERGE_BATCH
@@ -165,9 +169,9 @@ __device__ __forceinline__ void load_q_async(uint32_t tile, const FdArgs<T> &a, 
 /* Dynamic shared memory of a block: the Q tile, then the K/V slots, which after the loop hold
  * the warps' partials (and one int): as large as the larger of the two uses. */
 template <int D, int BC, int WR, int MT, int STAGES>
-constexpr int fd_smem_bytes() {
+__host__ __device__ constexpr int fd_smem_bytes() {
     constexpr int RB = WR * MT * 16, WK = 4 / WR;
-    constexpr int kv = STAGES * 2 * BC * D * 2, merge = (WK * RB * (D + 4) + 2 * WK * RB + 1) * 4;
+    constexpr int kv = STAGES * 2 * BC * D * 2, merge = (WK * RB * FD_O_ROW(D) + 2 * WK * RB + 1) * 4;
     return RB * D * 2 + (kv > merge ? kv : merge);
 }
 
@@ -477,14 +481,14 @@ __device__ __forceinline__ void fd_write_partial(const FdArgs<T> &a, const FdWor
 
 // [region warp-merge]
 /* Each warp's (m, l, O) for its rows and its keys go to shared memory (the K/V slots, free
- * after the loop: Ob [WK][RB][D + 4], then Mb, Lb [WK][RB]); then every thread merges the WK
+ * after the loop: Ob [WK][RB][FD_O_ROW(D)], then Mb, Lb [WK][RB]); then every thread merges the WK
  * warps of some (row, 4 columns) the way splits are merged (lesson 01):
  * M = max m_w, l = sum_w 2^((m_w - M) s) l_w, O = sum_w 2^((m_w - M) s) O_w / l, and hands
  * them to fd_write_partial. Called by every thread after the loop's last barrier. */
 template <typename T, int D, int WR, int MT>
 __device__ __forceinline__ void fd_merge_warps(const FdArgs<T> &a, const FdWork &w, const FdAcc<MT, D> &acc,
                                                const FdLane<WR> &ln, unsigned char *smem) {
-    constexpr int NT = FD_THREADS, RB = WR * MT * 16, WK = 4 / WR, DP = D + 4;
+    constexpr int NT = FD_THREADS, RB = WR * MT * 16, WK = 4 / WR, DP = FD_O_ROW(D);
     const int tid = threadIdx.x;
     float *Ob = reinterpret_cast<float *>(smem + RB * D * 2); /* [WK][RB][DP] */
     float *Mb = Ob + WK * RB * DP, *Lb = Mb + WK * RB;       /* [WK][RB] each */
@@ -790,7 +794,7 @@ __global__ void __launch_bounds__(FD_THREADS) fd_split_kernel(const FdArgs<T> a)
     fd_merge_warps<T, D, WR, MT>(a, w, acc, ln, fa_smem);
     if (w.splits == 1) return;
     /* the flag: one int after the warps' partials; the merge's Lfin: Q's tile, free now */
-    int *last = reinterpret_cast<int *>(fa_smem + RB * D * 2) + (WK * RB * (D + 4) + 2 * WK * RB);
+    int *last = reinterpret_cast<int *>(fa_smem + RB * D * 2) + (WK * RB * FD_O_ROW(D) + 2 * WK * RB);
     if (!fd_arrive(a, w, last)) return;
     fd_merge<T, D>(a, w, reinterpret_cast<float *>(fa_smem));
 #endif
