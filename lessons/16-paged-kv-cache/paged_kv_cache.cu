@@ -68,7 +68,8 @@ struct PagedArgs : FdArgs<T> {
 template <typename T>
 struct FdKv {
     const T *K, *V;
-    const int *pages; /* sequence b's max_pages entries of block_table; NULL: contiguous */
+    const int *pages; /* entries page0, page0 + 1, ... of sequence b's row of block_table; NULL: contiguous */
+    int page0;        /* the first entry pages holds: 0 (the table's row), or the block's first page (fd_stage_table) */
     int shift;        /* log2(page_size): key j is in the page of entry j >> shift, at row j & (page_size - 1) */
     int row;          /* elements from one key to the next inside a page: H_kv d (a key's heads are neighbours) */
 };
@@ -85,31 +86,62 @@ __device__ __forceinline__ FdKv<T> fd_kv_view(const PagedArgs<T> &a, const FdWor
         kv.K = a.K + slice;
         kv.V = a.V + slice;
         kv.pages = NULL;
+        kv.page0 = 0;
         kv.shift = 0;
         kv.row = D;
         return kv;
     }
     /* TODO(1), first half: the paged view ("Where a key lives"). kv.K and kv.V at K/V head
      * w.h_kv's place in a key row of the pools a.K, a.V; kv.pages at sequence w.b's row of
-     * a.block_table (a.max_pages entries a row); kv.shift = a.page_shift; kv.row, the elements
-     * from one key of a page to the next. */
-    kv.K = a.K; kv.V = a.V; kv.pages = a.block_table; kv.shift = a.page_shift; kv.row = D; /* TODO(1) */
+     * a.block_table (a.max_pages entries a row), from its entry kv.page0 = 0; kv.shift =
+     * a.page_shift; kv.row, the elements from one key of a page to the next. */
+    kv.K = a.K; kv.V = a.V; kv.pages = a.block_table; kv.page0 = 0; kv.shift = a.page_shift; /* TODO(1) */
+    kv.row = D;
     return kv;
 }
 
 /* The element offset, from kv.K (and kv.V), of key j of the group's sequence: row j % page_size of
  * the pool page that entry j / page_size of the sequence's row of the table names (PagedAttention's
- * logical block j / page_size). Precondition: j < the sequence's length (the entries past its last
- * page are not its own). One 4-byte load, which the block's neighbouring keys share through L1. */
+ * logical block j / page_size), held at kv.pages[j / page_size - kv.page0]. Precondition: j < the
+ * sequence's length (the entries past its last page are not its own), and j / page_size among the
+ * entries kv.pages holds. One 4-byte load: from shared memory in the kernel (fd_stage_table), from
+ * the table in the append. */
 template <typename T>
 __device__ __forceinline__ size_t fd_key_offset(const FdKv<T> &kv, int j) {
-    /* TODO(1), second half: the page lookup. Key j's page is the table entry kv.pages[j / page_size]
-     * (page_size = 1 << kv.shift: a shift and a mask, no division); its row in that page
+    /* TODO(1), second half: the page lookup. Key j's page is table entry j / page_size, held at
+     * kv.pages[j / page_size - kv.page0] (page_size = 1 << kv.shift: a shift and a mask, no
+     * division); its row in that page
      * j % page_size; a page holds page_size rows of kv.row elements. Count the offset in size_t:
      * a pool can hold more than 2^31 elements. */
     return (size_t)j * kv.row; /* TODO(1): as if the pool were one page */
 }
 // [end page-lookup]
+
+// [region table-slice]
+/* The table entries a block can need: FD16_SLICE_PAGES pages' worth of keys (the plan keeps every
+ * split at most that long, fd_launch), plus one for a split that starts inside a page. */
+#ifndef FD16_SLICE_PAGES
+#define FD16_SLICE_PAGES 1024
+#endif
+#define FD16_SLICE_ENTRIES (FD16_SLICE_PAGES + 1)
+
+/* Copies the entries of the block's pages, those of keys [w.k_begin, w.k_end), from its sequence's
+ * row of the table into slice (shared memory, FD16_SLICE_ENTRIES ints), and points kv at them. One
+ * round trip to global memory for all the block's lookups, before its first tile; every lookup of
+ * its tile copies is then a shared-memory load, and no copy waits for a table entry on its way from
+ * L2 (worklog, step 6). Contiguous view: nothing to do. Paged: ends with __syncthreads, so every
+ * thread of the block calls it; kv.pages is then the slice even in a block with no keys (one
+ * pointer the compiler knows, not one more register in the tile loop). */
+template <typename T>
+__device__ __forceinline__ void fd_stage_table(FdKv<T> &kv, const FdWork &w, int *slice, int tid) {
+    if (!kv.pages) return;
+    const int p0 = w.k_begin >> kv.shift, np = w.n_tiles ? ((w.k_end - 1) >> kv.shift) - p0 + 1 : 0;
+    for (int p = tid; p < np; p += FD_THREADS) slice[p] = kv.pages[p0 + p];
+    __syncthreads();
+    kv.pages = slice;
+    kv.page0 = p0;
+}
+// [end table-slice]
 
 // [region gather]
 /* The paged tile copies: rows [row0, row0 + ROWS) of the group's K and V into the swizzled slot
@@ -223,7 +255,9 @@ __global__ void __launch_bounds__(FD_THREADS) fd_split_kernel(const PagedArgs<T>
     const FdLane<WR> ln(tid >> 5, tid & 31);
     FdWork w;
     if (!fd_block_work<T, BC, RB>(a, w)) return;
-    const FdKv<T> kv = fd_kv_view<T, D>(a, w); /* where its keys lie: a contiguous slice or pages */
+    FdKv<T> kv = fd_kv_view<T, D>(a, w); /* where its keys lie: a contiguous slice or pages */
+    constexpr int slice_at = fd_smem_bytes<D, BC, WR, MT, STAGES>(); /* the table's slice, after lesson 12's */
+    fd_stage_table(kv, w, reinterpret_cast<int *>(fa_smem + slice_at), tid);
     fd_load_first<T, D, BC, RB, STAGES>(aQ, aK, aV, a, w, kv, tid);
 
     FdAcc<MT, D> acc;
@@ -263,7 +297,7 @@ __global__ void __launch_bounds__(FD_THREADS) fd_split_kernel(const PagedArgs<T>
     fd_merge_warps<T, D, WR, MT>(a, w, acc, ln, fa_smem);
     if (w.splits == 1) return;
     /* the flag: one int after the warps' partials; the merge's Lfin: Q's tile, free now */
-    int *last = reinterpret_cast<int *>(fa_smem + RB * D * 2) + (WK * RB * (D + 4) + 2 * WK * RB);
+    int *last = reinterpret_cast<int *>(fa_smem + RB * D * 2) + (WK * RB * FD_O_ROW(D) + 2 * WK * RB);
     if (!fd_arrive(a, w, last)) return;
     fd_merge<T, D>(a, w, reinterpret_cast<float *>(fa_smem));
 #endif
@@ -299,7 +333,7 @@ __global__ void __launch_bounds__(FD_APPEND_THREADS) fd_append_kernel(const FdAp
         const long long token = e / CH / a.H_kv; /* b n_new + t */
         const int b = (int)(token / a.n_new), t = (int)(token % a.n_new);
         const int len = a.seqlens ? a.seqlens[b] : a.N_kv;
-        const FdKv<T> kv = {NULL, NULL, a.block_table + (size_t)b * a.max_pages, a.page_shift, a.H_kv * D};
+        const FdKv<T> kv = {NULL, NULL, a.block_table + (size_t)b * a.max_pages, 0, a.page_shift, a.H_kv * D};
         /* TODO(4): the append's address ("Appending a step"). Which key of sequence b new token t
          * becomes (len counts the new keys already), and the element offset in the pools of that
          * key's K/V head h_kv, column c: the page lookup of TODO(1) over kv (sequence b's row of the
@@ -324,11 +358,22 @@ static int fd_log2(int n) {
     return k;
 }
 
+/* Lesson 12's plan, its splits shortened where needed so that a block's pages fit its slice of the
+ * table (fd_stage_table): at most FD16_SLICE_PAGES pages' worth of keys, whole tiles each. */
+static FdPlan fd_paged_plan(const attn_args *a, int R, int BC, long long slots) {
+    FdPlan p = fd_make_plan(a->B, a->H_kv, R, a->N_kv, BC, slots, FD_SPLITS);
+    if (!a->block_table) return p;
+    const int max_tiles = (int)(((long long)FD16_SLICE_PAGES * a->page_size) / BC);
+    if (p.chunk / BC > max_tiles) p = fd_make_plan(a->B, a->H_kv, R, a->N_kv, BC, slots, (p.tiles + max_tiles - 1) / max_tiles);
+    return p;
+}
+
 /* Plan and launch one configuration, as lesson 12 does (its plan, one slot per SM: the split rule
- * counts SMs), with the paged cache's table. */
+ * counts SMs), with the paged cache's table and, after lesson 12's shared memory, the block's slice
+ * of it. */
 template <typename T, int D, int BC, int WR, int MT>
 static int fd_launch(const attn_args *a) {
-    constexpr int smem = fd_smem_bytes<D, BC, WR, MT, FD_STAGES>();
+    constexpr int smem = fd_smem_bytes<D, BC, WR, MT, FD_STAGES>() + FD16_SLICE_ENTRIES * 4;
     auto kernel = fd_split_kernel<T, D, BC, WR, MT, FD_STAGES>;
     static long long sm_count = 0;
     if (!sm_count) {
@@ -341,7 +386,7 @@ static int fd_launch(const attn_args *a) {
         sm_count = sms;
     }
     const int G = a->H / a->H_kv, R = G * a->N;
-    const FdPlan p = fd_make_plan(a->B, a->H_kv, R, a->N_kv, BC, sm_count, FD_SPLITS);
+    const FdPlan p = fd_paged_plan(a, R, BC, sm_count);
     if (p.blocks > 0x7fffffffLL) return ATTN_UNSUPPORTED;
     PagedArgs<T> args;
     args.Q = (const T *)a->Q; args.K = (const T *)a->K; args.V = (const T *)a->V;

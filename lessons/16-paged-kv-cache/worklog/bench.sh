@@ -13,6 +13,9 @@
 #   --peer-shapes "..."      the shapes PyTorch is timed on (default: all; each shape and page size is
 #                            one torch.compile, some seconds each)
 #   --contiguous             also lesson 16 with its cache contiguous (the paged kernel's other path)
+#   --variants "A B+C ..."   also the solution with worklog variants (worklog/variants/*.var), each built with
+#                            make variant and timed at every shape and page size (a variant whose name has
+#                            "scatter" only at B = 1 with at least 8192 pages: see its what: line), in a second table
 #   --no-build --no-peers
 #   --out FILE.md            default docs/results/lessons/serving-16-<gpu>.md
 # Per shape, in one run: ./solution12 (contiguous [B, H_kv, N_kv, d]), ./solution16 --paged P for each P
@@ -27,7 +30,7 @@ set -uo pipefail
 cd "$(dirname "$0")/../../.."
 
 PAGES="16 64 256" SHAPES="1:8:131072:128 4:8:32768:128 16:8:16384:128 64:8:4096:128 16:8:32768:64"
-REPS=20 BUILD=1 PEERS=1 CONTIG=0 OUT="" PEER_SHAPES=""
+REPS=20 BUILD=1 PEERS=1 CONTIG=0 OUT="" PEER_SHAPES="" VARIANTS=""
 while [ $# -gt 0 ]; do
     case "$1" in
     --pages) PAGES=${2:?--pages needs page sizes}; shift ;;
@@ -35,10 +38,11 @@ while [ $# -gt 0 ]; do
     --peer-shapes) PEER_SHAPES=${2:?--peer-shapes needs B:H_kv:N_kv:d items}; shift ;;
     --reps) REPS=${2:?--reps needs a count}; shift ;;
     --contiguous) CONTIG=1 ;;
+    --variants) VARIANTS=${2:?--variants needs variant names}; shift ;;
     --no-build) BUILD=0 ;;
     --no-peers) PEERS=0 ;;
     --out) OUT=${2:?--out needs a file}; shift ;;
-    -h | --help) sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "bench.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
     esac
     shift
@@ -62,6 +66,11 @@ if [ "$BUILD" = 1 ]; then
     echo "== building ./solution12 ./solution16"
     ${MAKE:-make} --no-print-directory solution12 solution16 >"$DIR/build.log" 2>&1 || { tail -n 30 "$DIR/build.log"; exit 5; }
 fi
+for v in $VARIANTS; do
+    echo "== building the solution + $v"
+    ${MAKE:-make} --no-print-directory variant N=16 OUT="$DIR/v-$v" VARIANTS="$v" >>"$DIR/build.log" 2>&1 ||
+        { tail -n 30 "$DIR/build.log"; exit 5; }
+done
 echo "method,page,B,H,H_kv,N_kv,d,status,ms,kv_gbps,note" >"$CSV"
 
 # run METHOD BINARY PAGE B HKV NKV D: one --bench-only run, its row in the CSV
@@ -85,7 +94,13 @@ for s in $SHAPES; do
     IFS=: read -r B hkv nkv d <<<"$s"
     run 12-contiguous ./solution12 0 "$B" "$hkv" "$nkv" "$d"
     [ "$CONTIG" = 1 ] && run 16-contiguous ./solution16 0 "$B" "$hkv" "$nkv" "$d"
-    for p in $PAGES; do run 16-paged ./solution16 "$p" "$B" "$hkv" "$nkv" "$d"; done
+    for p in $PAGES; do
+        run 16-paged ./solution16 "$p" "$B" "$hkv" "$nkv" "$d"
+        for v in $VARIANTS; do
+            [[ "$v" == *scatter* ]] && { [ "$B" != 1 ] || [ $((nkv / p)) -lt 8192 ]; } && continue
+            run "16-paged+$v" "$DIR/v-$v" "$p" "$B" "$hkv" "$nkv" "$d"
+        done
+    done
 done
 echo "== harness runs: $((SECONDS - T0)) s"
 if [ "$PEERS" = 1 ]; then
@@ -99,9 +114,9 @@ if [ "$PEERS" = 1 ]; then
 fi
 TORCH=$(python3 -c "import torch; print(torch.__version__)" 2>/dev/null || echo "not run")
 
-python3 - "$CSV" "$OUT" "$gpu" "$DATE" "$COMMIT" "$REPS" "$TORCH" "$PAGES" "$SHAPES" <<'EOF'
+python3 - "$CSV" "$OUT" "$gpu" "$DATE" "$COMMIT" "$REPS" "$TORCH" "$PAGES" "$SHAPES" "$VARIANTS" <<'EOF'
 import csv, sys
-path, out, gpu, date, commit, reps, torch_v, pages, shapes = sys.argv[1:]
+path, out, gpu, date, commit, reps, torch_v, pages, shapes, variants = sys.argv[1:]
 rows = list(csv.DictReader(open(path)))
 def get(method, page, B, hkv, nkv, d):
     for r in rows:
@@ -142,6 +157,19 @@ for s in shapes.split():
         flex = get("torch-flex-paged", p, B, hkv, nkv, d)
         L.append("| %s | %s | %s | %s | %.0f MiB | %s | %s | %s | %s | %s | %s |" % (
             B, hkv, nkv, d, mib, p, cell(l12), cell(l16), ratio(l12, l16), cell(flex), ratio(flex, l16)))
+if variants.split():
+    L += ["", "Worklog variants (`--variants`, `lessons/16-paged-kv-cache/worklog/variants/`), in the same run: each "
+          "cell is the time and lesson 12's time over it (as paged / contiguous above).", "",
+          "| B | H_kv | N_kv | d | P | lesson 16 | " + " | ".join("+" + v for v in variants.split()) + " |",
+          "|---|---|---|---|---|---|" + "---|" * len(variants.split())]
+    for s in shapes.split():
+        B, hkv, nkv, d = s.split(":")
+        l12 = get("12-contiguous", 0, B, hkv, nkv, d)
+        for p in pages.split():
+            cells = []
+            for r in [get("16-paged", p, B, hkv, nkv, d)] + [get("16-paged+" + v, p, B, hkv, nkv, d) for v in variants.split()]:
+                cells.append("%.1f us (%s)" % (1000 * float(r["ms"]), ratio(l12, r)) if r and r["status"] == "ok" else (cell(r) if r else "-"))
+            L.append("| %s | %s | %s | %s | %s | %s |" % (B, hkv, nkv, d, p, " | ".join(cells)))
 open(out, "w").write("\n".join(L) + "\n")
 print("\n".join(L))
 print("\n== the table: " + out)
