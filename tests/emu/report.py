@@ -264,7 +264,7 @@ def spill_report(src, lesson, compile_here):
         text = p.stdout if p.returncode == 0 else None
     if text is None:
         return ["  register spills: not read (no fresh nvcc report of this file: make %s keeps one, "
-                "EMU_REPORT=full compiles it here)" % binary], []
+                "EMU_REPORT=full compiles it here; neither needs a GPU)" % binary], []
     kernels, worst = spills_of(text, archs[-1])
     out = ["  register spills (nvcc, sm_%s): %d kernels, %s" % (archs[-1], kernels,
            "none" if worst == 0 else "up to %d bytes of spill stores in one kernel (%s)" % (worst, target))]
@@ -276,6 +276,11 @@ def report(src_path, record_paths, lesson=None, compile_here=False):
     """The report's lines and its flags."""
     src, recs = Source(src_path), parse(record_paths)
     out = ["Performance report (what the emulator counted in the cases above; %s):" % os.path.relpath(src_path, ROOT)]
+    if not any(os.path.exists(p) for p in record_paths):
+        # nothing written: the emulator could not write its counts, so "Nothing flagged" would be a false all-clear
+        out.append("  NO COUNTS: the emulator wrote none to %s (its message above says why); this run's report "
+                   "is empty, not clean" % ", ".join(os.path.relpath(p, ROOT) for p in record_paths))
+        return out, ["no counts recorded: the report could not be made"]
     flags = []
     for part in (bank_report(bank_sites(recs, src)), flight_report(recs, src), tma_report(recs, src),
                  overlap_report(recs, src), spill_report(src_path, lesson, compile_here) if lesson else ([], [])):
