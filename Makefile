@@ -168,7 +168,7 @@ ptxas-%:
 sass-%: %
 	@mkdir -p build && cuobjdump --dump-sass ./$* > build/$*.sass
 	@echo "== instruction counts in ./$* (full listing: build/$*.sass)"
-	@grep -oE '\b(HMMA|LDSM|LDGSTS|HGMMA|UTMALDG|SYNCS|FFMA|MUFU\.EX2|BAR\.SYNC|LDL|STL)[.A-Z0-9]*' build/$*.sass | sort | uniq -c
+	@grep -oE '\b(HMMA|LDSM|LDGSTS|HGMMA|UTMALDG|SYNCS|FFMA|MUFU\.EX2|BAR\.SYNC|LDS|STS|LDL|STL)[.A-Z0-9]*' build/$*.sass | sort | uniq -c
 # Each head dimension of the descriptor (each is its own kernel instantiation), causal too where
 # the lesson has it, in its first dtype (or DTYPE); SAN_D=128 runs one d. A descriptor's
 # sanitize_cases replaces that grid. racecheck does not model mbarriers (nor TMA writes, wgmma

@@ -5,10 +5,12 @@
 
 Each planted slow variant (a worklog variant of its lesson, lessons/NN-*/worklog/variants/) must be
 flagged, with the flag that names its slowness, and the solution must not be flagged at all:
+  03 no-pad        shared rows of d floats, no pad: 8-way conflicts on the float4 loads of K
+                   ("bank conflicts"; the fp32 emulator's report build)
   07 no-swizzle    the plain shared layout: ldmatrix bank conflicts ("bank conflicts")
   08 wait-all      every copy waited for at once: a one-stage pipeline ("stages in flight 1")
   09 wgmma-wait0   wgmma_wait<0> in place of wait<1>: no softmax during a GEMM ("overlap: none")
-On one small case each (the warp lessons: the runner's case below through tests/emu/grade.py's report
+On one small case each (lessons 03, 07, 08: the runner's case below through tests/emu/grade.py's report
 build; lesson 09: its driver's one-case build, emu9.cpp's EMU_REPORT_CASE), so that it stays a few
 seconds a build. Exit status 0 when every verdict is as expected, 1 otherwise. Run through make (the
 objects, EMU_FWD_OBJ)."""
@@ -27,8 +29,10 @@ import variant  # noqa: E402  (reference/tools/variant.py)
 
 # lesson: the runner's case (a warp lesson) or None (lesson 09: its driver); then the variants, each
 # with the flag it must raise ("" for the solution: none)
-CASES = {7: "-b 1 -H 1 -n 64 -d 64 --dtype fp16", 8: "-b 1 -H 1 -n 256 -d 64 --dtype fp16", 9: None}
-CHECKS = [(7, "", ""), (7, "no-swizzle", "bank conflicts"),
+CASES = {3: "-b 1 -H 1 -n 64 -d 128", 7: "-b 1 -H 1 -n 64 -d 64 --dtype fp16", 8: "-b 1 -H 1 -n 256 -d 64 --dtype fp16",
+         9: None}
+CHECKS = [(3, "", ""), (3, "no-pad", "bank conflicts"),
+          (7, "", ""), (7, "no-swizzle", "bank conflicts"),
           (8, "", ""), (8, "wait-all", "stages in flight 1"),
           (9, "", ""), (9, "wgmma-wait0", "overlap: none")]
 
@@ -46,8 +50,8 @@ def source(n, name, tmp):
     return path
 
 
-def run_warp(n, src, perf):
-    """The runner's case over the warp emulator's report build; None, or what went wrong."""
+def run_runner(n, src, perf):
+    """The runner's case over the lesson's emulator (fp32 or warp), its report build; None, or what went wrong."""
     binary = os.path.splitext(perf)[0]
     err = grade.build(n, src, binary)
     if err:
@@ -71,7 +75,7 @@ def check(n, name, want, tmp):
     """One verdict line; True when the report flags what it must (and nothing for the solution)."""
     src = source(n, name, tmp)
     perf = os.path.join(tmp, "%02d-%s.perf" % (n, name or "solution"))
-    err = (run_warp if CASES[n] else run_driver)(n, src, perf)
+    err = (run_runner if CASES[n] else run_driver)(n, src, perf)
     what = "solution %02d%s" % (n, " + " + name if name else "")
     if err:
         print("%s: %s" % (what, err.rstrip()))

@@ -7,9 +7,16 @@
  * memory (filled with NaN before every block, so reading what nobody wrote shows up in
  * the output), the kernel launch (blocks run one after another) and the few runtime calls
  * the lessons make. The core runs a thread until it waits at a barrier, so a missing
- * barrier shows up, every time, as a wrong or NaN result. Nothing here models timing, bank
- * conflicts or warps executing in lockstep: every lane is an independent thread, which is what
- * the CUDA programming model promises anyway (independent thread scheduling). */
+ * barrier shows up, every time, as a wrong or NaN result. Nothing here models timing or warps
+ * executing in lockstep: every lane is an independent thread, which is what the CUDA
+ * programming model promises anyway (independent thread scheduling).
+ *
+ * The performance report (tests/emu/perf_report.h, on when EMU_REPORT_OUT names a file): in a
+ * report build (tests/emu/grade.py, -DEMU_PERF_HOOKS and g++'s address instrumentation,
+ * tests/emu/perf_hooks.h) every load and store of the kernel that lands in the block's shared
+ * memory is kept with its instruction and the lane's barrier count; at the block's end the k-th
+ * access of each lane of a warp to one instruction between the same two barriers makes one
+ * warp-wide request, whose bank conflicts are counted as Nsight Compute counts them. */
 #pragma once
 #include <math.h>
 #include <stddef.h>
@@ -20,6 +27,7 @@
 #include <memory>
 #include <vector>
 #include "../emu/core.h"
+#include "../emu/perf_report.h"
 using std::max;
 using std::min;
 
@@ -55,6 +63,7 @@ struct EmuBlock {
     std::vector<emu::Barrier> warp_bar;
     std::vector<float> exchange;  // one slot per thread, for shuffles
     std::vector<float4> smem;     // dynamic shared memory, 16-byte aligned
+    std::vector<uint64_t> syncs;  // per thread: __syncthreads << 32 | __syncwarp passed (the report's position)
 };
 inline dim3 emu_dim3(const emu::Idx &i) { return dim3(i.x, i.y, i.z); }
 #define threadIdx (emu_dim3(emu::tid()))
@@ -65,8 +74,14 @@ inline size_t emu_smem_max = 0;  // the largest dynamic shared memory request se
 inline const size_t EMU_SMEM_LIMIT = 227 * 1024;  // an H100's per-block maximum
 
 inline void *emu_smem() { return emu_block->smem.data(); }
-inline void __syncthreads() { emu_block->block_bar.arrive_and_wait(); }
-inline void __syncwarp(unsigned = 0xffffffffu) { emu_block->warp_bar[threadIdx.x / 32].arrive_and_wait(); }
+inline void __syncthreads() {
+    emu_block->block_bar.arrive_and_wait();
+    emu_block->syncs[emu::self()] = ((emu_block->syncs[emu::self()] >> 32) + 1) << 32;
+}
+inline void __syncwarp(unsigned = 0xffffffffu) {
+    emu_block->warp_bar[threadIdx.x / 32].arrive_and_wait();
+    ++emu_block->syncs[emu::self()];
+}
 inline float __shfl_xor_sync(unsigned, float v, int lane_mask) {
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     emu_block->exchange[warp * 32 + lane] = v;
@@ -94,8 +109,19 @@ void emu_launch(dim3 grid, int threads, size_t smem, cudaStream_t, Kernel kernel
         b.exchange.assign(threads, 0.f);
         const float nan = nanf("");
         b.smem.assign((smem + 15) / 16, float4{nan, nan, nan, nan});
+        b.syncs.assign(threads, 0);
     };
+    h.block_end = [] { emu_perf::block_end(); };
     h.thread = [&](int) { kernel(args...); };
     emu::run_grid(emu::Idx{grid.x, grid.y, grid.z}, threads, h);
     emu_block = nullptr;
 }
+
+/* The report build's hooks (tests/emu/perf_hooks.h): the running block's shared memory, and a
+ * lane's barriers as the position of its accesses. */
+#ifdef EMU_PERF_HOOKS
+static inline uint64_t emu_perf_sync() { return emu_block ? emu_block->syncs[emu::self()] : 0; }
+#define EMU_PERF_SMEM (emu_block ? (void *)emu_block->smem.data() : nullptr)
+#define EMU_PERF_SMEM_BYTES (emu_block ? emu_block->smem.size() * sizeof(float4) : 0)
+#include "../emu/perf_hooks.h"
+#endif
