@@ -643,8 +643,8 @@ struct Kernel {
             //   mask) run while P V is still computing; when each tile, and on the last tile Q_i
             //   (release_q), is released; and why O's rescale and the new P must wait for P V
             //   (README, "Overlap inside a warpgroup"). Until you write it, a work item with more
-            //   than one K/V tile stops here. wait<0> in place of the right wait passes the emulator
-            //   too: only the ladder's timings show the lost overlap (step 5 should beat step 4).
+            //   than one K/V tile stops here. wait<0> in place of the right wait passes the grader
+            //   too: the emulator's report flags it ("overlap: none"), the ladder's timings show it.
             (void)slot; (void)ph; (void)pslot; (void)pph; (void)k0;
             __trap();
         }
