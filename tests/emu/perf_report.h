@@ -109,11 +109,53 @@ inline void lane_access(uint64_t pc, const char *file, int line, uint32_t addr, 
                                     (uint8_t)std::min(bytes, 255u), (uint8_t)store});
 }
 
-/* At the end of a block: the k-th access of each lane to one instruction between the same barriers
- * is one request of its warp; split into phases by width, counted. */
+/* The source line of each ordinary access's instruction, so that the instructions of one line pair up
+ * as one: a compiler may give a line two stores (`p[i] = masked ? 0.f : e` as a branch, one store per
+ * side), and a lane that took the other side would otherwise be paired with another lane's next
+ * element, a conflict the GPU (one select, one store) never has. pc -> the representative pc of its
+ * line and width (the first one seen), from addr2line over this executable (the report build: -g1,
+ * -no-pie), asked once per batch of new pcs; without addr2line each pc stands for itself. */
+inline std::map<uint64_t, uint64_t> &line_map() { static std::map<uint64_t, uint64_t> m; return m; }
+inline uint64_t line_pc(uint64_t pc) {
+    auto it = line_map().find(pc);
+    return it == line_map().end() ? pc : it->second;
+}
+inline void resolve_lines(const std::vector<LaneAccess> &v) {
+    static std::map<std::string, uint64_t> first;  // "file:line width" -> its representative pc
+    static bool no_tool = false;
+    if (no_tool) return;
+    std::vector<std::pair<uint64_t, unsigned>> todo;  // (pc, bytes) not asked yet
+    for (const auto &a : v)
+        if (!a.file && !line_map().count(a.pc) &&
+            std::find(todo.begin(), todo.end(), std::make_pair(a.pc, (unsigned)a.bytes)) == todo.end())
+            todo.push_back({a.pc, a.bytes});
+    if (todo.empty()) return;
+    std::string cmd = "addr2line -e /proc/" + std::to_string(getpid()) + "/exe";
+    for (auto &t : todo) { char h[24]; snprintf(h, sizeof h, " 0x%llx", (unsigned long long)(t.first - 1)); cmd += h; }
+    FILE *f = popen((cmd + " 2>/dev/null").c_str(), "r");
+    if (!f) { no_tool = true; return; }
+    char buf[4096];
+    size_t k = 0;
+    for (; k < todo.size() && fgets(buf, sizeof buf, f); ++k) {
+        std::string loc(buf);
+        loc = loc.substr(0, loc.find_first_of(" \n"));  // "file:line", the discriminator dropped
+        if (loc.empty() || loc.find('?') != std::string::npos) { line_map()[todo[k].first] = todo[k].first; continue; }
+        auto ins = first.emplace(loc + " " + std::to_string(todo[k].second), todo[k].first);
+        line_map()[todo[k].first] = ins.first->second;
+    }
+    pclose(f);
+    if (k == 0) no_tool = true;  // addr2line missing or silent: pair by instruction, as before
+}
+
+/* At the end of a block: the k-th access of each lane to one source line (one instruction where its
+ * line is not known) of one width between the same barriers is one request of its warp; split into
+ * phases by width, counted. */
 inline void block_end() {
     auto &v = st().block;
     if (v.empty()) return;
+    resolve_lines(v);
+    for (auto &a : v)
+        if (!a.file) a.pc = line_pc(a.pc);
     std::stable_sort(v.begin(), v.end(), [](const LaneAccess &a, const LaneAccess &b) {
         return std::tuple_cat(a.key(), std::tie(a.lane)) < std::tuple_cat(b.key(), std::tie(b.lane));
     });
