@@ -65,6 +65,7 @@ const lesson_info LESSON = {
 // [end config]
 static_assert(FA64_WG == 0 || FA64_WG == 2 || FA64_WG == 3, "FA64_WG: 0 (per launch), 2 or 3");
 
+// [region roles-types]
 /* Steps 5-7 of the ladder (1-4: variants/steps-1-4.var). Step 5: a producer warpgroup, the
  * consumers taking turns, each one's softmax of S_j run during S_{j+1} and P_j V_j; then: */
 template <int STEP>
@@ -91,6 +92,7 @@ struct Roles {
 /* mbarriers, full and empty of Q_i's buffer and of each ring slot's K_j and V_j: full takes the
  * producer's arrive.expect_tx and the tile's bytes, empty one arrival per consumer warp. */
 enum MBar { FULL_Q, EMPTY_Q, FULL_K, FULL_V, EMPTY_K, EMPTY_V };
+// [end roles-types]
 
 /* The PTX wrappers this lesson teaches; the CPU emulator has its own. */
 #ifndef FA_EMULATOR
@@ -321,6 +323,7 @@ __device__ __host__ __forceinline__ uint64_t desc_mnmajor(uint32_t tile, int ks)
 }
 // [end descriptor]
 
+// [region kernel-parts]
 /* Shared memory of a block, from a 1024-byte aligned base: Q_i [B_r x D], STAGES K and STAGES V
  * slots [B_c x D], as D / 64 boxes [rows x 64] in the layout TMA writes; with OSTAGE an O tile
  * [64 x D] per consumer warpgroup; the mbarriers (bar: FULL_Q, EMPTY_Q, then STAGES of each
@@ -546,11 +549,11 @@ struct Kernel {
     }
     // [end init]
     // [region producer]
-    /* K_j, then V_j (key tile j of head bh) into slot gi % STAGES, gi counting every K/V tile the
-     * block loads. Fill `use` of a slot first waits until every consumer warp has released fill
-     * use - 1: that phase of the slot's empty barrier has parity (use - 1) & 1. */
-    __device__ __forceinline__ void load_kv(int gi, int j, int bh) const {
-        const int s = gi % C::STAGES, use = gi / C::STAGES, row0 = j * C::BC;
+    /* K_j, then V_j (the key tile from row row0 of slice bh: j B_c here) into slot gi % STAGES, gi
+     * counting every K/V tile the block loads. Fill `use` of a slot first waits until every consumer
+     * warp has released fill use - 1: that phase of the slot's empty barrier has parity (use - 1) & 1. */
+    __device__ __forceinline__ void load_kv(int gi, int row0, int bh) const {
+        const int s = gi % C::STAGES, use = gi / C::STAGES;
         // TODO(5): K_j (rows row0 .. of head bh, tensor map tmK), then V_j (tmV), into slot s
         //   (SmemLayout: SL::K or SL::V + s SL::TILE, then 64-column boxes of C::BC rows): for
         //   each, wait until the slot's previous fill is released (the parity above: not before
@@ -582,7 +585,7 @@ struct Kernel {
             for (int b = 0; b < C::D / 64; ++b)
                 tma_load_3d(base + SL::Q + b * C::BR * 128, tmQ, 64 * b, wk.q0, wk.bh, bar(FULL_Q));
             const int next = S::DYNAMIC ? atomicAdd(sched, 1) + (int)gridDim.x : item + (int)gridDim.x;
-            for (int it = 0; it < wk.n_tiles; ++it) load_kv(gi + it, wk.n_tiles - 1 - it, wk.bh);
+            for (int it = 0; it < wk.n_tiles; ++it) load_kv(gi + it, (wk.n_tiles - 1 - it) * C::BC, wk.bh);
             gi += wk.n_tiles;
             item = next;
         }
@@ -754,6 +757,7 @@ struct Kernel {
     }
     // [end consumer-loop]
 };
+// [end kernel-parts]
 
 // [region roles]
 /* O and L for query tiles of B_r = 64 NC rows; the block hands out roles: warpgroup 0 the
@@ -788,6 +792,7 @@ fa3_forward_kernel(const __grid_constant__ CUtensorMap tmQ, const __grid_constan
 // [end roles]
 
 // [region host]
+// [region device-info]
 constexpr int FA_MAX_DEVICES = 64, FA_MAX_STREAMS = 16;  // devices; per device, streams holding a tile counter
 struct DeviceInfo { int cc, sms, l2, smem_optin; };     // 10 major + minor, SMs, bytes of L2 and per block
 static const DeviceInfo &device_info(int dev) {         // read on first use; 0 where unreadable
@@ -799,6 +804,7 @@ static const DeviceInfo &device_info(int dev) {         // read on first use; 0 
                      attr(cudaDevAttrMaxSharedMemoryPerBlockOptin)};
     return info[dev];
 }
+// [end device-info]
 /* The causal order's section size (work_of): how many heads' K and V (2 N d 2 bytes each) fit
  * together in 5/8 of L2 (FlashAttention-3 budgets 32 of the H100's 50 MiB; the rest holds the
  * Q and O tiles in flight), at least 1. Non-causal: all B H (work_of does not use it). */
@@ -823,6 +829,7 @@ static int allow_smem(int dev) {
             cudaGetErrorString(e), D, D);
     return ATTN_UNSUPPORTED;
 }
+// [region tile-counter]
 /* Step 7's counter (two ints, 0 before a launch and after it) for a launch on `stream` of the
  * current device `dev`: launches in one stream's order may share one, launches on two streams may
  * run at once and must not. So one per (device, stream id; ids are never reused), for every kernel;
@@ -841,6 +848,7 @@ static int *tile_counter(int dev, cudaStream_t stream) {
             "earlier kernel failed\n", __FILE__, __LINE__, dev, cudaGetErrorString(e));
     return NULL;
 }
+// [end tile-counter]
 
 /* One kernel on the current device `dev`, its grid at most `sms` blocks; sms = 0: only its opt-in. */
 template <typename T, int D, int BC, int STAGES, int NC>

@@ -54,10 +54,13 @@ typedef struct {
 } tma_tile_params;
 
 /* Fills *p for a tensor at `base` of BH slices of N rows of d columns, `ld` elements between
- * rows (ld >= d), boxes of `rows` rows. Returns 0, or -1 with the reason in err (the limits
- * of cuTensorMapEncodeTiled, and what lesson 09's kernel assumes). */
-static inline int tma_tile_params_make(tma_tile_params *p, const void *base, long long BH, long long N, int d,
-                                       long long ld, dtype_t dtype, int rows, char *err, size_t errlen) {
+ * rows (ld >= d) and `slice` elements between slices, boxes of `rows` rows. The slices may
+ * interleave with the rows: a packed batch [tokens, H, d] (lesson 17) is H slices of `tokens`
+ * rows, ld = H d, slice = d. Returns 0, or -1 with the reason in err (the limits of
+ * cuTensorMapEncodeTiled, and what lesson 09's kernel assumes). */
+static inline int tma_view_params_make(tma_tile_params *p, const void *base, long long BH, long long N, int d,
+                                       long long ld, long long slice, dtype_t dtype, int rows, char *err,
+                                       size_t errlen) {
 #define TMA_REFUSE(...) do { if (err && errlen) snprintf(err, errlen, __VA_ARGS__); return -1; } while (0)
     if (dtype != DTYPE_FP16 && dtype != DTYPE_BF16)
         TMA_REFUSE("dtype must be fp16 or bf16 (wgmma's 16-bit inputs), got %d", (int)dtype);
@@ -66,11 +69,14 @@ static inline int tma_tile_params_make(tma_tile_params *p, const void *base, lon
                    TMA_BOX_COLS, TMA_BOX_COLS, TMA_MAX_BOX);
     if (ld < d) TMA_REFUSE("row stride ld = %lld elements is smaller than d = %d", ld, d);
     if ((ld * 2) % 16) TMA_REFUSE("row stride %lld bytes is not a multiple of 16 (a TMA requirement)", ld * 2);
+    if (slice < d || (slice * 2) % 16)
+        TMA_REFUSE("slice stride %lld elements: at least d = %d and a multiple of 16 bytes (a TMA requirement)", slice, d);
     if (N < 1 || BH < 1) TMA_REFUSE("N = %lld and B*H = %lld must be at least 1", N, BH);
     if (N > (1LL << 32) || BH > (1LL << 32))
         TMA_REFUSE("N = %lld or B*H = %lld exceeds 2^32, the largest TMA dimension", N, BH);
-    if ((double)N * (double)ld * 2.0 >= (double)(1ULL << 40))
-        TMA_REFUSE("a (b, h) slice is %lld x %lld bytes: strides must stay below 2^40 bytes", N, ld * 2);
+    if ((double)N * (double)ld * 2.0 >= (double)(1ULL << 40) || (double)slice * 2.0 >= (double)(1ULL << 40))
+        TMA_REFUSE("%lld rows of %lld bytes, slices %lld bytes apart: strides must stay below 2^40 bytes", N, ld * 2,
+                   slice * 2);
     if (rows < 8 || rows > TMA_MAX_BOX || rows % 8)
         TMA_REFUSE("box of %d rows: must be a multiple of 8 in [8, %d] (each box of a tile then starts on a "
                    "1024-byte boundary, where the 128-byte swizzle pattern starts)", rows, TMA_MAX_BOX);
@@ -81,7 +87,7 @@ static inline int tma_tile_params_make(tma_tile_params *p, const void *base, lon
     p->dims[1] = (uint64_t)N;
     p->dims[2] = (uint64_t)BH;
     p->strides[0] = (uint64_t)ld * 2;
-    p->strides[1] = (uint64_t)N * (uint64_t)ld * 2;
+    p->strides[1] = (uint64_t)slice * 2;
     p->box[0] = TMA_BOX_COLS;
     p->box[1] = (uint32_t)rows;
     p->box[2] = 1;
@@ -92,6 +98,11 @@ static inline int tma_tile_params_make(tma_tile_params *p, const void *base, lon
     p->boxes = (unsigned)(d / TMA_BOX_COLS);
     p->tile_bytes = (unsigned)rows * (unsigned)d * 2u;
     return 0;
+}
+/* The course's layout [B, H, N, d] (slices N ld elements apart): tma_view_params_make. */
+static inline int tma_tile_params_make(tma_tile_params *p, const void *base, long long BH, long long N, int d,
+                                       long long ld, dtype_t dtype, int rows, char *err, size_t errlen) {
+    return tma_view_params_make(p, base, BH, N, d, ld, N * ld, dtype, rows, err, errlen);
 }
 
 /* The 128-byte swizzle (CU_TENSOR_MAP_SWIZZLE_128B), on a shared-memory byte address: within
@@ -144,20 +155,21 @@ static tma_encode_fn tma_encoder(void) {
 }
 
 // [region tensor-map]
-/* The tensor map of one of Q, K, V, O ([B H, N, d] of a->dtype) with boxes of `rows` rows,
- * the 128-byte swizzle, rows past N zero-filled; the numbers come from tma_tile_params_make.
- * Returns 0 or -1 (printed why). */
-static int tma_tensor_map_make(CUtensorMap *map, const void *base, const attn_args *a, int rows) {
+/* The tensor map of BH slices of N rows of d columns of `dtype` at `base` (rows ld, slices `slice`
+ * elements apart: tma_view_params_make) with boxes of `rows` rows, the 128-byte swizzle, rows
+ * past N zero-filled (and never written by a store). Returns 0 or -1 (printed why). */
+static int tma_view_map_make(CUtensorMap *map, const void *base, dtype_t dtype, long long BH, long long N, int d,
+                             long long ld, long long slice, int rows) {
     tma_tile_params p;
     char err[256];
-    if (tma_tile_params_make(&p, base, (long long)a->B * a->H, a->N, a->d, a->d, a->dtype, rows, err, sizeof err)) {
+    if (tma_view_params_make(&p, base, BH, N, d, ld, slice, dtype, rows, err, sizeof err)) {
         fprintf(stderr, "%s:%d: tensor map refused: %s\n", __FILE__, __LINE__, err);
         return -1;
     }
     tma_encode_fn encode = tma_encoder();
     if (!encode) return -1;
     const CUtensorMapDataType type =
-        a->dtype == DTYPE_FP16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+        dtype == DTYPE_FP16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
     CUresult r = encode(map, type, p.rank, (void *)base, p.dims, p.strides, p.box, p.elem_strides,
                         CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
                         CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
@@ -169,6 +181,11 @@ static int tma_tensor_map_make(CUtensorMap *map, const void *base, const attn_ar
         return -1;
     }
     return 0;
+}
+/* One of Q, K, V, O of a call ([B H, N, d] of a->dtype): tma_view_map_make. */
+static int tma_tensor_map_make(CUtensorMap *map, const void *base, const attn_args *a, int rows) {
+    return tma_view_map_make(map, base, a->dtype, (long long)a->B * a->H, a->N, a->d, a->d, (long long)a->N * a->d,
+                             rows);
 }
 // [end tensor-map]
 
