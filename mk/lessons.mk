@@ -4,7 +4,7 @@
 # the descriptor leaves it out); LESSON_NUMS lists the lessons in order.
 LESSON_KEYS := source arch runner dtypes head_dims causal teaches emulator emu_cases emu_driver emu_builds \
   emu_starter racecheck steps speed_todos emu_step_variant ptxas spill_budget registers register_kernel check_builds check_builds_full \
-  header_check emu_main emu_prep emu_kernel emu_flags emu_link emu_env emu_late emu_variants emu_full emu_grader hostsim unit_test \
+  header_check emu_main emu_prep emu_kernel emu_flags emu_link emu_env emu_late emu_variants emu_full emu_grader emu_cases_full emu_late_cases hostsim unit_test \
   sanitize_cases starter_spills library transport check_flags
 LESSON_FILES := $(sort $(wildcard lessons/[0-9][0-9]-*/lesson.mk))
 # lessons/09-hopper-wgmma/lesson.mk (or any path in that folder) -> 9

@@ -196,7 +196,9 @@ def overlap_report(recs, src):
            " line that retired the group:",
            "    %5s %8s %10s %10s" % ("line", "groups", "with work", "ops/group")]
     for key, (g, busy, ops, text) in sorted(total.items(), key=lambda kv: str(kv[0]).zfill(8)):
-        line = src.text(key)[:70] if isinstance(key, int) else text.strip()[:40] + "  (a line the driver's variant adds)"
+        header = not isinstance(key, int) and key.split(":")[0].endswith(".h")  # a shared header's line (lesson 17)
+        line = (src.text(key)[:70] if isinstance(key, int) else
+                text.strip()[:40] + ("  (%s, an included header)" % key if header else "  (a line the driver's variant adds)"))
         out.append("    %5s %8d %10d %10.1f  %s" % (key if isinstance(key, int) else "-", g, busy, ops / g if g else 0,
                                                    line))
     groups, busy = sum(t[0] for t in total.values()), sum(t[1] for t in total.values())

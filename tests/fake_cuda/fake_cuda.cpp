@@ -244,6 +244,11 @@ cudaError_t CUDARTAPI cudaStreamDestroy(cudaStream_t s) {
     return cudaSuccess;
 }
 cudaError_t CUDARTAPI cudaStreamSynchronize(cudaStream_t) { drain(); return cudaSuccess; }
+/* a stream's id: its address (the default stream, NULL, is 0), never reused while it lives */
+cudaError_t CUDARTAPI cudaStreamGetId(cudaStream_t s, unsigned long long *id) {
+    *id = (unsigned long long)(uintptr_t)s;
+    return cudaSuccess;
+}
 cudaError_t CUDARTAPI cudaStreamQuery(cudaStream_t) { drain(); return cudaSuccess; }
 cudaError_t CUDARTAPI cudaEventCreateWithFlags(cudaEvent_t *e, unsigned) { *e = (cudaEvent_t) new FakeEvent; return cudaSuccess; }
 cudaError_t CUDARTAPI cudaEventCreate(cudaEvent_t *e) { return cudaEventCreateWithFlags(e, 0); }

@@ -22,7 +22,7 @@
  *     16 w + g + 8 v1 and column k = 4 t + v0 + 16 v2. Nothing here is left unspecified or
  *     scrambled: a kernel that packs P in any other order computes a different product and fails.
  * The hook in hemu.h: EmuWgOp::chunks (this operand's 16-byte chunks) and EmuWgOp::A8 (the rs rows).
- * Included by the lesson 14 emulator builds (tests/hopper_emu/emu_host14.h) after hemu.h. */
+ * Included by the lesson 14 emulator builds (tests/hopper_emu/emu_host.h) after hemu.h. */
 #pragma once
 #include "hemu.h"
 extern "C" {

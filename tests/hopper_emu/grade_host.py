@@ -1,16 +1,19 @@
 #!/usr/bin/env python3
-"""tests/hopper_emu/grade14.py: lesson 14's file on the CPU Hopper emulator, graded by the real runner
-(make emu-14, emu-lesson14, emu-solution14; mk/emu.mk).
+"""tests/hopper_emu/grade_host.py: a Hopper lesson's file on the CPU Hopper emulator, graded by the real runner
+(lessons 14 and 17: make emu-NN, emu-lessonNN, emu-solutionNN; mk/emu.mk; the descriptor's emu_grader).
 
-    python3 tests/hopper_emu/grade14.py SRC NAME [quick|full]
+    python3 tests/hopper_emu/grade_host.py SRC NAME [quick|full]
 
 The binary is the forward runner (reference/harness/runner_main.cu + runner_attention.cu, objects from make:
 EMU_FWD_OBJ) over tests/hostsim/fake_device.cpp, linked with SRC compiled whole by g++ over the
-Hopper emulator (tests/hopper_emu/emu_host14.h, force-included; its launches rewritten by
+Hopper emulator (tests/hopper_emu/emu_host.h, force-included; its launches rewritten by
 tests/emu/prep.py). Each case is one runner command line with --check-only --seed 1: the runner's
-own FP8 inputs, references (float64 and the plain FP8 attention) and diagnoses. A case passes when
-the runner passes it and the emulator reports no error. Every case runs twice: operands and copies
-landing at once, then as late as the PTX rules allow (EMU_WGMMA=late EMU_TMA=late).
+own inputs, references and diagnoses (lesson 14: FP8 scales, the rotation, outliers; lesson 17: packed
+batches). A case passes when the runner passes it and the emulator reports no error. The lesson is the
+one NAME ends with (emu-14, emu-lesson17, ...); its descriptor gives the cases: emu_cases (make test),
+emu_cases_full (added by make test-full), emu_late_cases (how many of emu_cases make test runs a second
+time with operands and copies landing as late as the PTX rules allow, EMU_WGMMA=late EMU_TMA=late;
+make test-full runs every case both ways).
 Exit status: 0 all pass, 1 a case fails, 2 the build failed, 3 the file says it is not implemented.
 """
 import os
@@ -26,25 +29,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 CXX = os.environ.get("EMU_CXX", "g++")
 CUDA_INC = os.environ.get("CUDA_INC", "/usr/local/cuda/include")
 
-# Ragged N, one tile and several, causal (the diagonal inside a warpgroup's rows, tiles skipped;
-# several heads and query tiles, where the causal order maps a block to its head and tile
-# differently from the non-causal one), block and per-tensor scales, the Hadamard rotation, the
-# outlier inputs, B > 1.
-CASES = [
-    "-b 1 -H 2 -n 200 -d 128 --outliers",
-    "-b 1 -H 2 -n 200 -d 128 --causal --hadamard",
-    "-b 2 -H 1 -n 77 -d 128 --quant tensor",
-    "-b 1 -H 1 -n 1 -d 128 --causal",
-]
-FULL = [
-    "-b 1 -H 1 -n 257 -d 128 --causal --quant tensor --hadamard --outliers",
-    "-b 1 -H 2 -n 384 -d 128 --outliers --hadamard",
-    "-b 2 -H 1 -n 129 -d 128 --causal --outliers",
-]
 MODES = [("", {}), (" (late)", {"EMU_WGMMA": "late", "EMU_TMA": "late"})]
-# Quick (make test): the late run takes these two of CASES (every emulator mutant of lesson 14 is
-# still rejected: make mutants-emu LESSONS=14); make test-full runs every case both ways.
-LATE_QUICK = CASES[:2]
+sys.path.insert(0, os.path.join(ROOT, "reference", "tools"))
+from lessons import lessons, split  # noqa: E402  (reference/tools/lessons.py: the descriptors)
 
 
 def sh(cmd, cwd=ROOT, env=None):
@@ -59,9 +46,17 @@ def main():
         return 2
     src, name = os.path.abspath(sys.argv[1]), sys.argv[2]
     full = len(sys.argv) > 3 and sys.argv[3] == "full"
+    m = re.search(r"(\d+)$", name)
+    desc = lessons().get(int(m.group(1))) if m else None
+    if not desc or not desc["emu_cases"]:
+        print("%s: no lesson with emu_cases in its descriptor ends this name" % name)
+        return 2
+    num = int(m.group(1))
+    cases, late_quick = split(desc["emu_cases"]), int(desc["emu_late_cases"] or 0)
+    late_quick = cases[:late_quick]
     out = os.path.join(ROOT, "build", "emu-grade", name)
     os.makedirs(os.path.dirname(out), exist_ok=True)
-    print("%s: %s on the CPU Hopper emulator (tests/hopper_emu, e4m3 wgmma), graded by the runner on small shapes"
+    print("%s: %s on the CPU Hopper emulator (tests/hopper_emu), graded by the runner on small shapes"
           % (name, os.path.relpath(src, ROOT)))
     try:
         open(out + ".kernel.cpp", "w").write(launch_rewrite(src))
@@ -70,18 +65,18 @@ def main():
         return 2
     objs = os.environ.get("EMU_FWD_OBJ", "").split()
     if not objs:
-        print("EMU_FWD_OBJ is empty: run through make (make emu-14)")
+        print("EMU_FWD_OBJ is empty: run through make (make emu-%d)" % num)
         return 2
     # EMU_OPT (make emu-starters: -O0) replaces -O1: the starter as shipped stops at "not implemented"
     rc, log = sh([CXX, "-std=c++20", "-fopenmp", "-w", os.environ.get("EMU_OPT") or "-O1", "-I" + CUDA_INC, "-Itests/hopper_emu", "-include",
-                  "emu_host14.h", "-Ireference/include", "-Ireference/harness", "-Ireference/cpu", "-Ireference/gpu", "-x", "c++", out + ".kernel.cpp", "-x", "none"]
+                  "emu_host.h", "-Ireference/include", "-Ireference/harness", "-Ireference/cpu", "-Ireference/gpu", "-x", "c++", out + ".kernel.cpp", "-x", "none"]
                  + objs + ["-o", out, "-lpthread", "-lm"])
     if rc:
         print(log.rstrip())
         print("%s: the emulator build of %s failed (the messages above; nvcc may say more: make %s)"
               % (name, os.path.relpath(src, ROOT), name.replace("emu-", "")))
         return 2
-    cases = CASES + (FULL if full else [])
+    cases = cases + (split(desc["emu_cases_full"]) if full else [])
     passed = total = graded = 0
     # the performance report (tests/emu/grade.py's; EMU_REPORT=0: none): the emulator's counts go here
     report = os.environ.get("EMU_REPORT", "1") != "0"
@@ -90,7 +85,7 @@ def main():
         os.remove(perf_file)
     for mode, env in MODES:
         # the late run of the quick set: the cases with several key tiles (a ring that turns over)
-        for k, case in enumerate(cases if full or not mode else [c for c in cases if c in LATE_QUICK]):
+        for k, case in enumerate(cases if full or not mode else [c for c in cases if c in late_quick]):
             e = dict(os.environ, **env)
             if report:
                 e["EMU_REPORT_OUT"] = perf_file
@@ -114,7 +109,7 @@ def main():
     print("%s on the CPU emulator: %d of %d runs passed (%s)" % (name, passed, total,
                                                                  "PASS" if passed == total else "FAIL"))
     if report and graded == total:
-        print("\n".join(perf.report(src, [perf_file], 14, os.environ.get("EMU_REPORT") == "full")[0]))
+        print("\n".join(perf.report(src, [perf_file], num, os.environ.get("EMU_REPORT") == "full")[0]))
     print("What the emulator cannot check: speed, the PTX wrappers of your file (the emulator brings its own), "
           "and races that only real hardware shows.")
     return 0 if passed == total else 1

@@ -1,5 +1,5 @@
-/* emu_host14.h: lesson 14's file, host code included, over the CPU Hopper emulator and the real
- * forward runner (make emu-14, emu-lesson14, emu-solution14; mk/emu.mk). Force-included (g++
+/* emu_host.h: a Hopper lesson's file (14, 17), host code included, over the CPU Hopper emulator and the
+ * real forward runner (make emu-NN, emu-lessonNN, emu-solutionNN; tests/hopper_emu/grade_host.py). Force-included (g++
  * -include) ahead of the lesson's source, whose launches tests/emu/prep.py rewrote into the
  * emu_launch below; linked with the runner's objects over tests/hostsim/fake_device.cpp (a CUDA
  * runtime on host memory). So the runner grades the emulated kernels with its own references and
@@ -76,15 +76,15 @@ cudaError_t CUDARTAPI cudaGetDriverEntryPoint(const char *name, void **p, unsign
 }
 
 /* At start-up: the late modes; at exit: the emulator's count of errors (any is a failure). */
-static struct EmuHost14 {
-    EmuHost14() {
+static struct EmuHost {
+    EmuHost() {
         emu_wgmma_late = getenv("EMU_WGMMA") && !strcmp(getenv("EMU_WGMMA"), "late");
         emu_tma_late = getenv("EMU_TMA") && !strcmp(getenv("EMU_TMA"), "late");
     }
-    ~EmuHost14() {
-        fprintf(stderr, "emulator (Hopper, e4m3 wgmma%s%s): %ld emulator errors\n",
+    ~EmuHost() {
+        fprintf(stderr, "emulator (Hopper%s%s): %ld emulator errors\n",
                 emu_wgmma_late ? ", wgmma operands read late" : "", emu_tma_late ? ", TMA copies late" : "",
                 emu_errors.load());
         if (emu_errors.load()) fprintf(stderr, "EMU ERROR: the emulator reported the problems above\n");
     }
-} emu_host14;
+} emu_host;
