@@ -95,10 +95,13 @@ int runner_options(int argc, char **argv, options &o, const char *causal_from, c
                 LESSON.number, causal_from);
         return EXIT_USAGE;
     }
-    if ((o.given & GIVEN_DECODE) && !decode_lesson()) {
+    /* a varlen lesson's packed batch takes --kv-heads (grouped-query attention); resolve_varlen says the rest */
+    const unsigned decode_given = o.given & (varlen_lesson() && (o.given & GIVEN_VARLEN) ? GIVEN_DECODE & ~GIVEN_HKV
+                                                                                          : GIVEN_DECODE);
+    if (decode_given && !decode_lesson()) {
         fprintf(stderr, "%s: lesson %02d does not take decode shapes (--kv-seq, --kv-heads, --ragged): its kernel "
-                "assumes N_kv = N keys and H_kv = H K/V heads; lesson 12 (flash decoding) takes them\n", prog,
-                LESSON.number);
+                "assumes N_kv = N keys and H_kv = H K/V heads; lesson 12 (flash decoding) takes them%s\n", prog,
+                LESSON.number, varlen_lesson() ? " (--kv-heads also goes with a packed batch: --varlen, --seqlens)" : "");
         return EXIT_USAGE;
     }
     if ((o.given & GIVEN_FP8) && !fp8_lesson()) {

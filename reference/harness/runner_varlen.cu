@@ -411,6 +411,51 @@ static std::string varlen_diagnosis(const Varlen &p, const graded_rows &g, const
             lines.push_back(std::string("the wrong rows match this reading: ") + HYPOTHESES[hy].what);
             named = true;
         }
+    if (!named && c.causal) { /* their last keys missing: a row matches its first K keys, K a multiple of 16 */
+        int n_cut = 0;
+        for (size_t k = 0; k < wrong.size(); k += step) {
+            const size_t q = wrong[k];
+            const int b = g.rows[q].first / c.H, h = g.rows[q].first % c.H, i = g.rows[q].second;
+            const got_row gr = {&O[q * d], L[q], c.d, tol[OUT_O], tol[OUT_L], (double)p.args.scale};
+            const size_t kv = kv_slice(p, b, h / p.G);
+            for (int cut = (visible(p, b, i) - 1) / 16 * 16; cut >= 16; cut -= 16)
+                if (row_matches(gr, q_row(p, b, h, i), cut, [&](int j, int w) -> const float * {
+                        return &(w ? p.V : p.K)[kv + (size_t)j * c.d];
+                    })) { ++n_cut; break; }
+        }
+        if (fits(n_cut)) {
+            lines.push_back("the wrong rows match this reading: their last visible keys are missing, each row is "
+                            "attention over its first K keys, K a multiple of 16 below the seqlen_k - seqlen_q + i + 1 "
+                            "it sees: a causal tile's K/V tiles end too early (the last key a tile needs is at its "
+                            "last row plus seqlen_k - seqlen_q, the diagonal's shift)");
+            named = true;
+        }
+    }
+    if (!named && c.B > 1) { /* O rows of sequence b that the tile of sequence b - 1 running past its end wrote */
+        int n_over = 0;
+        for (size_t k = 0; k < wrong.size(); k += step) {
+            const size_t q = wrong[k];
+            const int b = g.rows[q].first / c.H, h = g.rows[q].first % c.H, i = g.rows[q].second;
+            got_row gr = {&O[q * d], L[q], c.d, tol[OUT_O], tol[OUT_L], (double)p.args.scale};
+            gr.tolL = {INFINITY, 0}; /* O only: L may have been written right */
+            /* an earlier sequence e whose tile of up to 256 rows reaches this row: the row as e's row i0 */
+            for (int e = b - 1; e >= 0 && p.cu_q[b] + i - p.cu_q[e] < 256; --e) {
+                const int i0 = p.cu_q[b] + i - p.cu_q[e];
+                const int nk = c.causal ? std::min(len_k(p, e), len_k(p, e) - len_q(p, e) + i0 + 1) : len_k(p, e);
+                const size_t kv = kv_slice(p, e, h / p.G);
+                if (nk > 0 && row_matches(gr, q_row(p, b, h, i), nk, [&](int j, int w) -> const float * {
+                        return &(w ? p.V : p.K)[kv + (size_t)j * c.d];
+                    })) { ++n_over; break; }
+            }
+        }
+        if (fits(n_over)) {
+            lines.push_back("the wrong rows match this reading: their O rows are what an earlier sequence computes for "
+                            "rows past its own end (its query tile continued into this sequence's tokens, against its "
+                            "keys): that sequence's last tile stored whole rows past its end (a TMA store box, or stores "
+                            "without a row < seqlen_q test), over this sequence's first rows");
+            named = true;
+        }
+    }
     if (!named && fits(n_head)) {
         std::string pairs;
         for (int h = 0, k = 0; h < c.H && k < 6; ++h)
