@@ -107,7 +107,10 @@ __global__ void __launch_bounds__(PLAN_THREADS) varlen_plan_kernel(Batch bt, int
     extern __shared__ __align__(1024) unsigned char fa_smem[];  // (the CPU emulator's name for it)
     int *keys = reinterpret_cast<int *>(fa_smem), *items = keys + bt.B, *part = items + bt.B;
     const int tid = threadIdx.x, B = bt.B;
-    for (int b = tid; b < B; b += PLAN_THREADS) keys[b] = seq_of(bt, b).n_k;
+    for (int b = tid; b < B; b += PLAN_THREADS) {
+        keys[b] = seq_of(bt, b).n_k;
+        order[b] = b;  // overwritten below; were two ranks equal, a sequence would be missing, not garbage
+    }
     __syncthreads();
     for (int b = tid; b < B; b += PLAN_THREADS) {
         int rank = 0;
@@ -118,8 +121,9 @@ __global__ void __launch_bounds__(PLAN_THREADS) varlen_plan_kernel(Batch bt, int
         for (int o = 0; o < B; ++o) rank += keys[o] > keys[b] || (keys[o] == keys[b] && o < b);
         // TODO(2) end
         order[rank] = b;
-        items[rank] = (seq_of(bt, b).n_q + BR - 1) / BR * bt.H;
     }
+    __syncthreads();
+    for (int p = tid; p < B; p += PLAN_THREADS) items[p] = (seq_of(bt, order[p]).n_q + BR - 1) / BR * bt.H;
     __syncthreads();
     /* first[]: each thread sums a run of positions, a scan of the runs' sums, then each run again. */
     const int run = (B + PLAN_THREADS - 1) / PLAN_THREADS, lo = min(B, tid * run), hi = min(B, lo + run);
