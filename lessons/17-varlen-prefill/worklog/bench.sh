@@ -10,7 +10,7 @@
 #                   one cut to fit; --seed S draws them (default 17)
 #   --seqlens L     the lengths themselves (LEN,LEN,...), instead of drawing them
 #   --heads H --d D (default 16, 128), --reps R (default 20), --no-build, --no-peers
-#   --out FILE.md   default docs/results/lessons/varlen-17-<gpu>.md
+#   --out FILE.md   default docs/results/lessons/varlen-17-<gpu>.md (and its timings, FILE.csv)
 # Every time: the harness's --bench-only (CUDA events, warm-up, median of R launches, L2 flushed before
 # each), fp16, causal and not; PyTorch timed the same way (peer_varlen.py). Every timing goes to
 # build/bench17/bench.csv. TFLOP/s: the packed batch's real work (4 H d per query-key pair, causal pairs
@@ -145,3 +145,4 @@ L += ["Lengths (%d): %s" % (len(lens), seqlens.replace(",", ", ")), ""]
 open(out, "w").write("\n".join(L))
 print("\n".join(L))
 PY
+cp "$CSV" "${OUT%.md}.csv"  # the run's timings beside its table
