@@ -207,39 +207,48 @@ __device__ __forceinline__ bool fd_block_work(const FdArgs<T> &a, FdWork &w) {
 // [end block-work]
 
 // [region pipeline]
+/* Where a block's K/V tiles come from: here the group's slice of the contiguous cache. A later
+ * lesson passes its own kind (lesson 16: a paged view) with its own fd_load_tile, which the
+ * functions below then call. */
+template <typename T>
+struct FdSlice {
+    const T *K, *V; /* slice (b, h_kv) of [B, H_kv, N_kv, d] */
+};
+/* One tile: rows [row0, row0 + BC) of K and V into slots tK and tV, rows >= end zero-filled. */
+template <typename T, int D, int BC>
+__device__ __forceinline__ void fd_load_tile(uint32_t tK, uint32_t tV, const FdSlice<T> &kv, int row0, int end,
+                                             int tid) {
+    load_rows_async<T, D, BC>(tK, kv.K, row0, end, tid);
+    load_rows_async<T, D, BC>(tV, kv.V, row0, end, tid);
+}
 /* Lesson 08's cp.async ring over the block's n_tiles tiles, STAGES slots of K and of V.
  * Commit groups, oldest first: Q | tile 0 | tile 1 | ... | tile STAGES-2, then one per
  * step (tile it + STAGES - 1, empty near the end so the count stays right). fd_load_first
  * issues the first STAGES groups, before the loop. */
-template <typename T, int D, int BC, int RB, int STAGES>
+template <typename T, int D, int BC, int RB, int STAGES, class KV>
 __device__ __forceinline__ void fd_load_first(uint32_t aQ, uint32_t aK, uint32_t aV, const FdArgs<T> &a,
-                                              const FdWork &w, const T *K, const T *V, int tid) {
+                                              const FdWork &w, const KV &kv, int tid) {
     constexpr uint32_t TILE = BC * D * 2;
     load_q_async<T, D, RB>(aQ, a, w.b, w.h_kv, w.r0, tid);
     cp_async_commit();
 #pragma unroll
     for (int st = 0; st < STAGES - 1; ++st) {
-        if (st < w.n_tiles) {
-            load_rows_async<T, D, BC>(aK + st * TILE, K, w.k_begin + st * BC, w.k_end, tid);
-            load_rows_async<T, D, BC>(aV + st * TILE, V, w.k_begin + st * BC, w.k_end, tid);
-        }
+        if (st < w.n_tiles) fd_load_tile<T, D, BC>(aK + st * TILE, aV + st * TILE, kv, w.k_begin + st * BC, w.k_end, tid);
         cp_async_commit();
     }
 }
 /* Step it of the loop: at step it the groups younger than tile it's are STAGES - 2, so
  * waiting for that many leaves tile it (and Q) landed. The barrier after the wait also tells
  * that every warp is done with tile it - 1, whose slot the step's copy refills. */
-template <typename T, int D, int BC, int STAGES>
-__device__ __forceinline__ void fd_load_next(uint32_t aK, uint32_t aV, const FdWork &w, const T *K, const T *V,
-                                             int it, int tid) {
+template <typename T, int D, int BC, int STAGES, class KV>
+__device__ __forceinline__ void fd_load_next(uint32_t aK, uint32_t aV, const FdWork &w, const KV &kv, int it, int tid) {
     constexpr uint32_t TILE = BC * D * 2;
     cp_async_wait<STAGES - 2>();
     __syncthreads();
     const int nx = it + STAGES - 1;
-    if (nx < w.n_tiles) {
-        load_rows_async<T, D, BC>(aK + (nx % STAGES) * TILE, K, w.k_begin + nx * BC, w.k_end, tid);
-        load_rows_async<T, D, BC>(aV + (nx % STAGES) * TILE, V, w.k_begin + nx * BC, w.k_end, tid);
-    }
+    if (nx < w.n_tiles)
+        fd_load_tile<T, D, BC>(aK + (nx % STAGES) * TILE, aV + (nx % STAGES) * TILE, kv, w.k_begin + nx * BC, w.k_end,
+                               tid);
     cp_async_commit();
 }
 // [end pipeline]
@@ -615,38 +624,22 @@ __device__ __forceinline__ void fd_merge(const FdArgs<T> &a, const FdWork &w, fl
 }
 // [end merge]
 
-/* One block: split s of the keys of sequence b, for rows r0 .. r0 + RB - 1 of the query
- * rows of group (b, h_kv) (fd_block_work). grid = S n_rc B H_kv blocks in one dimension,
- * FD_THREADS threads, fd_smem_bytes() of dynamic shared memory: the Q tile [RB][D], then
- * STAGES K and STAGES V slots [BC][D], all swizzled; after the loop the K/V slots hold the
- * warps' partials. WR warps over rows (MT m-tiles each), WK = 4 / WR over the keys of a tile.
- * Writes O and L directly when its sequence has one split, else its partial, and the last
- * block of the group to arrive merges all of them into O and L. */
-template <typename T, int D, int BC, int WR, int MT, int STAGES>
-__global__ void __launch_bounds__(FD_THREADS) fd_split_kernel(const FdArgs<T> a) {
-    constexpr int WK = 4 / WR, KW = BC / WK;
+// [region block-loop]
+/* The block's work after its first copies (fd_split_kernel): for each K/V tile as the ring delivers
+ * it, S, the mask, the online softmax and P V, KS keys at a time; then the warps' merge, and O and L
+ * (one split) or the block's partial and, for the last block of its group to arrive, the merge of
+ * the splits. kv: where the tiles come from, as fd_load_next takes it; smem: the block's shared
+ * memory (the layout below); aQ, aK, aV its Q tile and K and V slots. */
+template <typename T, int D, int BC, int WR, int MT, int STAGES, class KV>
+__device__ __forceinline__ void fd_block_loop(const FdArgs<T> &a, const FdWork &w, const FdLane<WR> &ln, const KV &kv,
+                                              unsigned char *smem, uint32_t aQ, uint32_t aK, uint32_t aV, int tid) {
+    constexpr int WK = 4 / WR, KW = BC / WK, RB = WR * MT * 16;
     /* Keys per step of the online softmax: the warp's whole slice of the tile, except with
      * 2 m-tiles (32 rows a warp), where S for the slice beside O does not fit in 255
      * registers: 16 keys at d = 128, 64 at d = 64 (ptxas -v: no spills then). */
     constexpr int KS = MT == 2 ? (D == 128 ? 16 : (KW < 64 ? KW : 64)) : KW;
     static_assert(WR * WK == 4 && KW % KS == 0 && KS % 16 == 0 && STAGES >= 2, "bad configuration");
-#if FA_SM80
-    constexpr int RB = WR * MT * 16;
     constexpr uint32_t TILE = BC * D * 2;
-    extern __shared__ __align__(128) unsigned char fa_smem[];
-    const uint32_t aQ = smem_u32(fa_smem), aK = aQ + RB * D * 2, aV = aK + STAGES * TILE;
-    const int tid = threadIdx.x;
-    const FdLane<WR> ln(tid >> 5, tid & 31);
-    FdWork w;
-    if (!fd_block_work<T, BC, RB>(a, w)) return;
-    // [region kv-slice]
-    /* TODO(2), second half: K and V of the group (w.b, w.h_kv): its slice of [B, H_kv, N_kv, d],
-     * read once for its G query heads ("One K/V load per GQA group"). */
-    const T *K = a.K; /* TODO(2) */
-    const T *V = a.V; /* TODO(2) */
-    // [end kv-slice]
-    fd_load_first<T, D, BC, RB, STAGES>(aQ, aK, aV, a, w, K, V, tid);
-
     FdAcc<MT, D> acc;
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt) {
@@ -661,7 +654,7 @@ __global__ void __launch_bounds__(FD_THREADS) fd_split_kernel(const FdArgs<T> a)
 
     for (int it = 0; it < w.n_tiles; ++it) {
         const int k0 = w.k_begin + it * BC;
-        fd_load_next<T, D, BC, STAGES>(aK, aV, w, K, V, it, tid);
+        fd_load_next<T, D, BC, STAGES>(aK, aV, w, kv, it, tid);
         if constexpr (MT == 1) {
             if (it == 0) {
 #pragma unroll
@@ -681,12 +674,42 @@ __global__ void __launch_bounds__(FD_THREADS) fd_split_kernel(const FdArgs<T> a)
     cp_async_wait<0>(); /* only empty groups can be left; then the slots are free */
     __syncthreads();
 
-    fd_merge_warps<T, D, WR, MT>(a, w, acc, ln, fa_smem);
+    fd_merge_warps<T, D, WR, MT>(a, w, acc, ln, smem);
     if (w.splits == 1) return;
     /* the flag: one int after the warps' partials; the merge's Lfin: Q's tile, free now */
-    int *last = reinterpret_cast<int *>(fa_smem + RB * D * 2) + (WK * RB * FD_O_ROW(D) + 2 * WK * RB);
+    int *last = reinterpret_cast<int *>(smem + RB * D * 2) + (WK * RB * FD_O_ROW(D) + 2 * WK * RB);
     if (!fd_arrive(a, w, last)) return;
-    fd_merge<T, D>(a, w, reinterpret_cast<float *>(fa_smem));
+    fd_merge<T, D>(a, w, reinterpret_cast<float *>(smem));
+}
+// [end block-loop]
+
+/* One block: split s of the keys of sequence b, for rows r0 .. r0 + RB - 1 of the query
+ * rows of group (b, h_kv) (fd_block_work). grid = S n_rc B H_kv blocks in one dimension,
+ * FD_THREADS threads, fd_smem_bytes() of dynamic shared memory: the Q tile [RB][D], then
+ * STAGES K and STAGES V slots [BC][D], all swizzled; after the loop the K/V slots hold the
+ * warps' partials. WR warps over rows (MT m-tiles each), WK = 4 / WR over the keys of a tile.
+ * Writes O and L directly when its sequence has one split, else its partial, and the last
+ * block of the group to arrive merges all of them into O and L (fd_block_loop). */
+template <typename T, int D, int BC, int WR, int MT, int STAGES>
+__global__ void __launch_bounds__(FD_THREADS) fd_split_kernel(const FdArgs<T> a) {
+#if FA_SM80
+    constexpr int RB = WR * MT * 16;
+    constexpr uint32_t TILE = BC * D * 2;
+    extern __shared__ __align__(128) unsigned char fa_smem[];
+    const uint32_t aQ = smem_u32(fa_smem), aK = aQ + RB * D * 2, aV = aK + STAGES * TILE;
+    const int tid = threadIdx.x;
+    const FdLane<WR> ln(tid >> 5, tid & 31);
+    FdWork w;
+    if (!fd_block_work<T, BC, RB>(a, w)) return;
+    // [region kv-slice]
+    /* TODO(2), second half: K and V of the group (w.b, w.h_kv): its slice of [B, H_kv, N_kv, d],
+     * read once for its G query heads ("One K/V load per GQA group"). */
+    const T *K = a.K; /* TODO(2) */
+    const T *V = a.V; /* TODO(2) */
+    // [end kv-slice]
+    const FdSlice<T> kv = {K, V};
+    fd_load_first<T, D, BC, RB, STAGES>(aQ, aK, aV, a, w, kv, tid);
+    fd_block_loop<T, D, BC, WR, MT, STAGES>(a, w, ln, kv, fa_smem, aQ, aK, aV, tid);
 #endif
 }
 

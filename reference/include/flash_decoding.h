@@ -1,6 +1,6 @@
 /* flash_decoding.h: lesson 12's flash-decoding kernel in parts, for a later lesson that builds its own
  * kernel from them (lesson 16 reads K and V through the block table of a paged KV cache; its tile
- * copies are its own, everything else is these). In the order lesson 12's solution defines them:
+ * copies, fd_load_tile of its paged view, are its own, everything else is these). In the order lesson 12's solution defines them:
  *
  *   config       FD64_BC, FD128_BC (keys per K/V tile), FD_STAGES, FD_THREADS, FD_MERGE_BATCH, FD_SPLITS
  *   args         FdArgs<T>: everything a launch passes to the kernel
@@ -8,10 +8,13 @@
  *   load         load_rows_async, load_q_async: lesson 08's tile copies into swizzled shared memory
  *   work         fd_smem_bytes, FdWork: a block's shared memory and its split, rows and keys
  *   block-work   fd_block_work: which split, rows and keys a block gets from blockIdx.x
+ *   pipeline     FdSlice, fd_load_tile, fd_load_first, fd_load_next: lesson 08's cp.async ring over a
+ *                block's K/V tiles, each tile copied by the fd_load_tile of where the keys lie
  *   lanes        FdLane, FdLdsm, FdAcc, fd_last_key: a warp's place, its ldmatrix rows, its running state
  *   s-mma .. pv  fd_scores, fd_mask_scores, fd_online_softmax, fd_pv: one tile of the online softmax
  *   partial .. merge   fd_write_partial, fd_merge_warps, fd_arrive, fd_merge (and their math): a block's
  *                result, and the merge of the splits by the last block of a group to arrive
+ *   block-loop   fd_block_loop: the kernel's work after its first copies, every tile, then the merges
  *   plan         FdPlan, fd_rows_config, fd_num_splits, fd_make_plan: how a launch covers a decoding step
  *   workspace    fd_ws, fd_workspace: the split workspace (partials and arrival counters)
  *
@@ -30,7 +33,7 @@
  * ptx_cp_async.h (lesson 08) first, from the lesson's file: included from here, "ptx_mma.h" would be
  * this folder's even where the CPU emulator puts its own first on the include path. */
 
-// [generated from solutions/12-flash-decoding/flash_decoding.cu, regions config args gqa load work block-work lanes s-mma mask softmax pv partial warp-merge arrive merge-math merge-warp merge plan workspace]
+// [generated from solutions/12-flash-decoding/flash_decoding.cu, regions config args gqa load work block-work pipeline lanes s-mma mask softmax pv partial warp-merge arrive merge-math merge-warp merge block-loop plan workspace]
 /* Keys per K/V tile (BC) per head dimension, and tiles in the cp.async ring: a tile of K
  * and one of V are 32 KiB at either d, and FD_STAGES - 1 of them are in flight while the
  * warps work on one. Change with -DFD64_BC=64 -DFD_STAGES=4 etc. */
@@ -160,6 +163,50 @@ __device__ __forceinline__ bool fd_block_work(const FdArgs<T> &a, FdWork &w) {
     const int n_tiles = k_end > k_begin ? (k_end - k_begin + BC - 1) / BC : 0;
     w = FdWork{s, rc, grp, b, h_kv, len, splits, r0, rows, k_begin, k_end, n_tiles};
     return true;
+}
+/* Where a block's K/V tiles come from: here the group's slice of the contiguous cache. A later
+ * lesson passes its own kind (lesson 16: a paged view) with its own fd_load_tile, which the
+ * functions below then call. */
+template <typename T>
+struct FdSlice {
+    const T *K, *V; /* slice (b, h_kv) of [B, H_kv, N_kv, d] */
+};
+/* One tile: rows [row0, row0 + BC) of K and V into slots tK and tV, rows >= end zero-filled. */
+template <typename T, int D, int BC>
+__device__ __forceinline__ void fd_load_tile(uint32_t tK, uint32_t tV, const FdSlice<T> &kv, int row0, int end,
+                                             int tid) {
+    load_rows_async<T, D, BC>(tK, kv.K, row0, end, tid);
+    load_rows_async<T, D, BC>(tV, kv.V, row0, end, tid);
+}
+/* Lesson 08's cp.async ring over the block's n_tiles tiles, STAGES slots of K and of V.
+ * Commit groups, oldest first: Q | tile 0 | tile 1 | ... | tile STAGES-2, then one per
+ * step (tile it + STAGES - 1, empty near the end so the count stays right). fd_load_first
+ * issues the first STAGES groups, before the loop. */
+template <typename T, int D, int BC, int RB, int STAGES, class KV>
+__device__ __forceinline__ void fd_load_first(uint32_t aQ, uint32_t aK, uint32_t aV, const FdArgs<T> &a,
+                                              const FdWork &w, const KV &kv, int tid) {
+    constexpr uint32_t TILE = BC * D * 2;
+    load_q_async<T, D, RB>(aQ, a, w.b, w.h_kv, w.r0, tid);
+    cp_async_commit();
+#pragma unroll
+    for (int st = 0; st < STAGES - 1; ++st) {
+        if (st < w.n_tiles) fd_load_tile<T, D, BC>(aK + st * TILE, aV + st * TILE, kv, w.k_begin + st * BC, w.k_end, tid);
+        cp_async_commit();
+    }
+}
+/* Step it of the loop: at step it the groups younger than tile it's are STAGES - 2, so
+ * waiting for that many leaves tile it (and Q) landed. The barrier after the wait also tells
+ * that every warp is done with tile it - 1, whose slot the step's copy refills. */
+template <typename T, int D, int BC, int STAGES, class KV>
+__device__ __forceinline__ void fd_load_next(uint32_t aK, uint32_t aV, const FdWork &w, const KV &kv, int it, int tid) {
+    constexpr uint32_t TILE = BC * D * 2;
+    cp_async_wait<STAGES - 2>();
+    __syncthreads();
+    const int nx = it + STAGES - 1;
+    if (nx < w.n_tiles)
+        fd_load_tile<T, D, BC>(aK + (nx % STAGES) * TILE, aV + (nx % STAGES) * TILE, kv, w.k_begin + nx * BC, w.k_end,
+                               tid);
+    cp_async_commit();
 }
 /* Fragment layouts (lesson 07), g = lane / 4, t = lane % 4:
  *   A 16x16: a[0] (g, 2t..2t+1)  a[1] (g+8, 2t..)  a[2] (g, 2t+8..)  a[3] (g+8, 2t+8..)
@@ -520,6 +567,62 @@ __device__ __forceinline__ void fd_merge(const FdArgs<T> &a, const FdWork &w, fl
         *reinterpret_cast<uint2 *>(a.O + group_row(a, w.b, w.h_kv, w.r0 + r, D) + c) =
             make_uint2(pack2<T>(acc[0], acc[1]), pack2<T>(acc[2], acc[3]));
     }
+}
+/* The block's work after its first copies (fd_split_kernel): for each K/V tile as the ring delivers
+ * it, S, the mask, the online softmax and P V, KS keys at a time; then the warps' merge, and O and L
+ * (one split) or the block's partial and, for the last block of its group to arrive, the merge of
+ * the splits. kv: where the tiles come from, as fd_load_next takes it; smem: the block's shared
+ * memory (the layout below); aQ, aK, aV its Q tile and K and V slots. */
+template <typename T, int D, int BC, int WR, int MT, int STAGES, class KV>
+__device__ __forceinline__ void fd_block_loop(const FdArgs<T> &a, const FdWork &w, const FdLane<WR> &ln, const KV &kv,
+                                              unsigned char *smem, uint32_t aQ, uint32_t aK, uint32_t aV, int tid) {
+    constexpr int WK = 4 / WR, KW = BC / WK, RB = WR * MT * 16;
+    /* Keys per step of the online softmax: the warp's whole slice of the tile, except with
+     * 2 m-tiles (32 rows a warp), where S for the slice beside O does not fit in 255
+     * registers: 16 keys at d = 128, 64 at d = 64 (ptxas -v: no spills then). */
+    constexpr int KS = MT == 2 ? (D == 128 ? 16 : (KW < 64 ? KW : 64)) : KW;
+    static_assert(WR * WK == 4 && KW % KS == 0 && KS % 16 == 0 && STAGES >= 2, "bad configuration");
+    constexpr uint32_t TILE = BC * D * 2;
+    FdAcc<MT, D> acc;
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+        for (int nb = 0; nb < D / 8; ++nb) acc.o[mt][nb][0] = acc.o[mt][nb][1] = acc.o[mt][nb][2] = acc.o[mt][nb][3] = 0.f;
+        acc.m[mt][0] = acc.m[mt][1] = -INFINITY;
+        acc.l[mt][0] = acc.l[mt][1] = 0.f;
+    }
+    const int last_key[2] = {fd_last_key<MT>(a, w, ln, 0, 0), fd_last_key<MT>(a, w, ln, 0, 1)};
+    const FdLdsm<MT, KW> ls(tid & 31, ln.wr, ln.wk);
+    uint32_t qf[MT == 1 ? D / 16 : 1][4]; /* one m-tile: Q's A fragments stay in registers */
+
+    for (int it = 0; it < w.n_tiles; ++it) {
+        const int k0 = w.k_begin + it * BC;
+        fd_load_next<T, D, BC, STAGES>(aK, aV, w, kv, it, tid);
+        if constexpr (MT == 1) {
+            if (it == 0) {
+#pragma unroll
+                for (int kk = 0; kk < D / 16; ++kk) ldmatrix_x4(qf[kk], aQ + swz<D>(ls.q_row, 2 * kk + ls.q_chunk));
+            }
+        }
+        const uint32_t sK = aK + (it % STAGES) * TILE, sV = aV + (it % STAGES) * TILE;
+#pragma unroll 1
+        for (int ks = 0; ks < KW; ks += KS) { /* the warp's keys, KS at a time */
+            float sc[MT][KS / 8][4], base[MT][2];
+            fd_scores<T, D, MT, KW, KS>(sc, qf, aQ, sK, ks, ls);
+            fd_mask_scores<T, BC, WR, MT, KW, KS>(sc, a, w, k0, ks, last_key, ln);
+            fd_online_softmax<D, MT, KS>(sc, acc, base, a.scale_log2);
+            fd_pv<T, D, MT, KW, KS>(sc, base, acc, sV, ks, ls, a.scale_log2);
+        }
+    }
+    cp_async_wait<0>(); /* only empty groups can be left; then the slots are free */
+    __syncthreads();
+
+    fd_merge_warps<T, D, WR, MT>(a, w, acc, ln, smem);
+    if (w.splits == 1) return;
+    /* the flag: one int after the warps' partials; the merge's Lfin: Q's tile, free now */
+    int *last = reinterpret_cast<int *>(smem + RB * D * 2) + (WK * RB * FD_O_ROW(D) + 2 * WK * RB);
+    if (!fd_arrive(a, w, last)) return;
+    fd_merge<T, D>(a, w, reinterpret_cast<float *>(smem));
 }
 /* How a launch covers a decoding step; plain C (the CPU emulator and tests/unit/test_decode.c
  * use it too). */

@@ -69,11 +69,11 @@ static inline int tma_view_params_make(tma_tile_params *p, const void *base, lon
                    TMA_BOX_COLS, TMA_BOX_COLS, TMA_MAX_BOX);
     if (ld < d) TMA_REFUSE("row stride ld = %lld elements is smaller than d = %d", ld, d);
     if ((ld * 2) % 16) TMA_REFUSE("row stride %lld bytes is not a multiple of 16 (a TMA requirement)", ld * 2);
-    if (slice < d || (slice * 2) % 16)
-        TMA_REFUSE("slice stride %lld elements: at least d = %d and a multiple of 16 bytes (a TMA requirement)", slice, d);
     if (N < 1 || BH < 1) TMA_REFUSE("N = %lld and B*H = %lld must be at least 1", N, BH);
     if (N > (1LL << 32) || BH > (1LL << 32))
         TMA_REFUSE("N = %lld or B*H = %lld exceeds 2^32, the largest TMA dimension", N, BH);
+    if (slice < d || (slice * 2) % 16)
+        TMA_REFUSE("slice stride %lld elements: at least d = %d and a multiple of 16 bytes (a TMA requirement)", slice, d);
     if ((double)N * (double)ld * 2.0 >= (double)(1ULL << 40) || (double)slice * 2.0 >= (double)(1ULL << 40))
         TMA_REFUSE("%lld rows of %lld bytes, slices %lld bytes apart: strides must stay below 2^40 bytes", N, ld * 2,
                    slice * 2);

@@ -25,7 +25,7 @@
  *
  * What paging changes, in the order a block meets it: fd_kv_view (its sequence's row of the block
  * table, its K/V head's place inside a key row), fd_key_offset (key j's place in the pool), the tile
- * copies (fd_load_kv: a tile that lies in one page with one lookup, fd_gather_in_page; any other row
+ * copies (fd_load_tile: a tile that lies in one page with one lookup, fd_gather_in_page; any other row
  * by row, fd_gather_rows; each row still in 16-byte cp.async chunks). Everything else, scores,
  * softmax, merges and the split plan, is lesson 12's, unchanged (reference/include/flash_decoding.h,
  * made from lesson 12's solution): a page changes where a key is, not what is done with it.
@@ -225,7 +225,7 @@ __device__ __forceinline__ bool fd_gather_in_page(uint32_t tK, uint32_t tV, cons
 /* One tile of the group's K and V, rows [row0, row0 + BC), into slot tiles tK and tV: from the
  * contiguous slice (lesson 12's load_rows_async), or through the table, in one page or row by row. */
 template <typename T, int D, int BC>
-__device__ __forceinline__ void fd_load_kv(uint32_t tK, uint32_t tV, const FdKv<T> &kv, int row0, int end, int tid) {
+__device__ __forceinline__ void fd_load_tile(uint32_t tK, uint32_t tV, const FdKv<T> &kv, int row0, int end, int tid) {
     constexpr int CH = D / 8, STEP = FD_THREADS / CH;
     static_assert(FD_THREADS % CH == 0 && BC % STEP == 0 && STEP % 8 == 0, "tile copy must split evenly");
     if (!kv.pages) {
@@ -237,38 +237,9 @@ __device__ __forceinline__ void fd_load_kv(uint32_t tK, uint32_t tV, const FdKv<
 }
 // [end gather]
 
-// [region pipeline]
-/* Lesson 12's cp.async ring over the block's n_tiles tiles (STAGES slots of K and of V), its tiles
- * copied by fd_load_kv. Commit groups, oldest first: Q | tile 0 | ... | tile STAGES-2, then one per
- * step (tile it + STAGES - 1, empty near the end so the count stays right). fd_load_first issues the
- * first STAGES groups, before the loop; fd_load_next, at step it, waits for tile it, and the barrier
- * after the wait says that every warp is done with the slot the step's copy refills. */
-template <typename T, int D, int BC, int RB, int STAGES>
-__device__ __forceinline__ void fd_load_first(uint32_t aQ, uint32_t aK, uint32_t aV, const FdArgs<T> &a,
-                                              const FdWork &w, const FdKv<T> &kv, int tid) {
-    constexpr uint32_t TILE = BC * D * 2;
-    load_q_async<T, D, RB>(aQ, a, w.b, w.h_kv, w.r0, tid);
-    cp_async_commit();
-#pragma unroll
-    for (int st = 0; st < STAGES - 1; ++st) {
-        if (st < w.n_tiles) fd_load_kv<T, D, BC>(aK + st * TILE, aV + st * TILE, kv, w.k_begin + st * BC, w.k_end, tid);
-        cp_async_commit();
-    }
-}
-template <typename T, int D, int BC, int STAGES>
-__device__ __forceinline__ void fd_load_next(uint32_t aK, uint32_t aV, const FdWork &w, const FdKv<T> &kv, int it,
-                                             int tid) {
-    constexpr uint32_t TILE = BC * D * 2;
-    cp_async_wait<STAGES - 2>();
-    __syncthreads();
-    const int nx = it + STAGES - 1;
-    if (nx < w.n_tiles)
-        fd_load_kv<T, D, BC>(aK + (nx % STAGES) * TILE, aV + (nx % STAGES) * TILE, kv, w.k_begin + nx * BC, w.k_end, tid);
-    cp_async_commit();
-}
-// [end pipeline]
-
-/* Lesson 12's kernel, its tiles read through fd_load_kv. One block: split s of the keys of
+// [region kernel]
+/* Lesson 12's kernel, its tiles read through fd_load_tile (lesson 12's fd_load_first, fd_load_next and
+ * fd_block_loop call the one of the view they are given). One block: split s of the keys of
  * sequence b, for rows r0 .. r0 + RB - 1 of the query rows of group (b, h_kv) (fd_block_work). grid = S n_rc B H_kv blocks in one dimension,
  * FD_THREADS threads, fd_smem_bytes() of dynamic shared memory: the Q tile [RB][D], then
  * STAGES K and STAGES V slots [BC][D], all swizzled; after the loop the K/V slots hold the
@@ -278,12 +249,6 @@ __device__ __forceinline__ void fd_load_next(uint32_t aK, uint32_t aV, const FdW
  * block of the group to arrive merges all of them into O and L. */
 template <typename T, int D, int BC, int WR, int MT, int STAGES>
 __global__ void __launch_bounds__(FD_THREADS) fd_split_kernel(const PagedArgs<T> a) {
-    constexpr int WK = 4 / WR, KW = BC / WK;
-    /* Keys per step of the online softmax: the warp's whole slice of the tile, except with
-     * 2 m-tiles (32 rows a warp), where S for the slice beside O does not fit in 255
-     * registers: 16 keys at d = 128, 64 at d = 64 (ptxas -v: no spills then). */
-    constexpr int KS = MT == 2 ? (D == 128 ? 16 : (KW < 64 ? KW : 64)) : KW;
-    static_assert(WR * WK == 4 && KW % KS == 0 && KS % 16 == 0 && STAGES >= 2, "bad configuration");
 #if FA_SM80
     constexpr int RB = WR * MT * 16;
     constexpr uint32_t TILE = BC * D * 2;
@@ -297,49 +262,10 @@ __global__ void __launch_bounds__(FD_THREADS) fd_split_kernel(const PagedArgs<T>
     constexpr int slice_at = fd_smem_bytes<D, BC, WR, MT, STAGES>(); /* the table's slice, after lesson 12's */
     fd_stage_table(kv, w, reinterpret_cast<int *>(fa_smem + slice_at), tid);
     fd_load_first<T, D, BC, RB, STAGES>(aQ, aK, aV, a, w, kv, tid);
-
-    FdAcc<MT, D> acc;
-#pragma unroll
-    for (int mt = 0; mt < MT; ++mt) {
-#pragma unroll
-        for (int nb = 0; nb < D / 8; ++nb) acc.o[mt][nb][0] = acc.o[mt][nb][1] = acc.o[mt][nb][2] = acc.o[mt][nb][3] = 0.f;
-        acc.m[mt][0] = acc.m[mt][1] = -INFINITY;
-        acc.l[mt][0] = acc.l[mt][1] = 0.f;
-    }
-    const int last_key[2] = {fd_last_key<MT>(a, w, ln, 0, 0), fd_last_key<MT>(a, w, ln, 0, 1)};
-    const FdLdsm<MT, KW> ls(tid & 31, ln.wr, ln.wk);
-    uint32_t qf[MT == 1 ? D / 16 : 1][4]; /* one m-tile: Q's A fragments stay in registers */
-
-    for (int it = 0; it < w.n_tiles; ++it) {
-        const int k0 = w.k_begin + it * BC;
-        fd_load_next<T, D, BC, STAGES>(aK, aV, w, kv, it, tid);
-        if constexpr (MT == 1) {
-            if (it == 0) {
-#pragma unroll
-                for (int kk = 0; kk < D / 16; ++kk) ldmatrix_x4(qf[kk], aQ + swz<D>(ls.q_row, 2 * kk + ls.q_chunk));
-            }
-        }
-        const uint32_t sK = aK + (it % STAGES) * TILE, sV = aV + (it % STAGES) * TILE;
-#pragma unroll 1
-        for (int ks = 0; ks < KW; ks += KS) { /* the warp's keys, KS at a time */
-            float sc[MT][KS / 8][4], base[MT][2];
-            fd_scores<T, D, MT, KW, KS>(sc, qf, aQ, sK, ks, ls);
-            fd_mask_scores<T, BC, WR, MT, KW, KS>(sc, a, w, k0, ks, last_key, ln);
-            fd_online_softmax<D, MT, KS>(sc, acc, base, a.scale_log2);
-            fd_pv<T, D, MT, KW, KS>(sc, base, acc, sV, ks, ls, a.scale_log2);
-        }
-    }
-    cp_async_wait<0>(); /* only empty groups can be left; then the slots are free */
-    __syncthreads();
-
-    fd_merge_warps<T, D, WR, MT>(a, w, acc, ln, fa_smem);
-    if (w.splits == 1) return;
-    /* the flag: one int after the warps' partials; the merge's Lfin: Q's tile, free now */
-    int *last = reinterpret_cast<int *>(fa_smem + RB * D * 2) + (WK * RB * FD_O_ROW(D) + 2 * WK * RB);
-    if (!fd_arrive(a, w, last)) return;
-    fd_merge<T, D>(a, w, reinterpret_cast<float *>(fa_smem));
+    fd_block_loop<T, D, BC, WR, MT, STAGES>(a, w, ln, kv, fa_smem, aQ, aK, aV, tid);
 #endif
 }
+// [end kernel]
 
 // [region append]
 /* Everything the append kernel reads (attention_append_kv fills it). */
