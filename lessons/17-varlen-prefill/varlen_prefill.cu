@@ -89,7 +89,7 @@ __device__ __forceinline__ Seq seq_of(const Batch &bt, int b) {
  * items first and the short ones fill the end (FlashAttention-3 sorts its varlen batches the same
  * way); first[] the exclusive prefix sum of their work items, ceil(n_q / BR) H each, in that order;
  * first[B] their number. A rank sort: B^2 / PLAN_THREADS comparisons per thread, from shared memory
- * (B = 4096: 16 k each, tens of microseconds; the benchmark's batch of ~25 sequences: nothing). */
+ * (B = 4096: 16 k each, tens of microseconds; make bench-17's batch of 18 sequences: nothing). */
 static size_t plan_smem_bytes(int B) { return sizeof(int) * (2 * (size_t)B + PLAN_THREADS); }
 template <int BR>
 __global__ void __launch_bounds__(PLAN_THREADS) varlen_plan_kernel(Batch bt, int *order, int *first) {
@@ -157,6 +157,7 @@ __device__ __forceinline__ Item item_of(const Batch &bt, int t) {
     it.w = work_of<BR, BC>(t - bt.first[lo], it.s.n_q, bt.H, bt.causal, hs < 1.f ? 1 : hs > bt.H ? bt.H : (int)hs);
     // TODO(3): the diagonal's shift and the item's K/V tile count: every key of the sequence, or,
     //   causal, those up to the last row's diagonal (README, "Chunked prefill: the diagonal moves").
+    //   work_of counted the tiles of a square sequence of n_q keys: set it.w.n_tiles anew.
     it.diag = 0;
     return it;
 }

@@ -100,7 +100,7 @@ __device__ __forceinline__ Seq seq_of(const Batch &bt, int b) {
  * items first and the short ones fill the end (FlashAttention-3 sorts its varlen batches the same
  * way); first[] the exclusive prefix sum of their work items, ceil(n_q / BR) H each, in that order;
  * first[B] their number. A rank sort: B^2 / PLAN_THREADS comparisons per thread, from shared memory
- * (B = 4096: 16 k each, tens of microseconds; the benchmark's batch of ~25 sequences: nothing). */
+ * (B = 4096: 16 k each, tens of microseconds; make bench-17's batch of 18 sequences: nothing). */
 static size_t plan_smem_bytes(int B) { return sizeof(int) * (2 * (size_t)B + PLAN_THREADS); }
 template <int BR>
 __global__ void __launch_bounds__(PLAN_THREADS) varlen_plan_kernel(Batch bt, int *order, int *first) {
@@ -172,6 +172,7 @@ __device__ __forceinline__ Item item_of(const Batch &bt, int t) {
     // TODO(3) begin
     //| // TODO(3): the diagonal's shift and the item's K/V tile count: every key of the sequence, or,
     //| //   causal, those up to the last row's diagonal (README, "Chunked prefill: the diagonal moves").
+    //| //   work_of counted the tiles of a square sequence of n_q keys: set it.w.n_tiles anew.
     //| it.diag = 0;
     it.diag = bt.causal ? it.s.n_k - it.s.n_q : 0;
     const int kv_end = bt.causal ? min(it.s.n_k, it.w.q0 + BR + it.diag) : it.s.n_k;
