@@ -15,7 +15,9 @@
 # Everything is local: math is MathML, CSS is one file, no scripts, no network.
 #
 # Environment: DOCS_ROOT (repository to build, default: the one holding this
-# script), PANDOC (default pandoc). Exits non-zero if any page fails to build
+# script), PANDOC (default pandoc), DOCS_ONLY (a regular expression of page ids: render
+# only those pages, with the whole site's navigation, and draw no chart; for a test of one
+# page, tests/checks/new_lesson_test.sh). Exits non-zero if any page fails to build
 # (unresolved include, unreadable file, bad template...). Warnings (a link to a
 # missing file, math pandoc could not convert) are printed and also left in
 # OUT/build.log for tests/docs/check_site.sh.
@@ -75,6 +77,7 @@ mkdir -p "$OUT/assets/docs/results" "$OUT/assets/results"
 for f in "${svgs[@]}"; do cp "$ROOT/$f" "$OUT/assets/$f"; done
 # A CSV with committed charts (docs/results/<name>-*.svg, e.g. make bench's) gets those.
 for csv in "${csvs[@]}"; do
+  [[ -z ${DOCS_ONLY:-} ]] || break
   name=$(basename "$csv" .csv)
   has_charts=("$DOCS/results/$name"-*.svg)
   [[ ${#has_charts[@]} -eq 0 ]] || continue
@@ -90,6 +93,7 @@ cp "$DOCS/style.css" "$OUT/style.css"
 
 status=0
 while IFS=$'\t' read -r id src title _parent; do
+  [[ -z ${DOCS_ONLY:-} || $id =~ ^(${DOCS_ONLY})$ ]] || continue
   if DOCS_ROOT=$ROOT DOCS_OUT=$OUT DOCS_SRC=$src DOCS_PAGES=$PAGES \
      DOCS_RESULTS_CSV=$(printf '%s\n' "${csvs[@]}") DOCS_RESULTS_SVG=$(printf '%s\n' "${svgs[@]}") \
      "$PANDOC" "$ROOT/$src" \
