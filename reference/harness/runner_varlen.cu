@@ -339,6 +339,12 @@ static bool matches(const Varlen &p, const got_row &g, int b, int h, int i, hypo
     });
 }
 
+/* The keys of sequence b, K/V head hk, as row_matches reads them (sequence by sequence, p.K and p.V). */
+static key_rows slice_keys(const Varlen &p, int b, int hk) {
+    const size_t kv = kv_slice(p, b, hk);
+    return [&p, kv](int j, int w) -> const float * { return &(w ? p.V : p.K)[kv + (size_t)j * p.c.d]; };
+}
+
 /* The diagnosis lines of a failing packed case (joined by "\n      ", each "diagnosis: ..."):
  * which sequences, what their rows match, where to look. */
 static std::string varlen_diagnosis(const Varlen &p, const graded_rows &g, const run_result &r, const tolerance tol[2]) {
@@ -397,14 +403,25 @@ static std::string varlen_diagnosis(const Varlen &p, const graded_rows &g, const
             if (!HYPOTHESES[hy].causal_only || c.causal) fit[hy] += matches(p, gr, b, h, i, HYPOTHESES[hy].f);
         for (int h2 = 0; h2 < c.H_kv && c.H_kv > 1; ++h2) { /* another K/V head: right but for hk */
             if (h2 == h / p.G) continue;
-            const size_t kv = kv_slice(p, b, h2);
-            const bool m = row_matches(gr, q_row(p, b, h, i), visible(p, b, i), [&](int j, int w) -> const float * {
-                return &(w ? p.V : p.K)[kv + (size_t)j * c.d];
-            });
-            if (m) { ++n_head; head_fit[h] = h2; head_mod += h2 == h % c.H_kv; break; }
+            if (row_matches(gr, q_row(p, b, h, i), visible(p, b, i), slice_keys(p, b, h2))) {
+                ++n_head;
+                head_fit[h] = h2;
+                head_mod += h2 == h % c.H_kv;
+                break;
+            }
         }
     }
     auto fits = [n](int k) { return k > 0 && 10 * k >= 9 * n; };
+    /* how many of the same wrong rows a reading f(b, h, i, the row as the kernel wrote it) matches */
+    auto sampled = [&](auto f) {
+        int k = 0;
+        for (size_t s = 0; s < wrong.size(); s += step) {
+            const size_t q = wrong[s];
+            const got_row gr = {&O[q * d], L[q], c.d, tol[OUT_O], tol[OUT_L], (double)p.args.scale};
+            k += f(g.rows[q].first / c.H, g.rows[q].first % c.H, g.rows[q].second, gr);
+        }
+        return k;
+    };
     bool named = false;
     for (size_t hy = 0; hy < fit.size() && !named; ++hy)
         if (fits(fit[hy])) {
@@ -412,17 +429,12 @@ static std::string varlen_diagnosis(const Varlen &p, const graded_rows &g, const
             named = true;
         }
     if (!named && c.causal) { /* their last keys missing: a row matches its first K keys, K a multiple of 16 */
-        int n_cut = 0;
-        for (size_t k = 0; k < wrong.size(); k += step) {
-            const size_t q = wrong[k];
-            const int b = g.rows[q].first / c.H, h = g.rows[q].first % c.H, i = g.rows[q].second;
-            const got_row gr = {&O[q * d], L[q], c.d, tol[OUT_O], tol[OUT_L], (double)p.args.scale};
-            const size_t kv = kv_slice(p, b, h / p.G);
+        const int n_cut = sampled([&](int b, int h, int i, const got_row &gr) {
+            const key_rows keys = slice_keys(p, b, h / p.G);
             for (int cut = (visible(p, b, i) - 1) / 16 * 16; cut >= 16; cut -= 16)
-                if (row_matches(gr, q_row(p, b, h, i), cut, [&](int j, int w) -> const float * {
-                        return &(w ? p.V : p.K)[kv + (size_t)j * c.d];
-                    })) { ++n_cut; break; }
-        }
+                if (row_matches(gr, q_row(p, b, h, i), cut, keys)) return true;
+            return false;
+        });
         if (fits(n_cut)) {
             lines.push_back("the wrong rows match this reading: their last visible keys are missing, each row is "
                             "attention over its first K keys, K a multiple of 16 below the seqlen_k - seqlen_q + i + 1 "
@@ -432,22 +444,16 @@ static std::string varlen_diagnosis(const Varlen &p, const graded_rows &g, const
         }
     }
     if (!named && c.B > 1) { /* O rows of sequence b that the tile of sequence b - 1 running past its end wrote */
-        int n_over = 0;
-        for (size_t k = 0; k < wrong.size(); k += step) {
-            const size_t q = wrong[k];
-            const int b = g.rows[q].first / c.H, h = g.rows[q].first % c.H, i = g.rows[q].second;
-            got_row gr = {&O[q * d], L[q], c.d, tol[OUT_O], tol[OUT_L], (double)p.args.scale};
+        const int n_over = sampled([&](int b, int h, int i, got_row gr) {
             gr.tolL = {INFINITY, 0}; /* O only: L may have been written right */
             /* an earlier sequence e whose tile of up to 256 rows reaches this row: the row as e's row i0 */
             for (int e = b - 1; e >= 0 && p.cu_q[b] + i - p.cu_q[e] < 256; --e) {
                 const int i0 = p.cu_q[b] + i - p.cu_q[e];
                 const int nk = c.causal ? std::min(len_k(p, e), len_k(p, e) - len_q(p, e) + i0 + 1) : len_k(p, e);
-                const size_t kv = kv_slice(p, e, h / p.G);
-                if (nk > 0 && row_matches(gr, q_row(p, b, h, i), nk, [&](int j, int w) -> const float * {
-                        return &(w ? p.V : p.K)[kv + (size_t)j * c.d];
-                    })) { ++n_over; break; }
+                if (nk > 0 && row_matches(gr, q_row(p, b, h, i), nk, slice_keys(p, e, h / p.G))) return true;
             }
-        }
+            return false;
+        });
         if (fits(n_over)) {
             lines.push_back("the wrong rows match this reading: their O rows are what an earlier sequence computes for "
                             "rows past its own end (its query tile continued into this sequence's tokens, against its "
