@@ -26,6 +26,10 @@ build/hostsim/fake_cuda.o: tests/fake_cuda/fake_cuda.cpp tests/fake_cuda/fake_cu
 build/hostsim/fake_device.o build/hostsim/fake_cuda.o:
 	@mkdir -p build/hostsim
 	$(HOSTSIM_CXX) -Itests/fake_cuda -c $< -o $@
+# Every object named as a target, its recipe still the pattern rule's: GNU make 4.4 (Debian 13,
+# Homebrew) first tries only the pattern rules whose prerequisites exist or are named so, and on a
+# fresh tree would give emu-lessonN to the rule emu-% below ("has no emulator driver"); 4.3 did not
+$(HOSTSIM_FWD_OBJ) $(HOSTSIM_OBJ) build/host/cpu_reference.o:
 # objects are prerequisites, not a sub-make: two steps of make -j2 would build the same one at once
 EMU_OBJS = $(if $(HOSTSIM_HAVE_CUDA),$(HOSTSIM_FWD_OBJ) $(HOSTSIM_OBJ) build/host/cpu_reference.o)
 EMU_ENV = EMU_FWD_OBJ='$(HOSTSIM_FWD_OBJ)' EMU_BWD_OBJ='$(HOSTSIM_OBJ)' EMU_CXX='$(EMU_CXX)' EMU_OPT='$(EMU_OPT)' \
