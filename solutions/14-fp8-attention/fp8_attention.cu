@@ -497,9 +497,9 @@ struct Kernel {
      * and packs P. Turns: S_0, n_tiles - 1 pairs, the last P V. Nothing is done per tile that can
      * be done once per item: the descriptors are a base plus constants, the descales come from a
      * walker (KvScales), the tiles that need a mask are counted before the loop. (In the SASS,
-     * ptxas moves the wait for P V to the top of the softmax's basic block; a branch that holds it
-     * after the softmax ran 12% slower: the two warpgroups' softmaxes then overlap and share the
-     * issue slots, instead of taking turns with the tensor cores. worklog/README.md, section 9.) */
+     * ptxas moves the wait for P V ahead of the softmax, to interleave O's rescale with the
+     * exponentials; every version that kept the wait later, FlashAttention-3's order included,
+     * ran 4-14% slower: worklog/README.md, sections 9, 11 and 15.) */
     __device__ __forceinline__ void mma_loop(const Warpgroup &wg, Consumer &w, const Work &wk, int row) const {
         const int n_tiles = wk.n_tiles;
         const float sq = scale_log2 * ds.of(ds.q, ds.q_rows, wk.bh, wk.q0 + wg.wg_row0);
