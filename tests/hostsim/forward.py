@@ -49,7 +49,7 @@ CHECKS = [
     ("fwd", "outside", "-b 1 -H 2 -n 33 -d 64 --dtype fp16 --check-only", 1, r"diagnosis: wrote outside O"),
     ("fwd", "unwritten", "-b 2 -H 1 -n 33 -d 64 --dtype fp32", 1, r"not written"),
     ("fwd", "notimpl", "--csv", 3, r"NOT IMPLEMENTED: lesson 05's attention_forward[\s\S]*hostsim-forward,not-implemented,0,"),
-    ("fwd", "tail", "--fuzz 3 --seed 2 --dtype fp32", 1, r"rerun: \./fwd -b \d+ -H \d+ -n \d+ -d \d+ --dtype fp32 --seed 2 --check-only"),
+    ("fwd", "tail", "--fuzz 3 --seed 3 --dtype fp32", 1, r"rerun: \./fwd -b \d+ -H \d+ -n \d+ -d \d+ --dtype fp32 --seed 3 --check-only"),
     ("dec", "", "-b 2 -H 8 --kv-heads 2 -n 4 --kv-seq 300 -d 64 --causal --ragged --check-only", 0,
      r"pass  custom fp32  B=2 H=8 N=4 d=64 N_kv=300 H_kv=2 ragged causal"),
     ("dec", "", "-b 2 -H 8 --kv-heads 2 -n 1 --kv-seq 3000 -d 128 --ragged --dtype fp16 --csv",
@@ -91,8 +91,8 @@ CHECKS = [
     ("ring", "ranks3", "-b 1 -H 2 -n 48 -d 64 --dtype fp16 --seed 1 --check-only", 1,
      r"pass  custom fp16  B=1 H=2 N=48 d=64 on 2 ranks[\s\S]*rerun: \./ring -b 1 -H 2 -n 48 -d 64 --dtype fp16 "
      r"--ranks 3 --seed 1 --check-only[\s\S]*1 of 3 cases passed\ndiagnosis: only the rings of 3 or more ranks fail"),
-    ("ring", "ranks3", "--fuzz 3 --seed 2 --dtype fp16", 1,
-     r"\(3 cases x fp16, on 2, 3 and 4 ranks in turn\)[\s\S]*--ranks 4 --seed 2 --check-only"),
+    ("ring", "ranks3", "--fuzz 3 --seed 1 --dtype fp16", 1,
+     r"\(3 cases x fp16, on 2, 3 and 4 ranks in turn\)[\s\S]*--ranks 4 --seed 1 --check-only"),
     # its transport fixes the ranks (lesson 15's NCCL ring, one rank per GPU): graded once, --ranks refused
     ("ring", "", "-b 1 -H 2 -n 48 -d 64 --dtype fp16 --check-only", 0,
      r"\(1 cases x fp16, on 4 ranks, one per GPU\):\n    pass  custom fp16  B=1 H=2 N=48 d=64  ", {"HOSTSIM_RANKS_FIXED": "4"}),
