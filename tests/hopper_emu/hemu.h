@@ -572,6 +572,15 @@ static inline float __shfl_xor_sync(unsigned, float x, int m) {
     return r;
 }
 
+/* prmt.b32 in its default mode (CUDA's __byte_perm): byte n of the result is byte (s >> 4 n) & 7 of
+ * the 8 bytes {y, x} (x bytes 0-3, y bytes 4-7). */
+static inline uint32_t __byte_perm(uint32_t x, uint32_t y, uint32_t s) {
+    const uint64_t v = (uint64_t)y << 32 | x;
+    uint32_t r = 0;
+    for (int n = 0; n < 4; ++n) r |= (uint32_t)(v >> (8 * ((s >> (4 * n)) & 7)) & 0xffu) << (8 * n);
+    return r;
+}
+
 /* ---------------------------------------------------------------- setmaxnreg ---- */
 static void emu_setmaxnreg(int r, bool inc) {
     emu_progress++;
