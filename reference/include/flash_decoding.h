@@ -17,6 +17,7 @@
  *   block-loop   fd_block_loop: the kernel's work after its first copies, every tile, then the merges
  *   plan         FdPlan, fd_rows_config, fd_num_splits, fd_make_plan: how a launch covers a decoding step
  *   workspace    fd_ws, fd_workspace: the split workspace (partials and arrival counters)
+ *   launch       fd_prepare_kernel, fd_fill_args: a launch's shared-memory size and SM count, its arguments
  *
  * Shapes, layouts, preconditions and sources (Flash-Decoding, Dao, Haziza, Massa, Sizov, 2023):
  * solutions/12-flash-decoding/flash_decoding.cu, whose regions these are, made by `make starters`
@@ -33,7 +34,7 @@
  * ptx_cp_async.h (lesson 08) first, from the lesson's file: included from here, "ptx_mma.h" would be
  * this folder's even where the CPU emulator puts its own first on the include path. */
 
-// [generated from solutions/12-flash-decoding/flash_decoding.cu, regions config args gqa load work block-work pipeline lanes s-mma mask softmax pv partial warp-merge arrive merge-math merge-warp merge block-loop plan workspace]
+// [generated from solutions/12-flash-decoding/flash_decoding.cu, regions config args gqa load work block-work pipeline lanes s-mma mask softmax pv partial warp-merge arrive merge-math merge-warp merge block-loop plan workspace launch]
 /* Keys per K/V tile (BC) per head dimension, and tiles in the cp.async ring: a tile of K
  * and one of V are 32 KiB at either d, and FD_STAGES - 1 of them are in flight while the
  * warps work on one. Change with -DFD64_BC=64 -DFD_STAGES=4 etc. */
@@ -708,6 +709,37 @@ static int fd_workspace(size_t opart, size_t lpart, size_t ncount, cudaStream_t 
     }
     if (cudaMemsetAsync(fd_ws.count, 0, ncount * 4, s) != cudaSuccess) return ATTN_OUT_OF_MEMORY;
     fd_ws.opart = opart, fd_ws.lpart = lpart, fd_ws.ncount = ncount;
+    return ATTN_OK;
+}
+/* Once per kernel instantiation (the caller keeps the answer): allows `kernel` its `smem` bytes of
+ * dynamic shared memory; the device's SM count, or 0 when the device cannot give that much. */
+template <typename Kernel>
+static long long fd_prepare_kernel(Kernel kernel, int smem) {
+    int dev = 0, optin = 0, sms = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || smem > optin ||
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem) != cudaSuccess)
+        return 0;
+    return sms;
+}
+/* What every launch passes the kernel from the call `a` and its plan `p` (G query heads per K/V head,
+ * R = G N rows per group), the split workspace included when the plan splits (p.S > 1); a kernel
+ * with more arguments (lesson 16's block table) adds its own. ATTN_OK or fd_workspace's error. */
+template <typename T, int D>
+static int fd_fill_args(FdArgs<T> &args, const attn_args *a, int G, int R, const FdPlan &p) {
+    args.Q = (const T *)a->Q; args.K = (const T *)a->K; args.V = (const T *)a->V;
+    args.O = (T *)a->O; args.L = a->L; args.seqlens = a->seqlens_kv;
+    args.H = a->H; args.H_kv = a->H_kv; args.N = a->N; args.N_kv = a->N_kv;
+    args.G = G; args.R = R; args.n_rc = p.n_rc; args.S = p.S; args.chunk = p.chunk; args.causal = a->causal;
+    args.scale_log2 = a->scale * 1.4426950408889634f;
+    args.Opart = args.Lpart = NULL, args.count = NULL;
+    if (p.S > 1) {
+        const size_t groups = (size_t)a->B * a->H_kv;
+        const int rc = fd_workspace(groups * p.S * R * D, groups * p.S * R, groups * p.n_rc, (cudaStream_t)a->stream);
+        if (rc != ATTN_OK) return rc;
+        args.Opart = fd_ws.Opart; args.Lpart = fd_ws.Lpart; args.count = fd_ws.count;
+    }
     return ATTN_OK;
 }
 // [end generated]

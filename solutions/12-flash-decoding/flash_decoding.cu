@@ -932,27 +932,24 @@ static int fd_workspace(size_t opart, size_t lpart, size_t ncount, cudaStream_t 
 }
 // [end workspace]
 
-/* Plan and launch one configuration. The split rule counts one slot per SM, not every
- * resident block: this kernel streams K and V, and a second block on an SM adds little
- * bandwidth but one more partial for the merge (the lesson's "How many splits"). */
-template <typename T, int D, int BC, int WR, int MT>
-static int fd_launch(const attn_args *a) {
-    constexpr int smem = fd_smem_bytes<D, BC, WR, MT, FD_STAGES>();
-    auto kernel = fd_split_kernel<T, D, BC, WR, MT, FD_STAGES>;
-    static long long sm_count = 0;
-    if (!sm_count) {
-        int dev = 0, optin = 0, sms = 0;
-        if (cudaGetDevice(&dev) != cudaSuccess ||
-            cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess ||
-            cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || smem > optin ||
-            cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem) != cudaSuccess)
-            return ATTN_UNSUPPORTED;
-        sm_count = sms;
-    }
-    const int G = a->H / a->H_kv, R = G * a->N;
-    const FdPlan p = fd_make_plan(a->B, a->H_kv, R, a->N_kv, BC, sm_count, FD_SPLITS);
-    if (p.blocks > 0x7fffffffLL) return ATTN_UNSUPPORTED;
-    FdArgs<T> args;
+// [region launch]
+/* Once per kernel instantiation (the caller keeps the answer): allows `kernel` its `smem` bytes of
+ * dynamic shared memory; the device's SM count, or 0 when the device cannot give that much. */
+template <typename Kernel>
+static long long fd_prepare_kernel(Kernel kernel, int smem) {
+    int dev = 0, optin = 0, sms = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || smem > optin ||
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem) != cudaSuccess)
+        return 0;
+    return sms;
+}
+/* What every launch passes the kernel from the call `a` and its plan `p` (G query heads per K/V head,
+ * R = G N rows per group), the split workspace included when the plan splits (p.S > 1); a kernel
+ * with more arguments (lesson 16's block table) adds its own. ATTN_OK or fd_workspace's error. */
+template <typename T, int D>
+static int fd_fill_args(FdArgs<T> &args, const attn_args *a, int G, int R, const FdPlan &p) {
     args.Q = (const T *)a->Q; args.K = (const T *)a->K; args.V = (const T *)a->V;
     args.O = (T *)a->O; args.L = a->L; args.seqlens = a->seqlens_kv;
     args.H = a->H; args.H_kv = a->H_kv; args.N = a->N; args.N_kv = a->N_kv;
@@ -965,6 +962,25 @@ static int fd_launch(const attn_args *a) {
         if (rc != ATTN_OK) return rc;
         args.Opart = fd_ws.Opart; args.Lpart = fd_ws.Lpart; args.count = fd_ws.count;
     }
+    return ATTN_OK;
+}
+// [end launch]
+
+/* Plan and launch one configuration. The split rule counts one slot per SM, not every
+ * resident block: this kernel streams K and V, and a second block on an SM adds little
+ * bandwidth but one more partial for the merge (the lesson's "How many splits"). */
+template <typename T, int D, int BC, int WR, int MT>
+static int fd_launch(const attn_args *a) {
+    constexpr int smem = fd_smem_bytes<D, BC, WR, MT, FD_STAGES>();
+    auto kernel = fd_split_kernel<T, D, BC, WR, MT, FD_STAGES>;
+    static long long sm_count = 0;
+    if (!sm_count && !(sm_count = fd_prepare_kernel(kernel, smem))) return ATTN_UNSUPPORTED;
+    const int G = a->H / a->H_kv, R = G * a->N;
+    const FdPlan p = fd_make_plan(a->B, a->H_kv, R, a->N_kv, BC, sm_count, FD_SPLITS);
+    if (p.blocks > 0x7fffffffLL) return ATTN_UNSUPPORTED;
+    FdArgs<T> args;
+    const int rc = fd_fill_args<T, D>(args, a, G, R, p);
+    if (rc != ATTN_OK) return rc;
     kernel<<<(unsigned)p.blocks, FD_THREADS, smem, (cudaStream_t)a->stream>>>(args);
     return ATTN_OK;
 }

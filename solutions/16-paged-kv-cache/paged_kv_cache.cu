@@ -344,33 +344,15 @@ static int fd_launch(const attn_args *a) {
     constexpr int smem = fd_smem_bytes<D, BC, WR, MT, FD_STAGES>() + FD16_SLICE_ENTRIES * 4;
     auto kernel = fd_split_kernel<T, D, BC, WR, MT, FD_STAGES>;
     static long long sm_count = 0;
-    if (!sm_count) {
-        int dev = 0, optin = 0, sms = 0;
-        if (cudaGetDevice(&dev) != cudaSuccess ||
-            cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess ||
-            cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || smem > optin ||
-            cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem) != cudaSuccess)
-            return ATTN_UNSUPPORTED;
-        sm_count = sms;
-    }
+    if (!sm_count && !(sm_count = fd_prepare_kernel(kernel, smem))) return ATTN_UNSUPPORTED;
     const int G = a->H / a->H_kv, R = G * a->N;
     const FdPlan p = fd_paged_plan(a, R, BC, sm_count);
     if (p.blocks > 0x7fffffffLL) return ATTN_UNSUPPORTED;
     PagedArgs<T> args;
-    args.Q = (const T *)a->Q; args.K = (const T *)a->K; args.V = (const T *)a->V;
-    args.O = (T *)a->O; args.L = a->L; args.seqlens = a->seqlens_kv;
-    args.H = a->H; args.H_kv = a->H_kv; args.N = a->N; args.N_kv = a->N_kv;
-    args.G = G; args.R = R; args.n_rc = p.n_rc; args.S = p.S; args.chunk = p.chunk; args.causal = a->causal;
-    args.scale_log2 = a->scale * 1.4426950408889634f;
+    const int rc = fd_fill_args<T, D>(args, a, G, R, p);
+    if (rc != ATTN_OK) return rc;
     args.block_table = a->block_table; args.B = a->B; args.max_pages = a->max_pages;
     args.page_shift = fd_log2(a->page_size);
-    args.Opart = args.Lpart = NULL, args.count = NULL;
-    if (p.S > 1) {
-        const size_t groups = (size_t)a->B * a->H_kv;
-        const int rc = fd_workspace(groups * p.S * R * D, groups * p.S * R, groups * p.n_rc, (cudaStream_t)a->stream);
-        if (rc != ATTN_OK) return rc;
-        args.Opart = fd_ws.Opart; args.Lpart = fd_ws.Lpart; args.count = fd_ws.count;
-    }
     kernel<<<(unsigned)p.blocks, FD_THREADS, smem, (cudaStream_t)a->stream>>>(args);
     return ATTN_OK;
 }
