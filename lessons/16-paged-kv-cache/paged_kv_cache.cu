@@ -91,7 +91,7 @@ __device__ __forceinline__ FdKv<T> fd_kv_view(const PagedArgs<T> &a, const FdWor
         kv.row = D;
         return kv;
     }
-    /* TODO(1), first half: the paged view ("Where a key lives"). kv.K and kv.V at K/V head
+    /* TODO(1), first half: the paged view (README, "The pool and the block table"). kv.K and kv.V at K/V head
      * w.h_kv's place in a key row of the pools a.K, a.V; kv.pages at sequence w.b's row of
      * a.block_table (a.max_pages entries a row), from its entry kv.page0 = 0; kv.shift =
      * a.page_shift; kv.row, the elements from one key of a page to the next. */
@@ -156,7 +156,7 @@ __device__ __forceinline__ void fd_gather_rows(uint32_t tK, uint32_t tV, const F
     constexpr int CH = D / 8, STEP = FD_THREADS / CH;
     const int r0 = tid / CH, ch = tid % CH;
     const uint32_t dst = swz<D>(r0, ch);
-    /* TODO(2): the gather, row by row ("A tile through the table"). For i = 0 .. ROWS / STEP - 1 this
+    /* TODO(2): the gather, row by row (README, "How the loads change"). For i = 0 .. ROWS / STEP - 1 this
      * thread copies chunk ch (8 elements, 16 bytes) of key j = row0 + r0 + i STEP from kv.K and
      * kv.V at the key's offset (TODO(1)) to tK and tV at dst + i STEP D 2 bytes, with cp_async_16:
      * one lookup per row, for K and V. A key j >= end is not the split's: zero-fill it (valid =
@@ -174,7 +174,7 @@ __device__ __forceinline__ bool fd_gather_in_page(uint32_t tK, uint32_t tV, cons
     constexpr int CH = D / 8, STEP = FD_THREADS / CH;
     const int r0 = tid / CH, ch = tid % CH;
     const uint32_t dst = swz<D>(r0, ch);
-    /* TODO(3): a tile's page range ("A tile in one page"). The tile's first and last rows, row0
+    /* TODO(3): a tile's page range (README, "How the loads change"). The tile's first and last rows, row0
      * and row0 + ROWS - 1, are in pages row0 >> kv.shift and (row0 + ROWS - 1) >> kv.shift (compare
      * the numbers: look up no entry past the sequence's end). Two pages or more: return false.
      * One: look up row0 once (TODO(1)), then copy as TODO(2) does, key j = row0 + r0 + i STEP being
@@ -260,7 +260,7 @@ __global__ void __launch_bounds__(FD_APPEND_THREADS) fd_append_kernel(const FdAp
         const int b = (int)(token / a.n_new), t = (int)(token % a.n_new);
         const int len = a.seqlens ? a.seqlens[b] : a.N_kv;
         const FdKv<T> kv = {NULL, NULL, a.block_table + (size_t)b * a.max_pages, 0, a.page_shift, a.H_kv * D};
-        /* TODO(4): the append's address ("Appending a step"). Which key of sequence b new token t
+        /* TODO(4): the append's address (README, "Appending a step's keys"). Which key of sequence b new token t
          * becomes (len counts the new keys already), and the element offset in the pools of that
          * key's K/V head h_kv, column c: the page lookup of TODO(1) over kv (sequence b's row of the
          * table) gives the key's row; the head is h_kv D elements into it. */
