@@ -240,7 +240,8 @@ int main(int argc, char **argv) {
            emu_tma_late ? "when a thread waits on their barrier" : "at issue");
     check_layouts<64>();
     check_layouts<128>();
-    printf("layout check: the kernel's descriptors %s the tiles' layout\n", g_bad_layout ? "DO NOT MATCH" : "match");
+    printf("layout check: desc_kmajor and desc_mnmajor %s the tiles' layout (a tile's base and a box's offset, which the "
+           "kernel adds, are checked by the results below, not here)\n", g_bad_layout ? "DO NOT MATCH" : "match");
     g_fail += g_bad_layout != 0;
     /* ragged N, one tile, several query tiles (the ring of 2 slots wraps), causal (the diagonal
      * inside a warpgroup's keys, tiles skipped), x30 logits, both dtypes, both d */

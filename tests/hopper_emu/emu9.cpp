@@ -245,7 +245,8 @@ int main(int argc, char **argv) {
            emu_tma_late ? "when a thread waits on their barrier" : "at issue");
     int lay = check_layout<64, 128>() + check_layout<128, 128>() + check_layout<64, 192>() +
               check_layout<128, 176>() + check_layout<64, 64>() + check_layout<64, 96>();
-    printf("layout check: the kernel's descriptors %s the TMA layout\n", lay ? "DO NOT MATCH" : "match");
+    printf("layout check: the kernel's descriptor functions %s the TMA layout (the base addresses the kernel passes "
+           "them are checked by the results below, not here)\n", lay ? "DO NOT MATCH" : "match");
     g_fail += lay != 0;
 #ifdef FA_EXP2_FMA
     /* the exp2-fma variant's polynomial against exp2, on every exponent it can meet */
