@@ -264,6 +264,17 @@ void diagnose_bwd(const bwd_facts *f, char *out, size_t cap) {
         nbad += f->bad[g] > 0;
     }
     if (nbad == 0) return;
+    /* 0. all three gradients zero: nothing reached them, and every hypothesis that leaves out terms
+     * (the skipped pairs above all) would fit trivially, so say it plainly first */
+    int zero = 0;
+    for (int g = 0; g < 3; ++g) zero += f->bad[g] > 0 && !isnan(f->factor[g]) && fabs(f->factor[g]) < 0.02;
+    if (zero == 3) {
+        snprintf(out, cap, "dQ, dK and dV are all zero on most elements: nothing added into any of them. Every "
+                 "gradient goes through P (dV = P^T dO; dQ and dK through dS = P o (dP - D)), so a P that is zero "
+                 "everywhere does this (its exponential not computed or not stored), and so does a loop over the "
+                 "tiles that never runs: check P = exp2(S scale log2(e) - L2) first, then the tile loops");
+        return;
+    }
     /* 1. a hypothesis the numbers match */
     int best = -1;
     for (int v = 1; v < BWD_VARIANT_COUNT; ++v)

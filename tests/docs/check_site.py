@@ -273,9 +273,10 @@ def main(root, site):
                 errors.append(f"{label}:{line}: given code {what} is hidden in a solution block (only "
                               f"solutions/ excerpts are collapsed)")
         for line, text in p.summaries:
-            if not " ".join(text.split()).startswith("Show the solution's code"):
+            if not " ".join(text.split()).startswith(("Show the solution's code", "Show the solution's report")):
                 errors.append(f"{label}:{line}: a solution block's summary should read \"Show the "
-                              f"solution's code\", not {' '.join(text.split())[:60]!r}")
+                              f"solution's code\" (or \"report\", for an emulator report), not "
+                              f"{' '.join(text.split())[:60]!r}")
         src = os.path.join(root, p.source) if p.source else None
         if src and os.path.isfile(src):
             with open(src, encoding="utf-8") as fh:

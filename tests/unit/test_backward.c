@@ -94,7 +94,7 @@ Test(backward_fit, fit_and_factor) {
 /* ---- a simulated fp32 kernel ---- */
 
 typedef enum { BUG_NONE, BUG_NO_D, BUG_L_BASE2, BUG_S_UNSCALED, BUG_DV_UNMASKED, BUG_SWAP, BUG_DS_NO_SCALE, BUG_DK_ROWS, BUG_DV_SCALED,
-              BUG_DQ_LAST_ROW, BUG_PAIRS_SKIPPED } bug;
+              BUG_DQ_LAST_ROW, BUG_PAIRS_SKIPPED, BUG_P_ZERO } bug;
 
 /* Algorithm 2 in float, the way lesson 10 computes it, with one bug planted. */
 static void sim_kernel(const slice *s, bug b, double *dQ, double *dK, double *dV) {
@@ -125,7 +125,7 @@ static void sim_kernel(const slice *s, bug b, double *dQ, double *dK, double *dV
             }
             const float e = exp2f(sc * (b == BUG_S_UNSCALED ? log2e : scale_log2) - L2);
             const int masked = s->causal && j > i;
-            const float p = masked ? 0.f : e, pv = (b == BUG_DV_UNMASKED ? e : p) * (b == BUG_DV_SCALED ? scale : 1.f);
+            const float p = masked || b == BUG_P_ZERO ? 0.f : e, pv = (b == BUG_DV_UNMASKED ? e : p) * (b == BUG_DV_SCALED ? scale : 1.f);
             const float ds = p * (dp - Dv[i]) * (b == BUG_DS_NO_SCALE ? 1.f : scale);
             const int jk = b == BUG_DK_ROWS ? (j + 1) % N : j; /* dK written to the wrong key row */
             for (int c = 0; c < d; ++c) {
@@ -218,6 +218,12 @@ Test(backward_sim, a_few_wrong_rows_are_no_factor) {
 Test(backward_sim, skipped_tile_pairs_are_named) {
     expect_diagnosis(60, 32, 0, 1, BUG_PAIRS_SKIPPED, "among the 32 rows where dQ is wrong and j among the 20 rows");
     expect_diagnosis(60, 32, 1, 1, BUG_PAIRS_SKIPPED, "among the 20 rows where dQ is wrong and j among the 20 rows");
+}
+
+Test(backward_sim, zero_p_is_named_before_skipped_pairs) {
+    /* P never computed: every gradient is zero, which a backward that skips every pair also gives */
+    expect_diagnosis(60, 32, 0, 1, BUG_P_ZERO, "dQ, dK and dV are all zero on most elements");
+    expect_diagnosis(60, 32, 1, 1, BUG_P_ZERO, "dQ, dK and dV are all zero on most elements");
 }
 
 Test(backward_diagnose, zero_gradient) {
