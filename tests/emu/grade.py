@@ -288,6 +288,9 @@ def main():
               "make lesson1 && ./lesson1)" % (n, DESCRIPTORS[n]["emulator"] if n in DESCRIPTORS else "no lesson"))
         return 2
     if graded:  # the counts of a file that computes the right answer (bank conflicts alone may fail it)
+        if rc:
+            print("%s: FAIL stands (the emulator's error above); the performance report below is about speed "
+                  "only, and its \"Nothing flagged\" does not clear that error" % name)
         print_report(n, src, name)
     print("What the emulator cannot check: %s." % CANNOT[kind])
     return rc
