@@ -271,8 +271,9 @@ void diagnose_bwd(const bwd_facts *f, char *out, size_t cap) {
     if (zero == 3) {
         snprintf(out, cap, "dQ, dK and dV are all zero on most elements: nothing added into any of them. Every "
                  "gradient goes through P (dV = P^T dO; dQ and dK through dS = P o (dP - D)), so a P that is zero "
-                 "everywhere does this (its exponential not computed or not stored), and so does a loop over the "
-                 "tiles that never runs: check P = exp2(S scale log2(e) - L2) first, then the tile loops");
+                 "everywhere does this (its exponential not computed or not stored), and so do products that never "
+                 "run or are not written yet, and a loop over the tiles that never runs: check P = exp2(S scale "
+                 "log2(e) - L2) first, then the products that add into dV, dK and dQ, then the tile loops");
         return;
     }
     /* 1. a hypothesis the numbers match */
