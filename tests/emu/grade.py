@@ -64,7 +64,8 @@ DRIVER_VAR = {d["emu_driver"]: "EMU%s_SRC" % d["emu_driver"][4:].upper() for d i
 CANNOT = {
     "fp32": "speed, and races that only real hardware shows (blocks run one after another here)",
     "wmma": "speed, and races that only real hardware shows (blocks run one after another here); a wmma call "
-            "inside a branch that some lanes skip is reported as a hang (EMU HANG), not as a wrong result",
+            "inside a branch that some lanes skip is reported as a contract error (\"not every lane of the warp "
+            "made this call\") or a hang (EMU HANG), not as a wrong result",
     "warp": "speed, your PTX wrappers where the lesson has you write them (the emulator brings its own), "
             "and races that only real hardware shows (blocks run one after another here)",
     "driver": "speed, the host code of your file (the driver launches the kernel itself), "

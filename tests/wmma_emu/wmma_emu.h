@@ -52,12 +52,27 @@ inline int emu_lane() { return emu::tid().x % 32; }
 
 inline void __syncthreads() { emu_block->block.arrive_and_wait(); }
 inline void __syncwarp(unsigned = 0xffffffffu) { emu_block->warp[emu_warp()].arrive_and_wait(); }
-inline float __shfl_xor_sync(unsigned, float v, int m) {
-    emu_block->shfl[emu_warp()][emu_lane()] = v;
+/* The warp shuffles a lesson may write (any 4-byte type), each a rendezvous of the warp's 32 lanes:
+ * the value of lane `src` (idx), lane ^ m (xor), lane + d (down, own value past the end), lane - d (up). */
+template <class T> inline T emu_shfl(T v, int from) {
+    static_assert(sizeof(T) == 4, "the emulator's shuffles move 4-byte values");
+    float bits;
+    memcpy(&bits, &v, 4);
+    emu_block->shfl[emu_warp()][emu_lane()] = bits;
     __syncwarp();
-    float r = emu_block->shfl[emu_warp()][emu_lane() ^ m];
+    bits = emu_block->shfl[emu_warp()][from & 31];
     __syncwarp();
+    T r;
+    memcpy(&r, &bits, 4);
     return r;
+}
+template <class T> inline T __shfl_xor_sync(unsigned, T v, int m) { return emu_shfl(v, emu_lane() ^ m); }
+template <class T> inline T __shfl_sync(unsigned, T v, int src) { return emu_shfl(v, src); }
+template <class T> inline T __shfl_down_sync(unsigned, T v, unsigned d) {
+    return emu_shfl(v, emu_lane() + (int)d < 32 ? emu_lane() + (int)d : emu_lane());
+}
+template <class T> inline T __shfl_up_sync(unsigned, T v, unsigned d) {
+    return emu_shfl(v, emu_lane() >= (int)d ? emu_lane() - (int)d : emu_lane());
 }
 inline void __trap() { fprintf(stderr, "__trap()\n"); abort(); }
 
@@ -93,7 +108,10 @@ inline void emu_contract(const void *p, unsigned ldm, size_t elem, const char *w
     if (emu_lane() == 0) {
         for (int l = 1; l < 32; ++l)
             if (b->arg_ptr[w][l] != p || b->arg_ldm[w][l] != ldm) {
-                fprintf(stderr, "%s: lanes disagree on pointer or ldm\n", what); abort();
+                fprintf(stderr, "%s: lanes disagree on pointer or ldm, or not every lane of the warp made this "
+                        "call (a wmma call inside a branch that some lanes skip: every lane must take part)\n",
+                        what);
+                abort();
             }
         if ((uintptr_t)p % 32) { fprintf(stderr, "%s: pointer not 32-byte aligned\n", what); abort(); }
         if (ldm * elem % 16) { fprintf(stderr, "%s: ldm not a multiple of 16 bytes\n", what); abort(); }
