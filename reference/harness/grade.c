@@ -167,14 +167,14 @@ void grader_finish_ex(const grader *g, grade_report *r, const char *every_row_ms
     *r = g->r;
     r->summary[0] = '\0';
     if (r->bad == 0) return;
-    char msg[256];
+    char msg[320];
     if (r->unwritten) {
         snprintf(msg, sizeof msg, "not written: %ld elements still hold the poison the harness wrote before the launch",
                  r->unwritten);
         add(r->summary, sizeof r->summary, msg);
     }
     if (r->nonfinite) {
-        snprintf(msg, sizeof msg, "overflow/NaN: %ld elements are NaN or Inf (max not subtracted? exp(-inf - (-inf)) on a fully masked block? a read outside the inputs, which the GPU harness surrounds with NaN?)",
+        snprintf(msg, sizeof msg, "overflow/NaN: %ld elements are NaN or Inf (max not subtracted? exp(-inf - (-inf)) on a fully masked block? a read of what nobody wrote: past the inputs, which the GPU harness surrounds with NaN, or shared memory before its barrier, NaN on the CPU emulator?)",
                  r->nonfinite);
         add(r->summary, sizeof r->summary, msg);
     }

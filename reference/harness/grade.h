@@ -59,7 +59,7 @@ typedef struct {
     long rows_checked, rows_bad;
     int nfirst;
     mismatch first[GRADE_FIRST];
-    char summary[640];              /* "; "-separated diagnoses, empty when all good */
+    char summary[768];              /* "; "-separated diagnoses, empty when all good */
 } grade_report;
 
 /* A grader accumulates one tensor viewed as [BH, N, width] (width = d for O,
