@@ -152,23 +152,67 @@ __device__ __host__ __forceinline__ int key_of_column(int k) {
 // [region transpose-v]
 /* The preprocessing pass: Vt [B H, d, Npad] e4m3 codes (Npad = N rounded up to B_c), row c of
  * slice bh holding column c of V with its keys in key_of_column's order within every 32 keys and
- * zeros (code 0) past N. Thread (bh, 16-key chunk, c): 16 codes of row c, read with c fastest so a
- * warp reads 32 consecutive bytes of each key. `total` = B H (Npad / 16) d threads, blocks of
- * TRANSPOSE_THREADS. */
-constexpr int TRANSPOSE_THREADS = 256;
-__global__ void transpose_v_kernel(const uint8_t *__restrict__ V, uint8_t *__restrict__ Vt, int N, int Npad,
-                                   long long total) {
-    const long long i = (long long)blockIdx.x * TRANSPOSE_THREADS + threadIdx.x;
-    if (i >= total) return;
-    const int c = (int)(i % D), chunks = Npad / 16;
-    const long long bh = i / D / chunks;
-    const int k0 = (int)(i / D % chunks) * 16;  // this thread's 16 positions k0 .. k0 + 15 of row c
-    uint32_t w[4] = {0, 0, 0, 0};
-    // TODO(2): the 16 codes of row c at positions k0 .. k0 + 15: position p holds column c of key
-    //   (k0 rounded down to 32) + key_of_column((k0 % 32) + p) of slice bh of V ([B H, N, 128]
-    //   codes), code 0 for keys >= N; byte p % 4 of w[p / 4] (README, "V^T, once, before the kernel").
-    (void)V; (void)bh; (void)N;
-    *reinterpret_cast<uint4 *>(Vt + ((size_t)bh * D + c) * Npad + k0) = make_uint4(w[0], w[1], w[2], w[3]);
+ * zeros (code 0) past N. Block b: slice bh = b / (Npad / 64), keys k0 = 64 (b % (Npad / 64)) ..
+ * k0 + 63 of all 128 columns; TRANSPOSE_THREADS threads, TRANSPOSE_SMEM bytes of dynamic shared
+ * memory. It reads its 64 keys with 16-byte loads into a tile, then each thread turns 4 words of
+ * the tile (4 columns of 4 keys) into 4 words of V^T (4 keys of 4 columns) with byte permutes and
+ * writes 16 bytes to each of 4 rows of V^T. (A thread per 16 codes of a row, reading one byte per
+ * load, ran at less than half this speed: worklog/README.md, section 17.) */
+constexpr int TRANSPOSE_THREADS = 128, TRANSPOSE_KEYS = 64;
+constexpr uint32_t TRANSPOSE_SMEM = TRANSPOSE_KEYS * D;
+/* Word `word` (codes 4 word .. 4 word + 3) of tile row r (key k0 + r). Rows 16..31 of every 32
+ * keep their halves swapped (word ^ 16), so that rows r and r + 16, which one warp reads at
+ * once, meet different banks. */
+__device__ __forceinline__ uint32_t vt_tile_word(uint32_t tile, int r, int word) {
+    return tile + (uint32_t)r * D + 4u * (uint32_t)(word ^ (r & 16));
+}
+/* A 4 x 4 transpose of bytes: out[j] holds byte j of a[0], a[1], a[2], a[3] (a[0]'s lowest). */
+__device__ __forceinline__ void transpose4x4_bytes(const uint32_t (&a)[4], uint32_t (&out)[4]) {
+    const uint32_t t0 = __byte_perm(a[0], a[1], 0x5140), t1 = __byte_perm(a[0], a[1], 0x7362);  // bytes 0, 1 | 2, 3
+    const uint32_t t2 = __byte_perm(a[2], a[3], 0x5140), t3 = __byte_perm(a[2], a[3], 0x7362);
+    out[0] = __byte_perm(t0, t2, 0x5410);
+    out[1] = __byte_perm(t0, t2, 0x7632);
+    out[2] = __byte_perm(t1, t3, 0x5410);
+    out[3] = __byte_perm(t1, t3, 0x7632);
+}
+__global__ void __launch_bounds__(TRANSPOSE_THREADS)
+transpose_v_kernel(const uint8_t *__restrict__ V, uint8_t *__restrict__ Vt, int N, int Npad) {
+    extern __shared__ __align__(1024) unsigned char fa_smem[];
+    const uint32_t tile = smem_u32(fa_smem);
+    const int tiles = Npad / TRANSPOSE_KEYS, tid = threadIdx.x;
+    const long long bh = blockIdx.x / tiles;
+    const int k0 = (int)(blockIdx.x % tiles) * TRANSPOSE_KEYS;
+#pragma unroll
+    for (int u = tid; u < TRANSPOSE_KEYS * D / 16; u += TRANSPOSE_THREADS) {  // 8 chunks of 16 codes per key
+        const int r = u / (D / 16), ch = u % (D / 16), key = k0 + r;
+        uint4 x = make_uint4(0u, 0u, 0u, 0u);
+        if (key < N) x = *reinterpret_cast<const uint4 *>(V + ((size_t)bh * N + key) * D + 16 * ch);
+        st_shared_v4(vt_tile_word(tile, r, 4 * ch), x);
+    }
+    __syncthreads();
+    /* Thread: columns 4 cg .. 4 cg + 3, positions 16 pb .. 16 pb + 15 of the 64; lanes 2 i and
+     * 2 i + 1 write the two halves of 32 positions of a row, one whole 32-byte sector. */
+    const int warp = tid / 32, lane = tid % 32;
+    const int cg = 16 * (warp & 1) + lane / 2, pb = 2 * (warp >> 1) + (lane & 1);
+    uint32_t w[4][4];  // w[j][q]: row 4 cg + j of V^T, positions 16 pb + 4 q .. + 3
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+        uint32_t a[4], col[4];  // a[v]: codes 4 cg .. 4 cg + 3 of the key that position 16 pb + 4 q + v holds
+#pragma unroll
+        for (int v = 0; v < 4; ++v) {
+            // TODO(2): a[v] = ld_shared_u32(vt_tile_word(tile, r, cg)), r the tile row of the key that
+            //   position p = 16 pb + 4 q + v holds in key_of_column's order (README, "TODO(1), TODO(2): V^T,
+            //   once, before the kernel"). As shipped: zeros.
+            a[v] = 0u;
+        }
+        transpose4x4_bytes(a, col);
+#pragma unroll
+        for (int j = 0; j < 4; ++j) w[j][q] = col[j];
+    }
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+        *reinterpret_cast<uint4 *>(Vt + ((size_t)bh * D + 4 * cg + j) * Npad + k0 + 16 * pb) =
+            make_uint4(w[j][0], w[j][1], w[j][2], w[j][3]);
 }
 // [end transpose-v]
 
@@ -655,10 +699,10 @@ int attention_forward(const attn_args *a) {
     static Fp8State st = {};
     const int rc = prepare(&st, a, Npad);
     if (rc != ATTN_OK) return rc;
-    const long long total = (long long)BH * (Npad / 16) * D;  // the preprocessing pass: V -> V^T
-    transpose_v_kernel<<<(unsigned)((total + TRANSPOSE_THREADS - 1) / TRANSPOSE_THREADS), TRANSPOSE_THREADS, 0,
-                         (cudaStream_t)a->stream>>>(
-        (const uint8_t *)a->V, st.vt, a->N, Npad, total);
+    const long long vt_blocks = (long long)BH * (Npad / TRANSPOSE_KEYS);  // the preprocessing pass: V -> V^T
+    if (vt_blocks > 0x7fffffffLL) return ATTN_UNSUPPORTED;
+    transpose_v_kernel<<<(unsigned)vt_blocks, TRANSPOSE_THREADS, TRANSPOSE_SMEM, (cudaStream_t)a->stream>>>(
+        (const uint8_t *)a->V, st.vt, a->N, Npad);
     const Descales ds = {a->fp8.descale_q, a->fp8.descale_k, a->fp8.descale_v, a->fp8.q_rows, a->fp8.kv_rows, a->N};
     fp8_forward_kernel<<<(unsigned)work, THREADS, SL::ALLOC, (cudaStream_t)a->stream>>>(
         st.mq, st.mk, st.mvt, (__nv_bfloat16 *)a->O, a->L, ds, a->N, BH, a->scale * 1.4426950408889634f, a->causal);
