@@ -24,8 +24,9 @@ double attention_prefix_max_f64(const float *q, const float *K, int nk, int d, d
  * values): a plain FP8 attention, the unnormalized P = exp(S - m) <= 1 rounded to e4m3 with
  * its scale (e4m3(P * FP8_P_SCALE) / FP8_P_SCALE, fp8.h; l sums the unrounded values, as a
  * kernel's fp32 row sum does), O = P V / l rounded to bf16; both products accumulated the way
- * Hopper's FP8 tensor cores do, 32 products at a time, every term cut to 13 bits below the
- * largest one's leading bit (cpu_reference.c, fp8_accumulate). nk < 1: o = 0, L = -inf. */
+ * Hopper's FP8 tensor cores do, 32 products at a time, every term cut to 12 bits below the
+ * largest one's leading bit (the hardware's 13 in the codes' units, one less for the descales:
+ * cpu_reference.c, fp8_accumulate). nk < 1: o = 0, L = -inf. */
 void attention_prefix_lowp(const float *q, const float *K, const float *V, int nk, int d, float scale,
                            dtype_t dtype, double *o, double *L);
 

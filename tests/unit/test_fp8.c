@@ -139,7 +139,7 @@ Test(fp8, plain_reference_and_its_tolerance) {
 
 Test(fp8, plain_reference_keeps_the_tensor_cores_accumulator_bits) {
     /* S = 32 x (32 x 1) + 0.25 x 0.25 = 1024.0625: after the first 32 products the accumulator holds
-     * 1024, whose 13 fraction bits end at 2^-3, so the next instruction's 0.0625 is cut away */
+     * 1024, whose 12 fraction bits end at 2^-2, so the next instruction's 0.0625 is cut away */
     enum { d = 64 };
     float q[d] = {0}, k[d] = {0}, v[d] = {0};
     for (int c = 0; c < 32; ++c) { q[c] = 32; k[c] = 1; }
@@ -148,17 +148,17 @@ Test(fp8, plain_reference_keeps_the_tensor_cores_accumulator_bits) {
     double o[d], L, o64[d], L64;
     attention_prefix_lowp(q, k, v, 1, d, 1.0f, DTYPE_E4M3, o, &L);
     attention_prefix_f64(q, k, v, 1, d, 1.0, o64, &L64);
-    cr_assert_eq(L, 1024.0, "plain FP8 S %.6f: the accumulator keeps 13 fraction bits", L);
+    cr_assert_eq(L, 1024.0, "plain FP8 S %.6f: the accumulator keeps 12 fraction bits", L);
     cr_assert_eq(L64, 1024.0625);
     attention_prefix_lowp(q, k, v, 1, d, 1.0f, DTYPE_FP16, o, &L);
     cr_assert_eq(L, 1024.0625, "fp16 inputs accumulate in fp32");
     /* cancelling terms: 14 x (+64), 15 x (-64) and three of +-0.0625 in one instruction: the largest
-     * term's 13 bits end at 2^-7, so 0.0625 survives */
+     * term's 12 bits end at 2^-6, so 0.0625 survives */
     for (int c = 0; c < 32; ++c) { q[c] = 8; k[c] = c < 16 ? 8 : -8; }
     q[32] = 0; k[32] = 0;
     q[1] = 0.25f; k[1] = 0.25f; q[17] = 0.25f; k[17] = -0.25f; q[2] = 0.25f; k[2] = 0.25f;
     attention_prefix_lowp(q, k, v, 1, d, 1.0f, DTYPE_E4M3, o, &L);
     attention_prefix_f64(q, k, v, 1, d, 1.0, o64, &L64);
     cr_assert_eq(L64, 14 * 64.0 - 15 * 64.0 + 0.0625);
-    cr_assert_eq(L, L64, "terms of 64: 13 bits reach 2^-7, and 0.0625 is kept");
+    cr_assert_eq(L, L64, "terms of 64: 12 bits reach 2^-6, and 0.0625 is kept");
 }
