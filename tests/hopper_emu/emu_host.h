@@ -29,6 +29,17 @@ static bool emu_launch(dim3 grid, int nt, size_t smem, const std::function<void(
     return emu_launch(grid.x, nt, smem, 65536 / nt / 8 * 8, fn);
 }
 
+/* cudaLaunchKernelEx (a launch with attributes, such as a programmatic dependent launch): the same
+ * launch as kernel<<<grid, block, smem>>>, its attributes without effect here (hemu.h, griddep_wait). */
+template <class... P, class... A>
+static cudaError_t emu_launch_kernel_ex(const cudaLaunchConfig_t *cfg, void (*kernel)(P...), A &&...args) {
+    return emu_launch(cfg->gridDim, (int)(cfg->blockDim.x * cfg->blockDim.y * cfg->blockDim.z), cfg->dynamicSmemBytes,
+                      [&] { kernel(args...); })
+               ? cudaSuccess
+               : cudaErrorLaunchFailure;
+}
+#define cudaLaunchKernelEx emu_launch_kernel_ex
+
 /* cuTensorMapEncodeTiled as the emulator's TMA reads it (hemu.h, emu_encode_tensor_map). */
 static CUresult emu_tensor_map_encode(CUtensorMap *m, CUtensorMapDataType type, cuuint32_t rank, void *base,
                                       const cuuint64_t *dims, const cuuint64_t *strides, const cuuint32_t *box,

@@ -90,7 +90,9 @@
 static emu::Idx emu_gdim;
 #define threadIdx (emu::tid())
 #define blockIdx (emu::bid())
-#define gridDim emu_gdim
+/* gridDim: a reference, not a macro, so that host code may name a launch configuration's field of
+ * that name (cudaLaunchConfig_t: emu_host.h's cudaLaunchKernelEx). */
+static emu::Idx &gridDim = emu_gdim;
 static inline int min(int a, int b) { return a < b ? a : b; }
 static inline int max(int a, int b) { return a > b ? a : b; }
 
@@ -542,6 +544,11 @@ static void emu_named(int id, int count, bool wait) {
 static inline void named_sync(int id, int count) { emu_named(id, count, true); }
 static inline void named_arrive(int id, int count) { emu_named(id, count, false); }
 static inline void __syncthreads() { emu_named(0, emu_nt, true); }
+/* Programmatic dependent launch (griddepcontrol.launch_dependents / .wait): the emulator runs one
+ * launch to its end before the next begins, so a dependent launch never starts early and its wait
+ * has nothing to wait for. A lesson's wrappers of the two instructions (behind FA_EMULATOR) are these. */
+static inline void griddep_launch_dependents() {}
+static inline void griddep_wait() {}
 static void __syncwarp(unsigned = 0xffffffffu) {
     emu_progress++;
     EmuNamedBar &b = emu_blk->warpbar[emu_me()->warp];
