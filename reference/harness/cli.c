@@ -59,6 +59,9 @@ void print_usage(const char *prog, int cpu_lesson) {
            "      --warmup W     untimed launches first, 0..1000 (default 3)\n"
            "      --timeout T    seconds one launch may take before it is reported as a hang,\n"
            "                     0.1..3600 (default 20)\n"
+           "      --logit-scale S  Q multiplied by S, so every score is S times larger, 1..1000\n"
+           "                     (default 1; the case matrix's x30 case is 30); with no shape\n"
+           "                     option, for every case of the matrix\n"
            "      --check-only   grade only, no timing\n"
            "      --bench-only   time only, no grading\n"
            "      --csv          print one machine-readable row at the end\n"
@@ -122,20 +125,20 @@ void print_usage(const char *prog, int cpu_lesson) {
 int parse_options(int argc, char **argv, options *o, char *err, size_t errlen) {
     memset(o, 0, sizeof *o);
     o->B = BENCH_B; o->H = BENCH_H; o->N = BENCH_N; o->d = BENCH_D;
-    o->dtype = -1; o->ring_delay_us = -1; o->reps = 30; o->warmup = 3; o->timeout_s = 20.0;
+    o->dtype = -1; o->ring_delay_us = -1; o->reps = 30; o->warmup = 3; o->timeout_s = 20.0; o->logit_scale = 1.0f;
     o->seed = (uint64_t)time(NULL) ^ ((uint64_t)clock() << 32);
     o->seed %= 1000000007ULL; /* short enough to retype */
 
     enum { OPT_WARMUP = 1000, OPT_TIMEOUT, OPT_CHECK, OPT_BENCH, OPT_CSV, OPT_FUZZ, OPT_KV_SEQ, OPT_KV_HEADS,
            OPT_RAGGED, OPT_QUANT, OPT_HADAMARD, OPT_OUTLIERS, OPT_RANKS, OPT_PAGED, OPT_VARLEN, OPT_SEQLENS,
-           OPT_TRANSPORT, OPT_RING_DELAY };
+           OPT_TRANSPORT, OPT_RING_DELAY, OPT_LOGIT_SCALE };
     static const struct option longopts[] = {
         {"batch", required_argument, 0, 'b'}, {"heads", required_argument, 0, 'H'},
         {"seq", required_argument, 0, 'n'},   {"dim", required_argument, 0, 'd'},
         {"causal", no_argument, 0, 'c'},      {"dtype", required_argument, 0, 't'},
         {"seed", required_argument, 0, 's'},  {"reps", required_argument, 0, 'r'},
         {"warmup", required_argument, 0, OPT_WARMUP},
-        {"timeout", required_argument, 0, OPT_TIMEOUT},
+        {"timeout", required_argument, 0, OPT_TIMEOUT}, {"logit-scale", required_argument, 0, OPT_LOGIT_SCALE},
         {"check-only", no_argument, 0, OPT_CHECK}, {"bench-only", no_argument, 0, OPT_BENCH},
         {"csv", no_argument, 0, OPT_CSV},     {"help", no_argument, 0, 'h'},
         {"fuzz", required_argument, 0, OPT_FUZZ},
@@ -249,6 +252,18 @@ int parse_options(int argc, char **argv, options *o, char *err, size_t errlen) {
                 return 2;
             }
             o->timeout_s = t;
+            break;
+        }
+        case OPT_LOGIT_SCALE: {
+            char *end;
+            errno = 0;
+            double t = strtod(optarg, &end);
+            if (errno || end == optarg || *end || !(t >= 1 && t <= 1000)) {
+                snprintf(err, errlen, "--logit-scale '%s' is not valid: expected a factor in 1..1000 (the case "
+                         "matrix's x30 case: 30)", optarg);
+                return 2;
+            }
+            o->logit_scale = (float)t;
             break;
         }
         case OPT_CHECK: o->check_only = 1; break;

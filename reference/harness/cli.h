@@ -57,6 +57,7 @@ typedef struct {
     double timeout_s;     /* per launch; a kernel running longer is reported as a hang */
     int check_only, bench_only, csv;
     int fuzz;             /* >0: grade this many random valid shapes instead of the matrix */
+    float logit_scale;    /* --logit-scale: Q multiplied by it (1: not given; the matrix's x30 case: 30) */
     /* Decode shapes (lessons with LESSON_DECODE): 0 = not given (resolve_shape fills them). */
     int N_kv;             /* --kv-seq: keys per K/V slice, the longest sequence */
     int H_kv;             /* --kv-heads: K/V heads, dividing H */

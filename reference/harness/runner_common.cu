@@ -230,6 +230,7 @@ shape_case bench_shape(const options &o) {
         b.seqlens_q.assign(len.begin(), len.begin() + n);
     }
     b.page_size = o.page_size ? o.page_size : paged_lesson() && !o.shape_given ? PAGED_BENCH_PAGE : 0;
+    b.qscale = o.logit_scale;
     b.outliers = o.outliers;
     b.fp8_tensor = o.quant_tensor;
     b.hadamard = o.hadamard;
@@ -607,29 +608,39 @@ void print_failure_pattern(const std::vector<case_outcome> &v, const char *what_
                what_ragged);
 }
 
+std::string logits_text(const shape_case &c) {
+    if (c.qscale == 1.f) return "";
+    char b[40];
+    snprintf(b, sizeof b, " x%g logits", c.qscale);
+    return b;
+}
+
 void print_rerun(const shape_case &c0, int dt, uint64_t run_seed) {
     const shape_case c = normalized(c0);
-    const std::string more = std::string(c.outliers ? " --outliers" : "") + (c.fp8_tensor ? " --quant tensor" : "") +
-                             (c.hadamard ? " --hadamard" : "") + (c.ranks ? " --ranks " + std::to_string(c.ranks) : "");
+    char scale[48] = "";
+    if (c.qscale != 1.f) snprintf(scale, sizeof scale, " --logit-scale %g", c.qscale);
+    const std::string more = std::string(scale) + (c.outliers ? " --outliers" : "") +
+                             (c.fp8_tensor ? " --quant tensor" : "") + (c.hadamard ? " --hadamard" : "") +
+                             (c.ranks ? " --ranks " + std::to_string(c.ranks) : "");
     if (is_varlen(c))
-        printf("          rerun: ./%s --seqlens %s -H %d%s -d %d --dtype %s%s --seed %llu --check-only\n", runner_prog,
+        printf("          rerun: ./%s --seqlens %s -H %d%s -d %d --dtype %s%s%s --seed %llu --check-only\n", runner_prog,
                seqlens_text(c, -1).c_str(), c.H, c.H_kv != c.H ? (" --kv-heads " + std::to_string(c.H_kv)).c_str() : "",
-               c.d, dtype_name(dt), c.causal ? " --causal" : "", (unsigned long long)run_seed);
+               c.d, dtype_name(dt), c.causal ? " --causal" : "", scale, (unsigned long long)run_seed);
     else if (!is_decode(c))
         printf("          rerun: ./%s -b %d -H %d -n %d -d %d --dtype %s%s%s --seed %llu --check-only\n", runner_prog,
                c.B, c.H, c.N, c.d, dtype_name(dt), c.causal ? " --causal" : "", more.c_str(),
                (unsigned long long)run_seed);
     else
-        printf("          rerun: ./%s -b %d -H %d -n %d -d %d --kv-seq %d --kv-heads %d%s%s --dtype %s%s --seed %llu "
+        printf("          rerun: ./%s -b %d -H %d -n %d -d %d --kv-seq %d --kv-heads %d%s%s --dtype %s%s%s --seed %llu "
                "--check-only\n", runner_prog, c.B, c.H, c.N, c.d, c.N_kv, c.H_kv, c.ragged ? " --ragged" : "",
                c.page_size ? (" --paged " + std::to_string(c.page_size)).c_str() : "", dtype_name(dt),
-               c.causal ? " --causal" : "", (unsigned long long)run_seed);
+               c.causal ? " --causal" : "", scale, (unsigned long long)run_seed);
 }
 
 void print_case_line(bool ok, const shape_case &c, int dt, const std::string &detail, uint64_t run_seed) {
     if (ok)
         printf("    pass  %-6s %s  %s%s%s%s%s  %s\n", c.name, dtype_name(dt), shape_text(c).c_str(),
-               c.causal ? " causal" : "", c.qscale != 1.f ? " x30 logits" : "", c.outliers ? " outliers" : "",
+               c.causal ? " causal" : "", logits_text(c).c_str(), c.outliers ? " outliers" : "",
                ranks_text(c).c_str(), detail.c_str());
     else
         print_rerun(c, dt, run_seed);

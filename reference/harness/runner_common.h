@@ -146,6 +146,8 @@ uint64_t case_seed(uint64_t run_seed, const shape_case &c, int dtype);
 std::string shape_text(const shape_case &c);
 /* " on 3 ranks" for a case of a ranks lesson asked for P = 3 ranks (shape_case's ranks), else "". */
 std::string ranks_text(const shape_case &c);
+/* " x30 logits" for a case whose Q is scaled (qscale != 1), "" otherwise. */
+std::string logits_text(const shape_case &c);
 
 /* What the failing cases have in common, when that points at a cause: first, for a lesson that
  * takes the serving layouts, only the paged ones, only the packed ones, only the chunked-prefill

@@ -168,6 +168,6 @@ long count_differences(const problem_core &p, int k, const std::vector<char> &a,
 void print_fail_block(const problem_core &p, bool name_x30, const std::string &why, const grade_report *rep) {
     const shape_case &c = p.c;
     printf("    FAIL  %-6s %s%s%s%s\n      %s", c.name, dtype_name(p.dt), c.causal ? " causal" : "",
-           name_x30 && c.qscale != 1.f ? " x30 logits" : "", ranks_text(c).c_str(), why.c_str());
+           name_x30 ? logits_text(c).c_str() : "", ranks_text(c).c_str(), why.c_str());
     for (int k = 0; k < p.n_out; ++k) grade_print_first(&rep[k], c.H, p.out[k].name);
 }

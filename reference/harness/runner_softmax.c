@@ -141,10 +141,11 @@ int main(int argc, char **argv) {
     int pr = parse_options(argc, argv, &o, err, sizeof err);
     if (pr == 1) { print_usage(prog, 1); return 0; }
     if (pr == 2) { fprintf(stderr, "%s: %s\n", prog, err); return EXIT_USAGE; }
-    if (o.shape_given || o.causal || o.dtype > 0 || o.ranks || o.transport || o.ring_delay_us >= 0) {
+    if (o.shape_given || o.causal || o.dtype > 0 || o.ranks || o.transport || o.ring_delay_us >= 0 ||
+        o.logit_scale != 1.0f || (o.given & GIVEN_FP8) || o.fuzz) {
         fprintf(stderr, "%s: lesson 01 runs on one softmax row on the CPU: --batch/--heads/--seq/--dim/"
-                        "--causal/--dtype/--ranks/--transport/--ring-delay-us do not apply (only --seed, --reps, "
-                        "--check-only, --bench-only, --csv)\n",
+                        "--causal/--dtype/--ranks/--transport/--ring-delay-us/--logit-scale/--quant/--hadamard/"
+                        "--outliers/--fuzz do not apply (only --seed, --reps, --check-only, --bench-only, --csv)\n",
                 prog);
         return EXIT_USAGE;
     }

@@ -71,9 +71,11 @@ generic_refusals() {
     refused $bin "--timeout 'abc' is not valid" --timeout abc
     refused $bin "--timeout '1e9' is not valid" --timeout 1e9
     refused $bin "--warmup '-1' is not valid" --warmup -1
+    refused $bin "--logit-scale '0' is not valid: expected a factor in 1..1000" --logit-scale 0
     if [ "$n" = 1 ]; then
         # lesson 01 is one softmax row on the CPU: shape, dtype and causal options do not apply
-        for a in "--seq 5" "--batch 2" "--heads 2" "--dim 64" "--causal" "--dtype fp16" "--dtype bf16" "--ranks 2"; do
+        for a in "--seq 5" "--batch 2" "--heads 2" "--dim 64" "--causal" "--dtype fp16" "--dtype bf16" "--ranks 2" \
+                 "--logit-scale 30" "--outliers" "--fuzz 3"; do
             refused $bin "do not apply" $a
         done
         refused $bin "--dtype 'fp8' is not valid: expected fp32, fp16 or bf16" --dtype fp8

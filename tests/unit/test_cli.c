@@ -34,6 +34,9 @@ Test(cli, valid_values_are_taken) {
     cr_assert_eq(o.transport, 2, "--transport nccl: ATTN_TRANSPORT_NCCL");
     cr_assert_eq(parse(&o, err, "--ring-delay-us", "0"), 0);
     cr_assert_eq(o.ring_delay_us, 0, "--ring-delay-us 0: the fault mode off");
+    cr_assert(o.logit_scale == 1.0f, "--logit-scale not given: 1");
+    cr_assert_eq(parse(&o, err, "--logit-scale", "30"), 0);
+    cr_assert(o.logit_scale == 30.0f && !o.shape_given, "--logit-scale 30: the x30 case's logits, no shape");
     cr_assert_eq(parse(&o, err, "--paged", "64"), 0);
     cr_assert(o.page_size == 64 && o.shape_given && (o.given & GIVEN_PAGED));
     cr_assert_eq(parse(&o, err, "--seqlens", "16:200,7"), 0);
@@ -59,6 +62,7 @@ static const struct bad BAD[] = {
     {"--paged", "2048", "a power of two in 8..1024"}, {"--paged", "x", "a power of two in 8..1024"},
     {"--varlen", "0", "1..1048576"},   {"--seqlens", "12,,4", "1..1048576"},
     {"--seqlens", "0", "1..1048576"},  {"--seqlens", "3:0", "1..1048576"},
+    {"--logit-scale", "0.5", "1..1000"}, {"--logit-scale", "nan", "1..1000"}, {"--logit-scale", "3e9", "1..1000"},
 };
 
 Test(cli, bad_values_are_refused_with_the_range) {
