@@ -24,7 +24,7 @@ __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
  * address >> 4, 16-29 leading-dimension byte offset (LBO) >> 4, 32-45 stride-dimension byte
  * offset (SBO) >> 4, 49-51 base offset (0: every swizzle atom here starts on 1024 bytes), 62-63
  * swizzle (1 = 128-byte). The operand is a stack of 8-row x 128-byte atoms in the layout TMA
- * writes: SBO = 1024. K-major (Q, K): LBO unused (1), k-slice kk of a 64-column box 32 kk bytes
+ * writes: SBO = 1024. K-major (Q, K): LBO unused (pass 16 bytes: field value 1), k-slice kk of a 64-column box 32 kk bytes
  * into it, the hardware swizzling the final addresses. MN-major (V, a row per key): LBO is the
  * distance between two 64-column boxes, key slice ks starts 16 ks rows into the tile. */
 __device__ __host__ __forceinline__ uint64_t make_desc(uint32_t addr, uint32_t lbo, uint32_t sbo) {
