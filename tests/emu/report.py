@@ -263,7 +263,13 @@ def spill_report(src, lesson, compile_here):
     if text is None and compile_here:
         p = subprocess.run(["bash", "tests/checks/ptxas_report.sh", rel, archs[-1]], cwd=ROOT, stdout=subprocess.PIPE,
                            stderr=subprocess.STDOUT, universal_newlines=True)
-        text = p.stdout if p.returncode == 0 else None
+        if p.returncode != 0:  # nvcc rejects the file the emulator ran (the emulator brings its own PTX wrappers)
+            errors = [l.strip() for l in p.stdout.splitlines() if "error" in l.lower()]
+            first = errors[0] if errors else (p.stdout.strip().splitlines() or ["(no output)"])[-1]
+            return ["  register spills: not read: nvcc does not compile this file for sm_%s: %s" % (archs[-1], first)], \
+                   ["nvcc does not compile this file (sm_%s): the emulator ran its own PTX wrappers, a GPU build would "
+                    "fail: %s" % (archs[-1], first)]
+        text = p.stdout
     if text is None:
         if not rel.startswith(("lessons/", "solutions/")):  # a copy (EMU_FILE): make lessonN compiles the tree's file
             return ["  register spills: not read (no nvcc report of this file: EMU_REPORT=full compiles it here, "

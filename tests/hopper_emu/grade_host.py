@@ -94,6 +94,8 @@ def main():
             # a rerun line names the binary that ran: the emulator's build of the file, runnable as printed
             rel = os.path.relpath(out, ROOT) if os.path.isabs(out) else out
             lines = [re.sub(r"rerun: \./\S+", "rerun: " + rel, l) for l in text.splitlines()]
+            lines = [re.sub(r"^seed (\d+) \(rerun with --seed \d+\)$", r"seed \1 (every case of this emulator run)", l)
+                     for l in lines]
             if k or mode:  # the banner once
                 lines = [l for l in lines if not re.match(r"(Lesson \d\d: |seed \d+|GPU: host simulation)", l)]
             print("== %s%s %s" % (name, mode, case))

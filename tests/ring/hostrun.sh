@@ -16,7 +16,8 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 src=$1; name=$2; NVCC=${NVCC:-nvcc}; CXX=${CXX_RING:-g++}
 command -v "$NVCC" >/dev/null || { echo "$name: SKIP (no nvcc)"; exit 0; }
-flags=(-O2 -std=c++17 -gencode arch=compute_90a,code=compute_90a -Xcicc -O0 -Ireference/include -Ireference/harness -Ireference/cpu -Ireference/gpu)
+# -I the lesson folder: a copy elsewhere (EMU_FILE) finds the given ring_block.h and ring_timeline.h
+flags=(-O2 -std=c++17 -gencode arch=compute_90a,code=compute_90a -Xcicc -O0 -Ireference/include -Ireference/harness -Ireference/cpu -Ireference/gpu -Ilessons/15-ring-attention)
 dir=$(mktemp -d "$PWD/build/ring-hostrun.XXXXXX" 2>/dev/null || { mkdir -p build && mktemp -d "$PWD/build/ring-hostrun.XXXXXX"; })
 trap 'rm -rf "$dir"' EXIT
 # each transport's build flags: the virtual ring needs none
