@@ -15,7 +15,8 @@
  * hostsim11.py treats as a failure. */
 static struct EmuHostReport {
     ~EmuHostReport() {
-        fprintf(stderr, "emulator: %ld ldmatrix, %ld bank conflicts; %ld st.shared warp stores, %ld bank conflicts; "
+        fprintf(stderr, "emulator: %ld ldmatrix, %ld bank conflicts; %ld st.shared warp stores through the PTX wrappers "
+                        "(plain C++ stores: the performance report), %ld bank conflicts; "
                         "%ld emulator errors\n",
                 emu_ldsm_count.load(), emu_ldsm_conflicts.load(), emu_sts_count.load(), emu_sts_conflicts.load(),
                 emu_errors.load());
