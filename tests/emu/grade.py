@@ -152,12 +152,7 @@ def run_cases(n, binary, name, cases=None, label=""):
     for k, case in enumerate(cases):
         rc, out = sh(["./" + os.path.basename(binary), "--check-only", "--seed", "1"] + case.split(),
                      cwd=os.path.dirname(binary), env=report_env(name))
-        # a rerun line names the binary that ran: here the emulator's build of the file, not ./lessonN
-        rel = os.path.relpath(binary, ROOT)
-        lines = [re.sub(r"rerun: \./\S+", "rerun: " + rel, l) for l in out.splitlines()]
-        # the banner's "(rerun with --seed 1)" is for ./lessonN on a GPU; here every case runs with seed 1
-        lines = [re.sub(r"^seed (\d+) \(rerun with --seed \d+\)$", r"seed \1 (every case of this emulator run)", l)
-                 for l in lines]
+        lines = perf.runner_lines(out, os.path.relpath(binary, ROOT))
         if k:  # the banner once
             lines = [l for l in lines if not re.match(r"(Lesson \d\d: |seed \d+|GPU: host simulation)", l)]
         print("== %s%s %s" % (name, label, case))

@@ -26,6 +26,16 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 Site = collections.namedtuple("Site", "line kind requests wavefronts ideal text")
 
 
+def runner_lines(text, binary):
+    """The real runner's output as an emulator grader shows it (tests/emu/grade.py,
+    tests/hopper_emu/grade_host.py): a rerun line names `binary`, the emulator's build that ran the
+    case (runnable as printed, where ./lessonN is a GPU build), and the banner's seed is the one
+    every case of the emulator run uses, not a rerun hint for ./lessonN."""
+    lines = [re.sub(r"rerun: \./\S+", "rerun: " + binary, l) for l in text.splitlines()]
+    return [re.sub(r"^seed (\d+) \(rerun with --seed \d+\)$", r"seed \1 (every case of this emulator run)", l)
+            for l in lines]
+
+
 def parse(paths):
     """The records of the files, as lists of fields by record type (missing files are skipped)."""
     recs = collections.defaultdict(list)

@@ -91,11 +91,7 @@ def main():
                 e["EMU_REPORT_OUT"] = perf_file
             rc, text = sh(["./" + os.path.basename(out), "--check-only", "--seed", "1"] + case.split(),
                           cwd=os.path.dirname(out), env=e)
-            # a rerun line names the binary that ran: the emulator's build of the file, runnable as printed
-            rel = os.path.relpath(out, ROOT) if os.path.isabs(out) else out
-            lines = [re.sub(r"rerun: \./\S+", "rerun: " + rel, l) for l in text.splitlines()]
-            lines = [re.sub(r"^seed (\d+) \(rerun with --seed \d+\)$", r"seed \1 (every case of this emulator run)", l)
-                     for l in lines]
+            lines = perf.runner_lines(text, os.path.relpath(out, ROOT) if os.path.isabs(out) else out)
             if k or mode:  # the banner once
                 lines = [l for l in lines if not re.match(r"(Lesson \d\d: |seed \d+|GPU: host simulation)", l)]
             print("== %s%s %s" % (name, mode, case))
