@@ -65,6 +65,14 @@ __device__ __forceinline__ uint16_t cvt_e4m3x2(float hi, float lo) {
     asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;\n" : "=h"(r) : "f"(hi), "f"(lo));
     return r;
 }
+/* Programmatic dependent launch (PTX ISA, griddepcontrol): griddep_launch_dependents lets the
+ * launch that follows this one in the stream, if launched with programmatic stream serialization,
+ * start once every block of this one has executed it; griddep_wait, in that dependent launch,
+ * waits until this one has finished and its writes are visible. */
+__device__ __forceinline__ void griddep_launch_dependents() {
+    asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+}
+__device__ __forceinline__ void griddep_wait() { asm volatile("griddepcontrol.wait;\n" ::: "memory"); }
 /* K-major e4m3 operand with 128 columns (d = 128 bytes: one swizzle atom wide): rows
  * [row0, row0 + 64 or N) of a tile of ROWS rows, k-slice kk (columns 32 kk .. 32 kk + 31). */
 template <int ROWS>

@@ -20,7 +20,7 @@
  *     rewritten before that wait is stored with the new values);
  *   - atomicAdd / atomicExch on int in global memory (blocks run one after another);
  *   - mbarrier init / arrive / arrive.expect_tx / try_wait.parity with phases and tx-counts;
- *   - bar.sync / bar.arrive (named barriers), __syncthreads, __syncwarp, shuffles;
+ *   - bar.sync / bar.arrive (named barriers), __syncthreads, __syncwarp, shuffles, warp votes;
  *   - setmaxnreg with a per-block register pool (inc blocks until the pool has enough);
  *   - fence.proxy.async, ordinary shared loads and stores.
  * Lesson 13 adds: wgmma with both operands MN-major (wgmma_ss_mn); the bulk copy without a tensor
@@ -578,6 +578,19 @@ static inline float __shfl_xor_sync(unsigned, float x, int m) {
     w.bar.arrive_and_wait();
     return r;
 }
+/* Votes over the whole warp (the mask is taken as all 32 lanes, as the lessons use them). */
+static inline unsigned __ballot_sync(unsigned, int pred) {
+    emu_me()->ops++;
+    EmuWarp &w = emu_blk->warps[emu_me()->warp];
+    w.f[emu_me()->lane] = pred ? 1.f : 0.f;
+    w.bar.arrive_and_wait();
+    unsigned r = 0;
+    for (int l = 0; l < 32; ++l) r |= (w.f[l] != 0.f ? 1u : 0u) << l;
+    w.bar.arrive_and_wait();
+    return r;
+}
+static inline int __all_sync(unsigned m, int pred) { return __ballot_sync(m, pred) == 0xffffffffu; }
+static inline int __any_sync(unsigned m, int pred) { return __ballot_sync(m, pred) != 0u; }
 
 /* prmt.b32 in its default mode (CUDA's __byte_perm): byte n of the result is byte (s >> 4 n) & 7 of
  * the 8 bytes {y, x} (x bytes 0-3, y bytes 4-7). */
