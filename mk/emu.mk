@@ -4,7 +4,8 @@
 #        lesson's emulator (tests/emu/grade.py, or the descriptor's emu_grader); EMU_FILE=path grades
 #        that file as lesson N's; EMU_STEP=k a step of a lesson built in steps
 #   make emu-NN    the lesson's own emulator driver (emu_main) over the solution, or EMUNN_SRC=file,
-#        with EMUNN_VARIANTS (worklog variants) and EMUNN_DEFS; EMU_QUICK=0 (make emu-full-NN): every case
+#        with EMUNN_VARIANTS (worklog variants, their defines: too) and EMUNN_DEFS; EMU_QUICK=0 (make
+#        emu-full-NN): every case; EMU_CASES='args | args' replaces an emu_grader lesson's cases
 EMU_CXX ?= g++
 EMU_QUICK ?= 1
 EMU_ARG = $(if $(filter 1,$(EMU_QUICK)),quick,)
@@ -60,9 +61,9 @@ emu_step_variant = $(if $(and $(EMU_STEP),$(L$(1)_emu_step_variant)),$(notdir $(
 emu_src = $(or $(EMU$(call pad,$(1))_SRC),$(call src_of,solutions,$(1)))
 # a lesson with its own grader (emu_grader: SRC NAME quick|full) instead of a driver
 emu_grader = $(NO_CUDA_SKIP); src=$(2); [ -n "$$src" ] || { echo "$@: no source"; exit 2; }; \
-	if [ -n "$(strip $(3))" ]; then mkdir -p build/emu && src=build/emu/$@-variants.cu && \
-	  python3 reference/tools/variant.py $(1) $(2) $$src $(3) >/dev/null || exit 2; fi; \
-	$(EMU_ENV) $(if $(filter %.py,$(L$(1)_emu_grader)),python3,bash) $(L$(1)_emu_grader) $$src $@ $(if $(EMU_ARG),quick,full)
+	defs=; if [ -n "$(strip $(3))" ]; then mkdir -p build/emu && src=build/emu/$@-variants.cu && \
+	  defs=$$(python3 reference/tools/variant.py $(1) $(2) $$src $(3)) || exit 2; fi; \
+	EMU_DEFS="$$defs $(EMU$(call pad,$(1))_DEFS)" $(EMU_ENV) $(if $(filter %.py,$(L$(1)_emu_grader)),python3,bash) $(L$(1)_emu_grader) $$src $@ $(if $(EMU_ARG),quick,full)
 emu-%: $$(if $$(HOSTSIM_HAVE_CUDA),$$(if $$(L$$(call nopad,$$*)_emu_grader),$$(HOSTSIM_FWD_OBJ),$$(addprefix build/host/,$$(addsuffix .o,$$(L$$(call nopad,$$*)_emu_link)))))
 	@$(if $(L$(call nopad,$*)_emu_grader),$(call emu_grader,$(call nopad,$*),$(call emu_src,$(call nopad,$*)),$(EMU$*_VARIANTS)),\
 	  $(if $(L$(call nopad,$*)_emu_main),$(call emu_driver,$(call nopad,$*),$(call emu_src,$(call nopad,$*)),,),echo "$@: lesson $* has no emulator driver"; exit 2))

@@ -14,6 +14,9 @@ one NAME ends with (emu-14, emu-lesson17, ...); its descriptor gives the cases: 
 emu_cases_full (added by make test-full), emu_late_cases (how many of emu_cases make test runs a second
 time with operands and copies landing as late as the PTX rules allow, EMU_WGMMA=late EMU_TMA=late;
 make test-full runs every case both ways).
+Two knobs for a worklog variant: EMU_DEFS, -D flags for the build (make passes a variant's `defines:`
+and EMUNN_DEFS); EMU_CASES, cases separated by '|' that replace the descriptor's (e.g. per-tensor scales
+only, for a variant that refuses block scales); every EMU_CASES case also runs late.
 Exit status: 0 all pass, 1 a case fails, 2 the build failed, 3 the file says it is not implemented.
 """
 import os
@@ -54,6 +57,8 @@ def main():
     num = int(m.group(1))
     cases, late_quick = split(desc["emu_cases"]), int(desc["emu_late_cases"] or 0)
     late_quick = cases[:late_quick]
+    if os.environ.get("EMU_CASES", "").strip():
+        cases = late_quick = split(os.environ["EMU_CASES"])
     out = os.path.join(ROOT, "build", "emu-grade", name)
     os.makedirs(os.path.dirname(out), exist_ok=True)
     print("%s: %s on the CPU Hopper emulator (tests/hopper_emu), graded by the runner on small shapes"
@@ -69,14 +74,16 @@ def main():
         return 2
     # EMU_OPT (make emu-starters: -O0) replaces -O1: the starter as shipped stops at "not implemented"
     rc, log = sh([CXX, "-std=c++20", "-fopenmp", "-w", os.environ.get("EMU_OPT") or "-O1", "-I" + CUDA_INC, "-Itests/hopper_emu", "-include",
-                  "emu_host.h", "-Ireference/include", "-Ireference/harness", "-Ireference/cpu", "-Ireference/gpu", "-x", "c++", out + ".kernel.cpp", "-x", "none"]
+                  "emu_host.h", "-Ireference/include", "-Ireference/harness", "-Ireference/cpu", "-Ireference/gpu"]
+                 + os.environ.get("EMU_DEFS", "").split() + ["-x", "c++", out + ".kernel.cpp", "-x", "none"]
                  + objs + ["-o", out, "-lpthread", "-lm"])
     if rc:
         print(log.rstrip())
         print("%s: the emulator build of %s failed (the messages above; nvcc may say more: make %s)"
               % (name, os.path.relpath(src, ROOT), name.replace("emu-", "")))
         return 2
-    cases = cases + (split(desc["emu_cases_full"]) if full else [])
+    if not os.environ.get("EMU_CASES", "").strip():
+        cases = cases + (split(desc["emu_cases_full"]) if full else [])
     passed = total = graded = 0
     # the performance report (tests/emu/grade.py's; EMU_REPORT=0: none): the emulator's counts go here
     report = os.environ.get("EMU_REPORT", "1") != "0"
