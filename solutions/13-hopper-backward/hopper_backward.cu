@@ -5,9 +5,10 @@
 //|  * host side, the shared-memory layout, the barriers, the roles, preprocess and convert, the
 //|  * epilogue. What you write: the TODO(n) below, in order; README.md explains each. Climb the
 //|  * ladder as you go (TODO(0) says how far you are): after TODO(1)-(3) step 1 runs, after (4) step
-//|  * 2, (5) step 3, (6) and (7) step 4, the default build; (8) only makes causal runs faster. Steps
-//|  * 1-3 build from this file with lessons/13-hopper-backward/worklog/variants/steps.var: make
-//|  * lesson13-step1 on a Hopper GPU; make emu-lesson13 on the CPU grades the step your file has reached.
+//|  * 2, (5) step 3, (6) and (7) step 4, the default build; (8) only makes causal runs faster. Step K
+//|  * = 1-3 builds from this file with lessons/13-hopper-backward/worklog/variants/stepK.var (steps.var
+//|  * and its FA13_STEP): make lesson13-step1 on a Hopper GPU; make emu-lesson13 on the CPU grades the
+//|  * step your file has reached.
 // solution begin
 /* 13-hopper-backward: FlashAttention-2's backward pass (Algorithm 2) on the Hopper hardware of
  * lesson 09: wgmma, TMA, mbarriers, warp specialization with setmaxnreg.
