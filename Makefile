@@ -160,9 +160,10 @@ lesson%: $$(call bin_deps,$$@)
 solution%: $$(call bin_deps,$$@)
 	$(call link_lesson,$@)
 
-# Inspection: registers/smem/spills, SASS, sanitizers. STEM is a binary's name (lessonN, solutionN-VARIANT).
+# Inspection: registers/smem/spills, SASS, sanitizers. STEM is a binary's name (lessonN, solutionN-VARIANT);
+# ptxas-lessonN SRC=path compiles that file (a copy of the lesson's) instead.
 ptxas-%:
-	@mkdir -p build/variants; $(call variant_src,$*); echo "== nvcc -Xptxas -v $$src $$defs ($(call arch_n,$(call num_of,$*)))"; \
+	@mkdir -p build/variants; $(if $(SRC),src=$(SRC); defs=,$(call variant_src,$*)); echo "== nvcc -Xptxas -v $$src $$defs ($(call arch_n,$(call num_of,$*)))"; \
 	$(NVCC) $(NVCC_FLAGS) $$defs $(call arch_n,$(call num_of,$*)) $(REF_INC) -Xptxas -v -c $$src -o /dev/null 2>&1 \
 	  | grep -E 'Compiling entry|Function properties|registers|spill|stack frame' | sed -E 's/^ptxas info *: //'
 sass-%: %
