@@ -26,8 +26,8 @@
  *     4tx + 64q .. +3 (q < d/64)
  *   dQ_i (Br x d): rows ty + 16r (r < 2), columns 4tx + 64q .. +3
  * so that every shared-memory read of the products is either a broadcast or 16 consecutive
- * float4 (conflict-free); the row pitches (d + 4, Bc + 16) keep the strided reads of S and dP
- * conflict-free too (lesson 03 explains the padding).
+ * float4 (conflict-free); the row pitches (d + 4 of Q, dO, K, V; Bc + 16 of the P and dS tiles)
+ * keep their strided accesses conflict-free too (lesson 03 explains the padding).
  *
  * P is recomputed in base 2: exp2(S scale log2(e) - L log2(e)), as the forward lessons do.
  */
