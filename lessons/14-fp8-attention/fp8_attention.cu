@@ -63,12 +63,12 @@ constexpr int REG_PRODUCER = 24, REG_CONSUMER = 240;
 /* P is computed as 2^8 exp(S - m) <= 256 (the shift folded into the exponent): far from e4m3's
  * subnormals, below its 448, a power of two that rounds nothing; the row sum carries it too. */
 constexpr float P_SHIFT = 8.f;
-static_assert(STAGES >= 1 && STAGES * (BC + VSUBS * VSUB_KEYS) * D + BR * D <= 227 * 1024,
-              "FA14_STAGES: the ring and Q must fit in 227 KiB (B_c = 192: 3 slots of 56 KiB)");
+static_assert(STAGES >= 1 && STAGES * (BC + VSUBS * VSUB_KEYS) * D + BR * D + NC * 64 * D * 2 <= 227 * 1024,
+              "FA14_STAGES: the ring, Q and the O tiles must fit in 227 KiB (B_c = 192: 3 slots of 56 KiB)");
 
 /* Named barriers (0 is __syncthreads): consumer warpgroup c's turn, TURN_WG0 + c (256 threads: its
- * own and the warpgroup handing the turn over). */
-enum NamedBarrier : int { TURN_WG0 = 1 };
+ * own and the warpgroup handing the turn over); its O tile written, EPILOGUE_WG0 + c (its 128). */
+enum NamedBarrier : int { TURN_WG0 = 1, EPILOGUE_WG0 = TURN_WG0 + NC };
 /* mbarriers: full (the producer's arrive.expect_tx and the tile's bytes) of Q_i and of each ring
  * slot's K_j and V_j^T, empty (one arrival per consumer warp) of each slot. */
 enum MBar { FULL_Q, FULL_K, FULL_V, EMPTY_K, EMPTY_V };
@@ -228,10 +228,12 @@ transpose_v_kernel(const uint8_t *__restrict__ V, uint8_t *__restrict__ Vt, int 
 
 /* Shared memory of a block, from a 1024-byte aligned base: Q_i [B_r x 128 codes], STAGES slots of
  * K_j [B_c x 128] and of V_j^T (VSUBS sub-tiles [128 x 128 keys]), each row 128 bytes in the
- * layout TMA writes with the 128-byte swizzle; the mbarriers (FULL_Q, then STAGES of each other kind). */
+ * layout TMA writes with the 128-byte swizzle; NC O tiles [64 x 128 bf16] (two boxes of 64 x 64, the
+ * swizzle too), each consumer warpgroup's rows; the mbarriers (FULL_Q, then STAGES of each other kind). */
 struct SmemLayout {
     static constexpr uint32_t QTILE = BR * D, KTILE = BC * D, VSUB = D * VSUB_KEYS, VTILE = VSUBS * VSUB;  // bytes
-    static constexpr uint32_t Q = 0, K = QTILE, V = K + STAGES * KTILE, BAR = V + STAGES * VTILE;
+    static constexpr uint32_t OTILE = 64 * D * 2;  // a warpgroup's 64 rows of O in bf16: two 64 x 64 boxes
+    static constexpr uint32_t Q = 0, K = QTILE, V = K + STAGES * KTILE, O = V + STAGES * VTILE, BAR = O + NC * OTILE;
     static constexpr uint32_t ALLOC = BAR + 8 * (1 + 4 * STAGES) + 1024;  // dynamic smem is 16-byte aligned
     __host__ __device__ static constexpr uint32_t bar(MBar b, int s = 0) {
         return b == FULL_Q ? BAR : b == FULL_K ? BAR + 8 * (1 + s) : b == FULL_V ? BAR + 8 * (1 + STAGES + s)
@@ -440,8 +442,7 @@ struct Warpgroup {
 
 /* The phases of the kernel, and what they share: its arguments, its shared memory. */
 struct Kernel {
-    const CUtensorMap *tmQ, *tmK, *tmVt;
-    __nv_bfloat16 *O;
+    const CUtensorMap *tmQ, *tmK, *tmVt, *tmO;
     float *L;
     Descales ds;
     float scale_log2;
@@ -570,19 +571,27 @@ struct Kernel {
     }
     // [end loop]
     // [region epilogue]
-    /* O = dv O / l in bf16 and L, rows < N, straight from registers (a 4-byte store per pair). */
+    /* O = dv O / l in bf16 through the warpgroup's O tile and two TMA stores; L, rows < N, from registers. */
     __device__ __forceinline__ void epilogue(const Warpgroup &wg, const Consumer &w, const Work &wk) const {
+        const uint32_t sO = base + SL::O + (uint32_t)wg.c * SL::OTILE;
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
             const float lr = w.row_sum(r);
             const float inv = lr > 0.f ? w.dv / lr : 0.f;
-            const int q = wk.q0 + wg.wg_row0 + 16 * wg.wq + wg.g + 8 * r;
-            if (q >= N) continue;
-            uint32_t *orow = reinterpret_cast<uint32_t *>(O + ((size_t)wk.bh * N + q) * D);
+            const int srow = 16 * wg.wq + wg.g + 8 * r, q = wk.q0 + wg.wg_row0 + srow;
 #pragma unroll
             for (int j = 0; j < D / 8; ++j)
-                orow[4 * j + wg.t] = pack2<__nv_bfloat16>(w.o[4 * j + 2 * r] * inv, w.o[4 * j + 2 * r + 1] * inv);
-            if (wg.t == 0) L[(size_t)wk.bh * N + q] = w.lse(r, lr);
+                st_shared_u32(sO + tma_tile_offset(srow, 8 * j + 2 * wg.t, 64),
+                              pack2<__nv_bfloat16>(w.o[4 * j + 2 * r] * inv, w.o[4 * j + 2 * r + 1] * inv));
+            if (wg.t == 0 && q < N) L[(size_t)wk.bh * N + q] = w.lse(r, lr);
+        }
+        fence_proxy_async();  // ordinary stores -> the TMA store's reads (async proxy)
+        named_sync(EPILOGUE_WG0 + wg.c, 128);
+        if (wg.tid % 128 == 0 && wk.q0 + wg.wg_row0 < N) {  // rows >= N of a box are not written
+#pragma unroll
+            for (int b = 0; b < 2; ++b) tma_store_3d(tmO, 128 * b, wk.q0 + wg.wg_row0, wk.bh, sO + b * 64 * 128);
+            bulk_commit();
+            bulk_wait_read<0>();  // shared memory must outlive the stores' reads
         }
     }
     // [end epilogue]
@@ -602,14 +611,15 @@ struct Kernel {
  * roles: warpgroup 0 the producer (its thread 0 issues every copy), warpgroups 1 and 2 consumers.
  * THREADS threads, SmemLayout::ALLOC bytes of dynamic shared memory. tmQ, tmK: tensor maps {128,
  * N, B H} of the codes, boxes of B_r and B_c rows; tmVt: {Npad, 128, B H} of V^T, boxes of 128 x
- * 128 (VSUBS per key tile). scale_log2 = scale log2(e). */
+ * 128 (VSUBS per key tile); tmO: {256 bytes, N, B H} of O's bf16 rows, boxes of 64 rows x 128 bytes.
+ * scale_log2 = scale log2(e). */
 __global__ void __launch_bounds__(THREADS, 1)
 fp8_forward_kernel(const __grid_constant__ CUtensorMap tmQ, const __grid_constant__ CUtensorMap tmK,
-                   const __grid_constant__ CUtensorMap tmVt, __nv_bfloat16 *__restrict__ O, float *__restrict__ L,
-                   Descales ds, int N, int BH, float scale_log2, int causal) {
+                   const __grid_constant__ CUtensorMap tmVt, const __grid_constant__ CUtensorMap tmO,
+                   float *__restrict__ L, Descales ds, int N, int BH, float scale_log2, int causal) {
     extern __shared__ __align__(1024) unsigned char fa_smem[];
     const int tid = threadIdx.x;
-    const Kernel k{&tmQ, &tmK, &tmVt, O, L, ds, scale_log2, N, BH, causal, (smem_u32(fa_smem) + 1023u) & ~1023u};
+    const Kernel k{&tmQ, &tmK, &tmVt, &tmO, L, ds, scale_log2, N, BH, causal, (smem_u32(fa_smem) + 1023u) & ~1023u};
     if (tid == 0) k.init_barriers();
     __syncthreads();
     if (tid < 128) {
@@ -630,7 +640,8 @@ static int device_attr(cudaDeviceAttr attr) {
     return v;
 }
 /* The tensor map of a [slices, rows, cols] array of e4m3 codes (cols a multiple of 16) with boxes
- * of box_rows rows of 128 codes, the 128-byte swizzle, rows past the end zero-filled. 0 or -1. */
+ * of box_rows rows of 128 codes, the 128-byte swizzle, rows past the end zero-filled by a load and
+ * not written by a store. O's bf16 rows use it as 2 D bytes each. 0 or -1. */
 static int e4m3_map(CUtensorMap *map, const void *base, int cols, int rows, long long slices, int box_rows) {
     tma_encode_fn encode = tma_encoder();
     if (!encode) return -1;
@@ -651,15 +662,16 @@ static int e4m3_map(CUtensorMap *map, const void *base, int cols, int rows, long
 /* V^T's buffer (grown when a call needs more) and the tensor maps, kept for the next call on the
  * same buffers and shape: the harness times repeated launches. */
 struct Fp8State {
-    const void *q, *k, *v;
+    const void *q, *k, *v, *o;
     int B, H, N;
     uint8_t *vt;
     size_t vt_bytes;
-    CUtensorMap mq, mk, mvt;
+    CUtensorMap mq, mk, mvt, mo;
 };
 static int prepare(Fp8State *st, const attn_args *a, int Npad) {
     const size_t need = (size_t)a->B * a->H * D * Npad;
-    if (st->q == a->Q && st->k == a->K && st->v == a->V && st->B == a->B && st->H == a->H && st->N == a->N)
+    if (st->q == a->Q && st->k == a->K && st->v == a->V && st->o == a->O && st->B == a->B && st->H == a->H &&
+        st->N == a->N)
         return ATTN_OK;
     st->q = NULL;
     if (need > st->vt_bytes) {
@@ -675,9 +687,9 @@ static int prepare(Fp8State *st, const attn_args *a, int Npad) {
     }
     const long long BH = (long long)a->B * a->H;
     if (e4m3_map(&st->mq, a->Q, D, a->N, BH, BR) || e4m3_map(&st->mk, a->K, D, a->N, BH, BC) ||
-        e4m3_map(&st->mvt, st->vt, Npad, D, BH, D))
+        e4m3_map(&st->mvt, st->vt, Npad, D, BH, D) || e4m3_map(&st->mo, a->O, 2 * D, a->N, BH, 64))
         return ATTN_UNSUPPORTED;
-    st->q = a->Q; st->k = a->K; st->v = a->V;
+    st->q = a->Q; st->k = a->K; st->v = a->V; st->o = a->O;
     st->B = a->B; st->H = a->H; st->N = a->N;
     return ATTN_OK;
 }
@@ -729,7 +741,7 @@ int attention_forward(const attn_args *a) {
     cfg.stream = (cudaStream_t)a->stream;
     cfg.attrs = &pdl;
     cfg.numAttrs = 1;
-    (void)cudaLaunchKernelEx(&cfg, fp8_forward_kernel, st.mq, st.mk, st.mvt, (__nv_bfloat16 *)a->O, a->L, ds, a->N,
+    (void)cudaLaunchKernelEx(&cfg, fp8_forward_kernel, st.mq, st.mk, st.mvt, st.mo, a->L, ds, a->N,
                              BH, a->scale * 1.4426950408889634f, a->causal);
     return ATTN_OK;
 }
