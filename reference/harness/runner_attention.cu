@@ -756,11 +756,44 @@ static bool causal_check(Problem &p, const run_result &r1, uint64_t seed, const 
     return true;
 }
 
+/* FP8 with block scales failed: grade the same raw inputs with one scale per tensor. When that
+ * passes, the bug is in what changes from one key tile to the next (the descales), and saying so
+ * saves the student from searching the loop. Prints one diagnosis line, or nothing. */
+static void fp8_without_blocks(const shape_case &c, dtype_t dt, uint64_t seed, const options &o) {
+    shape_case tc = c;
+    tc.fp8_tensor = 1;
+    Problem *p = problem_new(tc, dt, seed, true);
+    run_result r;
+    bool pass = false;
+    if (run_once(*p, o.timeout_s, r) == ATTN_OK) {
+        const graded_rows g = forward_reference(*p, seed);
+        tolerance tol[2];
+        char desc[160];
+        forward_tolerances(*p, g, tol, desc, sizeof desc);
+        pass = outside_writes(*p).empty();
+        for (int k = 0; k < 2; ++k) {
+            grader *gr = check_output(*p, k, g, r.out[k], tol[k]);
+            grade_report rep;
+            grader_finish_ex(gr, &rep, "");
+            grader_free(gr);
+            if (rep.bad) pass = false;
+        }
+    }
+    if (pass)
+        printf("      diagnosis: the same inputs with one scale per tensor (--quant tensor) pass: the bug is in "
+               "what changes from one key tile to the next: the tile's K descale in the score scale, O's units "
+               "when V's descale changes (dv_old / dv_new) and the epilogue's last dv, or which scale block a "
+               "tile's rows fall in\n");
+    release(p);
+}
+
 static bool more_checks(problem_core &pc, verdict &v, const run_result &r1, uint64_t seed, const options &o) {
     if (is_varlen(pc.c)) return varlen_more_checks(pc, v, r1, seed, o);
     Problem &p = fwd(pc);
     const bool same = rerun_check(p, r1, o);
-    return causal_check(p, r1, seed, o) && same;
+    const bool ok = causal_check(p, r1, seed, o) && same;
+    if (!v.pass && p.dt == DTYPE_E4M3 && !p.c.fp8_tensor) fp8_without_blocks(p.c, p.dt, seed, o);
+    return ok;
 }
 
 /* ---- timing ---- */
