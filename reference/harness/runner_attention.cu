@@ -760,6 +760,7 @@ static bool causal_check(Problem &p, const run_result &r1, uint64_t seed, const 
  * passes, the bug is in what changes from one key tile to the next (the descales), and saying so
  * saves the student from searching the loop. Prints one diagnosis line, or nothing. */
 static void fp8_without_blocks(const shape_case &c, dtype_t dt, uint64_t seed, const options &o) {
+    if ((double)c.B * c.H * c.N * c.d > (double)(1 << 26)) return;  // a second problem beside the first must fit
     shape_case tc = c;
     tc.fp8_tensor = 1;
     Problem *p = problem_new(tc, dt, seed, true);
