@@ -739,8 +739,8 @@ static void fd_rows_config(int R, int *WR, int *MT) {
 /* TODO(6): the split count ("How many splits"). A block per (unit, split): `units` units
  * (groups x row chunks) and `slots` blocks running at once (fd_launch passes one per SM).
  * Return the S in 1 .. min(tiles / min_tiles, FD_MAX_SPLITS) whose launch uses the GPU
- * best, by the wave efficiency of the text: the smallest S within 10% of the best one; 1
- * when no split of at least min_tiles tiles is possible (or slots < 1). */
+ * best, by the wave efficiency of the text: the smallest S whose efficiency is at least 0.9
+ * times the best; 1 when no split of at least min_tiles tiles is possible (or slots < 1). */
 static int fd_num_splits(long long units, int tiles, int min_tiles, long long slots) {
     (void)units; (void)tiles; (void)min_tiles; (void)slots;
     return 1; /* TODO(6) */

@@ -211,7 +211,8 @@ struct Varlen {
             const int h = it.w.bh, n = it.w.n_tiles;
             mbar_arrive_expect_tx(k.bar(FULL_Q), BR * D * 2);
             // TODO(4): Q_i (rows q0 .. of the item's sequence, query head h) into SL::Q, as lesson
-            //   09's producer copies it (README, "One tensor, many sequences")...
+            //   09's producer copies it: d / 64 boxes of 64 columns, box x at SL::Q + x BR 128 bytes
+            //   (README, "One tensor, many sequences")...
             (void)h;
             const int next = atomicAdd(k.sched, 1) + (int)gridDim.x;  // claimed while Q_i's copies fly
             // TODO(4): ...then its n K/V tiles, the last first, as mma_loop reads them (load_kv takes the

@@ -165,6 +165,7 @@ void grader_finish(const grader *g, grade_report *r) { grader_finish_ex(g, r, NU
 
 void grader_finish_ex(const grader *g, grade_report *r, const char *every_row_msg) {
     *r = g->r;
+    r->width = g->width;
     r->summary[0] = '\0';
     if (r->bad == 0) return;
     char msg[320];
@@ -184,8 +185,12 @@ void grader_finish_ex(const grader *g, grade_report *r, const char *every_row_ms
 void grade_print_first(const grade_report *r, int H, const char *what) {
     for (int k = 0; k < r->nfirst; ++k) {
         const mismatch *m = &r->first[k];
-        printf("      %s[b=%d, h=%d, row=%d, col=%d]: expected %.6g, got %.6g (%s)\n", what,
-               m->bh / H, m->bh % H, m->row, m->col, m->expected, m->got,
-               elem_status_name(m->status));
+        if (r->width == 1)  /* L: one value per row */
+            printf("      %s[b=%d, h=%d, row=%d]: expected %.6g, got %.6g (%s)\n", what, m->bh / H, m->bh % H,
+                   m->row, m->expected, m->got, elem_status_name(m->status));
+        else
+            printf("      %s[b=%d, h=%d, row=%d, col=%d]: expected %.6g, got %.6g (%s)\n", what,
+                   m->bh / H, m->bh % H, m->row, m->col, m->expected, m->got,
+                   elem_status_name(m->status));
     }
 }

@@ -60,6 +60,7 @@ typedef struct {
     int nfirst;
     mismatch first[GRADE_FIRST];
     char summary[768];              /* "; "-separated diagnoses, empty when all good */
+    int width;                      /* the grader's width: 1 (L) prints no column */
 } grade_report;
 
 /* A grader accumulates one tensor viewed as [BH, N, width] (width = d for O,

@@ -231,7 +231,8 @@ struct Varlen {
             mbar_arrive_expect_tx(k.bar(FULL_Q), BR * D * 2);
             // TODO(4) begin
             //| // TODO(4): Q_i (rows q0 .. of the item's sequence, query head h) into SL::Q, as lesson
-            //| //   09's producer copies it (README, "One tensor, many sequences")...
+            //| //   09's producer copies it: d / 64 boxes of 64 columns, box x at SL::Q + x BR 128 bytes
+            //| //   (README, "One tensor, many sequences")...
             //| (void)h;
             for (int b = 0; b < D / 64; ++b)
                 tma_load_3d(k.base + SL::Q + b * BR * 128, k.tmQ, 64 * b, it.s.q_row + it.w.q0, it.s.q_slice + h,
