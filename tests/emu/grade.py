@@ -148,6 +148,7 @@ def run_cases(n, binary, name, cases=None, label=""):
     """Every case; (exit status, whether the runner graded every case correct)."""
     cases = cases or LESSONS[n][2]
     passed = graded = 0
+    outcomes = []  # "pass ARGS" / "fail ARGS", for the runner's cross-case diagnosis
     sys.stdout.flush()
     for k, case in enumerate(cases):
         rc, out = sh(["./" + os.path.basename(binary), "--check-only", "--seed", "1"] + case.split(),
@@ -167,8 +168,14 @@ def run_cases(n, binary, name, cases=None, label=""):
                   "a hazard or a read of unwritten memory): this case does not pass")
         passed += ok
         graded += rc == 0
+        outcomes.append("%s %s" % ("pass" if ok else "fail", case))
     print("%s%s on the CPU emulator: %d of %d cases passed (%s)" % (name, label, passed, len(cases),
                                                                      "PASS" if passed == len(cases) else "FAIL"))
+    if 0 < passed < len(cases):  # what the failing cases share: the runner's own diagnosis, as a GPU run prints it
+        _, out = sh(["./" + os.path.basename(binary)], cwd=os.path.dirname(binary),
+                    env=dict(report_env(name, False), EMU_CASE_OUTCOMES="\n".join(outcomes)))
+        if out.strip():
+            print(out.rstrip())
     return (0 if passed == len(cases) else 1), graded == len(cases)
 
 
