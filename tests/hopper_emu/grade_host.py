@@ -85,6 +85,7 @@ def main():
     if not os.environ.get("EMU_CASES", "").strip():
         cases = cases + (split(desc["emu_cases_full"]) if full else [])
     passed = total = graded = 0
+    outcomes = []  # "pass ARGS" / "fail ARGS" of the normal-schedule runs, for the runner's cross-case diagnosis
     # the performance report (tests/emu/grade.py's; EMU_REPORT=0: none): the emulator's counts go here
     report = os.environ.get("EMU_REPORT", "1") != "0"
     perf_file = out + ".perf"
@@ -113,8 +114,16 @@ def main():
             passed += ok
             graded += rc == 0
             total += 1
+            if not mode:
+                outcomes.append("%s %s" % ("pass" if ok else "fail", case))
     print("%s on the CPU emulator: %d of %d runs passed (%s)" % (name, passed, total,
                                                                  "PASS" if passed == total else "FAIL"))
+    if any(o.startswith("pass") for o in outcomes) and any(o.startswith("fail") for o in outcomes):
+        # what the failing cases share: the runner's own diagnosis (runner_main.cu, EMU_CASE_OUTCOMES)
+        _, text = sh(["./" + os.path.basename(out)], cwd=os.path.dirname(out),
+                     env=dict(os.environ, EMU_CASE_OUTCOMES="\n".join(outcomes)))
+        if text.strip():
+            print(text.rstrip())
     if report and graded == total:
         print("\n".join(perf.report(src, [perf_file], num, os.environ.get("EMU_REPORT") == "full")[0]))
     print("What the emulator cannot check: speed, the PTX wrappers of your file (the emulator brings its own), "
