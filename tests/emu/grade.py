@@ -171,11 +171,7 @@ def run_cases(n, binary, name, cases=None, label=""):
         outcomes.append("%s %s" % ("pass" if ok else "fail", case))
     print("%s%s on the CPU emulator: %d of %d cases passed (%s)" % (name, label, passed, len(cases),
                                                                      "PASS" if passed == len(cases) else "FAIL"))
-    if 0 < passed < len(cases):  # what the failing cases share: the runner's own diagnosis, as a GPU run prints it
-        _, out = sh(["./" + os.path.basename(binary)], cwd=os.path.dirname(binary),
-                    env=dict(report_env(name, False), EMU_CASE_OUTCOMES="\n".join(outcomes)))
-        if out.strip():
-            print(out.rstrip())
+    perf.case_pattern(binary, outcomes, report_env(name, False))  # as a GPU run of the same cases says it
     return (0 if passed == len(cases) else 1), graded == len(cases)
 
 

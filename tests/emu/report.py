@@ -26,6 +26,19 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 Site = collections.namedtuple("Site", "line kind requests wavefronts ideal text")
 
 
+def case_pattern(binary, outcomes, env):
+    """What the failing cases share, in the runner's own words (runner_main.cu, EMU_CASE_OUTCOMES):
+    `outcomes` are "pass ARGS" / "fail ARGS" lines of cases an emulator grader ran one per run;
+    prints the runner's diagnosis when some passed and some failed and a pattern fits."""
+    if not (any(o.startswith("pass") for o in outcomes) and any(o.startswith("fail") for o in outcomes)):
+        return
+    p = subprocess.run(["./" + os.path.basename(binary)], cwd=os.path.dirname(binary), stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, universal_newlines=True, errors="replace",
+                       env=dict(env, EMU_CASE_OUTCOMES="\n".join(outcomes)))
+    if p.stdout.strip():
+        print(p.stdout.rstrip())
+
+
 def runner_lines(text, binary):
     """The real runner's output as an emulator grader shows it (tests/emu/grade.py,
     tests/hopper_emu/grade_host.py): a rerun line names `binary`, the emulator's build that ran the

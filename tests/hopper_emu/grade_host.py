@@ -118,12 +118,7 @@ def main():
                 outcomes.append("%s %s" % ("pass" if ok else "fail", case))
     print("%s on the CPU emulator: %d of %d runs passed (%s)" % (name, passed, total,
                                                                  "PASS" if passed == total else "FAIL"))
-    if any(o.startswith("pass") for o in outcomes) and any(o.startswith("fail") for o in outcomes):
-        # what the failing cases share: the runner's own diagnosis (runner_main.cu, EMU_CASE_OUTCOMES)
-        _, text = sh(["./" + os.path.basename(out)], cwd=os.path.dirname(out),
-                     env=dict(os.environ, EMU_CASE_OUTCOMES="\n".join(outcomes)))
-        if text.strip():
-            print(text.rstrip())
+    perf.case_pattern(out, outcomes, os.environ)  # as a GPU run of the same cases says it
     if report and graded == total:
         print("\n".join(perf.report(src, [perf_file], num, os.environ.get("EMU_REPORT") == "full")[0]))
     print("What the emulator cannot check: speed, the PTX wrappers of your file (the emulator brings its own), "
