@@ -416,13 +416,13 @@ struct Consumer {
     // [end issue-pv]
     /* Keys >= N and, causal, keys after the row get -inf (`row`: the query row of e < 2). */
     __device__ __forceinline__ void mask(int k0, int row, int t, int N, int causal) {
+        const int first = k0 + 2 * t;  // the column of s[0]; s[4 j + e] is 8 j + (e & 1) columns after it
+        const int lim0 = (causal ? min(N, row + 1) : N) - first, lim1 = (causal ? min(N, row + 9) : N) - first;
 #pragma unroll
         for (int j = 0; j < BC / 8; ++j)
 #pragma unroll
-            for (int e = 0; e < 4; ++e) {
-                const int col = k0 + 8 * j + 2 * t + (e & 1), r = row + 8 * (e >> 1);
-                if (col >= N || (causal && col > r)) s[4 * j + e] = -INFINITY;
-            }
+            for (int e = 0; e < 4; ++e)
+                if (8 * j + (e & 1) >= (e < 2 ? lim0 : lim1)) s[4 * j + e] = -INFINITY;
     }
 
     // [region softmax]
