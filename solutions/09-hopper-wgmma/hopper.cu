@@ -642,13 +642,18 @@ struct Kernel {
             if (!S::DYNAMIC && item >= n_work) break;
             if (qn > 0) mbar_wait(bar(EMPTY_Q), (qn - 1) & 1);  // Q_i's buffer is free
             if constexpr (S::DYNAMIC) {
-                st_shared_u32(base + SL::WORK, (uint32_t)item);
                 if (item >= n_work) {
+                    st_shared_u32(base + SL::WORK + 8, 0u);  // no tiles: no more items
                     mbar_arrive(bar(FULL_Q));
                     break;
                 }
             }
             const Work wk = work_of<C::BR, C::BC>(item, N, BH, causal, HS);
+            if constexpr (S::DYNAMIC) {  // the item itself: the consumers need no divisions
+                st_shared_u32(base + SL::WORK, (uint32_t)wk.q0);
+                st_shared_u32(base + SL::WORK + 4, (uint32_t)wk.bh);
+                st_shared_u32(base + SL::WORK + 8, (uint32_t)wk.n_tiles);
+            }
             mbar_arrive_expect_tx(bar(FULL_Q), C::BR * C::D * 2);
             for (int b = 0; b < C::D / 64; ++b)
                 tma_load_3d(base + SL::Q + b * C::BR * 128, tmQ, 64 * b, wk.q0, wk.bh, bar(FULL_Q));
@@ -825,12 +830,16 @@ struct Kernel {
         int gi = 0;                // K/V tiles consumed so far (the ring's position)
         int wi = blockIdx.x;       // the work item
         for (int qn = 0;; ++qn) {  // qn: query tiles consumed so far
-            if constexpr (S::DYNAMIC) {  // n_work or more: no more items
+            Work wk;
+            if constexpr (S::DYNAMIC) {  // the producer's item; no tiles: no more items
                 mbar_wait(wg.bar(FULL_Q), qn & 1);
-                wi = (int)ld_shared_u32(base + SL::WORK);
+                wk = {(int)ld_shared_u32(base + SL::WORK), (int)ld_shared_u32(base + SL::WORK + 4),
+                      (int)ld_shared_u32(base + SL::WORK + 8)};
+                if (wk.n_tiles == 0) break;
+            } else {
+                if (wi >= n_work) break;
+                wk = work_of<C::BR, C::BC>(wi, N, BH, causal, HS);
             }
-            if (wi >= n_work) break;
-            const Work wk = work_of<C::BR, C::BC>(wi, N, BH, causal, HS);
             const int row = wk.q0 + wg.wg_row0 + 16 * wg.wq + wg.g;  // query row of s[4 j + e], e < 2
             const size_t head = (size_t)wk.bh * N;
             Consumer<C> w;

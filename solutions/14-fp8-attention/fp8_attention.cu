@@ -575,6 +575,7 @@ struct Kernel {
         {  // S_0
             const float sc = sq * kv.dk();
             w.dv = kv.dv();
+            mbar_wait(wg.bar(FULL_Q), 0);  // after the item's setup, which needs no Q
             mbar_wait(wg.bar(FULL_K, 0), 0);
             wg.begin_turn();
             wgmma_fence();
@@ -662,7 +663,6 @@ struct Kernel {
         const Warpgroup wg(base, tid);
         const Work wk = work_of(blockIdx.x, N, BH, causal);
         Consumer w;
-        mbar_wait(wg.bar(FULL_Q), 0);
         mma_loop(wg, w, wk, wk.q0 + wg.wg_row0 + 16 * wg.wq + wg.g);
         epilogue(wg, w, wk);
     }
