@@ -276,8 +276,7 @@ struct Kernel {
     }
     /* The producer's thread 0 (the kernel): per work item Q_i, once every consumer warp released its
      * buffer (empty Q), then its K/V tiles from the diagonal down (load_kv). Step 7 claims the next
-     * item while Q_i's copies fly and stores it (first row, head, tile count; past the end: no
-     * tiles, no bytes) before its arrival on full Q. */
+     * item while Q_i's copies fly, stores it (row, head, tiles; past the end none) before full Q. */
     __device__ __forceinline__ void producer_mainloop() const {
         int item = blockIdx.x;     // the block's first work item
         int qn = 0, gi = 0;        // query tiles and K/V tiles loaded so far

@@ -99,7 +99,6 @@ __device__ __forceinline__ bool mbar_try_wait(uint32_t bar, uint32_t parity) {
                  : "=r"(done) : "r"(bar), "r"(parity) : "memory");
     return done != 0;
 }
-
 /* One TMA copy: the box at coordinates (c0, c1, c2) of the tensor described by `map` (a
  * kernel parameter in the constant bank; its generic address is what the instruction takes)
  * to shared address `dst`, reporting its bytes to the mbarrier `bar` (complete_tx). */
@@ -109,11 +108,10 @@ __device__ __forceinline__ void tma_load_3d(uint32_t dst, const CUtensorMap *map
                  " [%0], [%1, {%2, %3, %4}], [%5];\n" ::"r"(dst), "l"((uint64_t)map), "r"(c0), "r"(c1), "r"(c2),
                  "r"(bar) : "memory");
 }
-/* The copy the other way (step 7's O): the box at (c0, c1, c2) of `map` from shared address
- * `src`, in the layout a load of that box writes; rows past the end of the tensor are not
- * written. The issuing thread closes its stores into a group (bulk_commit) and, before `src`
- * may be overwritten, waits until at most N of its groups still read shared memory
- * (bulk_wait_read<N>; the global writes may still be on their way, which is all a kernel needs). */
+/* The copy the other way (step 7's O): the box at (c0, c1, c2) of `map` from shared address `src`, in
+ * the layout a load of that box writes; rows past the end of the tensor are not written. The issuing
+ * thread closes its stores into a group (bulk_commit) and, before `src` may be overwritten, waits until
+ * at most N of its groups still read shared memory (bulk_wait_read<N>; the writes may still fly). */
 __device__ __forceinline__ void tma_store_3d(const CUtensorMap *map, int c0, int c1, int c2, uint32_t src) {
     asm volatile("cp.async.bulk.tensor.3d.global.shared::cta.bulk_group [%0, {%1, %2, %3}], [%4];\n"
                  ::"l"((uint64_t)map), "r"(c0), "r"(c1), "r"(c2), "r"(src) : "memory");

@@ -104,7 +104,6 @@ struct Roles {
  * producer's arrive.expect_tx and the tile's bytes, empty one arrival per consumer warp. */
 enum MBar { FULL_Q, EMPTY_Q, FULL_K, FULL_V, EMPTY_K, EMPTY_V };
 // [end roles-types]
-
 //| /* The PTX wrappers this lesson teaches; the CPU emulator has its own. */
 // solution begin
 /* The PTX wrappers this lesson teaches; reference/include/ptx_hopper.h is made from this region for the
@@ -180,7 +179,6 @@ __device__ __forceinline__ bool mbar_try_wait(uint32_t bar, uint32_t parity) {
     return done != 0;
 }
 // [end ptx-mbarrier]
-
 // [region ptx-tma]
 /* One TMA copy: the box at coordinates (c0, c1, c2) of the tensor described by `map` (a
  * kernel parameter in the constant bank; its generic address is what the instruction takes)
@@ -191,11 +189,10 @@ __device__ __forceinline__ void tma_load_3d(uint32_t dst, const CUtensorMap *map
                  " [%0], [%1, {%2, %3, %4}], [%5];\n" ::"r"(dst), "l"((uint64_t)map), "r"(c0), "r"(c1), "r"(c2),
                  "r"(bar) : "memory");
 }
-/* The copy the other way (step 7's O): the box at (c0, c1, c2) of `map` from shared address
- * `src`, in the layout a load of that box writes; rows past the end of the tensor are not
- * written. The issuing thread closes its stores into a group (bulk_commit) and, before `src`
- * may be overwritten, waits until at most N of its groups still read shared memory
- * (bulk_wait_read<N>; the global writes may still be on their way, which is all a kernel needs). */
+/* The copy the other way (step 7's O): the box at (c0, c1, c2) of `map` from shared address `src`, in
+ * the layout a load of that box writes; rows past the end of the tensor are not written. The issuing
+ * thread closes its stores into a group (bulk_commit) and, before `src` may be overwritten, waits until
+ * at most N of its groups still read shared memory (bulk_wait_read<N>; the writes may still fly). */
 __device__ __forceinline__ void tma_store_3d(const CUtensorMap *map, int c0, int c1, int c2, uint32_t src) {
     asm volatile("cp.async.bulk.tensor.3d.global.shared::cta.bulk_group [%0, {%1, %2, %3}], [%4];\n"
                  ::"l"((uint64_t)map), "r"(c0), "r"(c1), "r"(c2), "r"(src) : "memory");
@@ -304,7 +301,6 @@ __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
     // TODO(4) end
 }
 // [end mbar-wait]
-
 // [region descriptor]
 /* The 64-bit matrix descriptor of wgmma (PTX ISA, "Matrix Descriptor"): bits 0-13 start
  * address >> 4, 16-29 leading-dimension byte offset (LBO) >> 4, 32-45 stride-dimension byte
@@ -351,7 +347,6 @@ __device__ __host__ __forceinline__ uint64_t desc_mnmajor(uint32_t tile, int ks)
     // TODO(2) end
 }
 // [end descriptor]
-
 // [region kernel-parts]
 /* Shared memory of a block, from a 1024-byte aligned base: Q_i [B_r x D], STAGES K and STAGES V
  * slots [B_c x D], as D / 64 boxes [rows x 64] in the layout TMA writes; with OSTAGE an O tile
@@ -634,8 +629,7 @@ struct Kernel {
     // [region producer-loop]
     /* The producer's thread 0 (the kernel): per work item Q_i, once every consumer warp released its
      * buffer (empty Q), then its K/V tiles from the diagonal down (load_kv). Step 7 claims the next
-     * item while Q_i's copies fly and stores it (first row, head, tile count; past the end: no
-     * tiles, no bytes) before its arrival on full Q. */
+     * item while Q_i's copies fly, stores it (row, head, tiles; past the end none) before full Q. */
     __device__ __forceinline__ void producer_mainloop() const {
         int item = blockIdx.x;     // the block's first work item
         int qn = 0, gi = 0;        // query tiles and K/V tiles loaded so far
@@ -858,15 +852,13 @@ struct Kernel {
     // [end consumer-loop]
 };
 // [end kernel-parts]
-
 // [region roles]
-/* O and L for query tiles of B_r = 64 NC rows; the block hands out roles: warpgroup 0 the
- * producer, the NC after it consumers. Grid: step 5, T_r B H blocks, one work item each; steps
- * 6-7, at most one per SM, taking items blockIdx.x, then every gridDim.x-th (6) or from the
- * counter `sched` (7: two ints, 0 before the launch and after it). Config::THREADS threads,
- * SmemLayout::ALLOC bytes of dynamic shared memory. tmQ, tmK, tmV, tmO: tensor maps {d, N, B H},
- * boxes of B_r, B_c, B_c, 64 rows; Q, K, V: the same tensors (steps 1-4). BH = B H; scale_log2
- * = scale log2(e); HS: heads per section of the causal order (work_of). */
+/* O and L for query tiles of B_r = 64 NC rows; the block hands out roles: warpgroup 0 the producer,
+ * the NC after it consumers. Grid: step 5, T_r B H blocks, one work item each; steps 6-7, at most one
+ * per SM, taking items blockIdx.x, then every gridDim.x-th (6) or from the counter `sched` (7: two
+ * ints, 0 before the launch and after it). Config::THREADS threads, SmemLayout::ALLOC bytes of dynamic
+ * shared memory. tmQ, tmK, tmV, tmO: tensor maps {d, N, B H}, boxes of B_r, B_c, B_c, 64 rows; Q, K, V:
+ * the same tensors (steps 1-4). BH = B H; scale_log2 = scale log2(e); HS: heads per section (work_of). */
 template <typename T, int D, int BC, int STAGES, int STEP, int NC>
 __global__ void __launch_bounds__(Config<T, D, BC, STAGES, STEP, NC>::THREADS, 1)
 fa3_forward_kernel(const __grid_constant__ CUtensorMap tmQ, const __grid_constant__ CUtensorMap tmK,
@@ -896,7 +888,6 @@ fa3_forward_kernel(const __grid_constant__ CUtensorMap tmQ, const __grid_constan
     k.consumer_mainloop(tid);
 }
 // [end roles]
-
 // [region host]
 // [region device-info]
 constexpr int FA_MAX_DEVICES = 64, FA_MAX_STREAMS = 16;  // devices; per device, streams holding a tile counter
