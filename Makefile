@@ -214,8 +214,12 @@ TEST_FULL_STEPS :=
 TEST_JOBS ?= 2
 -include $(filter-out mk/lessons.mk,$(wildcard mk/*.mk))
 .PHONY: test-steps test-full-steps test-full test-results
-TEST_LONG := test-docs emu-starters $(addprefix emu-,$(foreach n,$(call lessons_with,arch,sm_90a),$(call pad,$(n)))) \
-  hostsim-forward bench-selftest $(filter hostsim-%,$(TEST_STEPS)) mutants-cpu test-docs-selftest
+# the longest first (each alone on a 2-core machine: emu-report-check about 65 s, test-docs 50, the
+# sm_90a lessons' emulators 15-40, test-step-ladder 30, test-docs-selftest 26; the other lessons'
+# emulators 8-27), so that two at a time end together instead of one long step ending alone
+TEST_LONG := emu-report-check test-docs $(addprefix emu-,$(foreach n,$(call lessons_with,arch,sm_90a),$(call pad,$(n)))) \
+  hostsim-forward test-step-ladder test-docs-selftest emu-starters $(filter emu-%,$(TEST_STEPS)) \
+  $(filter hostsim-%,$(TEST_STEPS)) test-new-lesson bench-selftest mutants-cpu
 test-steps: $(filter $(TEST_STEPS),$(TEST_LONG)) $(filter-out $(TEST_LONG),$(TEST_STEPS))
 test-full-steps: $(TEST_FULL_STEPS)
 test-results:
