@@ -549,7 +549,8 @@ struct Kernel {
      * of S_it with its tile's scales while the second runs, then rescales O (maximum and V units)
      * and packs P. Turns: S_0, n_tiles - 1 pairs, the last P V. Nothing is done per tile that can
      * be done once per item: the descriptors are a base plus constants, the descales come from a
-     * walker (KvScales), the tiles that need a mask are counted before the loop. (In the SASS,
+     * walker (KvScales), the tiles that need a mask are counted before the loop, all of it before
+     * the wait for Q, while Q's copy flies (1-4% faster than after it: worklog). (In the SASS,
      * ptxas moves the wait for P V ahead of the softmax, to interleave O's rescale with the
      * exponentials; every version that kept the wait later, FlashAttention-3's order included,
      * ran 4-14% slower: worklog/README.md, sections 9, 11 and 15.) */
