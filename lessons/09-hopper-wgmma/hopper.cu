@@ -300,7 +300,8 @@ __device__ __host__ __forceinline__ uint64_t make_desc(uint32_t addr, uint32_t l
     return 0;
 }
 /* K-major operand: rows [row0, row0 + 64 or N) of a tile of `ROWS` rows, k-slice kk (columns
- * 16 kk .. 16 kk + 15): box kk / 4, 32 bytes per k-slice inside the box. */
+ * 16 kk .. 16 kk + 15): box kk / 4, 32 bytes a slice into it, added to the rows' descriptor in
+ * 16-byte units (shared memory is below 256 KiB: no carry): one make_desc per tile, not per slice. */
 template <int ROWS>
 __device__ __host__ __forceinline__ uint64_t desc_kmajor(uint32_t tile, int row0, int kk) {
     // TODO(2): where k-slice kk of the rows from row0 starts in a tile of ROWS rows stored as
@@ -850,7 +851,6 @@ static int *tile_counter(int dev, cudaStream_t stream) {
     return NULL;
 }
 // [end tile-counter]
-
 /* One kernel on the current device `dev`, its grid at most `sms` blocks; sms = 0: only its opt-in. */
 template <typename T, int D, int BC, int STAGES, int NC>
 static int launch(const attn_args *a, int dev, int sms) {

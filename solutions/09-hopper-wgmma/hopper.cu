@@ -322,7 +322,8 @@ __device__ __host__ __forceinline__ uint64_t make_desc(uint32_t addr, uint32_t l
     // TODO(1) end
 }
 /* K-major operand: rows [row0, row0 + 64 or N) of a tile of `ROWS` rows, k-slice kk (columns
- * 16 kk .. 16 kk + 15): box kk / 4, 32 bytes per k-slice inside the box. */
+ * 16 kk .. 16 kk + 15): box kk / 4, 32 bytes a slice into it, added to the rows' descriptor in
+ * 16-byte units (shared memory is below 256 KiB: no carry): one make_desc per tile, not per slice. */
 template <int ROWS>
 __device__ __host__ __forceinline__ uint64_t desc_kmajor(uint32_t tile, int row0, int kk) {
     // TODO(2) begin
@@ -332,7 +333,7 @@ __device__ __host__ __forceinline__ uint64_t desc_kmajor(uint32_t tile, int row0
     //| (void)tile; (void)row0; (void)kk;
     //| return make_desc(0, 0, 0);
     const uint32_t box = (uint32_t)(kk / 4) * ROWS * 128;  // 64-column box of this k-slice
-    return make_desc(tile + box + (uint32_t)row0 * 128 + (uint32_t)(kk % 4) * 32, 16, 1024);
+    return make_desc(tile + (uint32_t)row0 * 128, 16, 1024) + ((box + (uint32_t)(kk % 4) * 32) >> 4);
     // TODO(2) end
 }
 /* MN-major operand (V_j): keys 16 ks .. 16 ks + 15 of a tile of `ROWS` keys, all d columns. */
@@ -343,7 +344,7 @@ __device__ __host__ __forceinline__ uint64_t desc_mnmajor(uint32_t tile, int ks)
     //| //   boxes: LBO is what takes the instruction from the first box to the second.
     //| (void)tile; (void)ks;
     //| return make_desc(0, 0, 0);
-    return make_desc(tile + (uint32_t)ks * 16 * 128, ROWS * 128, 1024);
+    return make_desc(tile, ROWS * 128, 1024) + (uint32_t)ks * 16 * 128 / 16;
     // TODO(2) end
 }
 // [end descriptor]
@@ -946,7 +947,6 @@ static int *tile_counter(int dev, cudaStream_t stream) {
     return NULL;
 }
 // [end tile-counter]
-
 /* One kernel on the current device `dev`, its grid at most `sms` blocks; sms = 0: only its opt-in. */
 template <typename T, int D, int BC, int STAGES, int NC>
 static int launch(const attn_args *a, int dev, int sms) {

@@ -32,16 +32,17 @@ __device__ __host__ __forceinline__ uint64_t make_desc(uint32_t addr, uint32_t l
            (uint64_t)((sbo & 0x3FFFF) >> 4) << 32 | 1ull << 62;
 }
 /* K-major operand: rows [row0, row0 + 64 or N) of a tile of `ROWS` rows, k-slice kk (columns
- * 16 kk .. 16 kk + 15): box kk / 4, 32 bytes per k-slice inside the box. */
+ * 16 kk .. 16 kk + 15): box kk / 4, 32 bytes a slice into it, added to the rows' descriptor in
+ * 16-byte units (shared memory is below 256 KiB: no carry): one make_desc per tile, not per slice. */
 template <int ROWS>
 __device__ __host__ __forceinline__ uint64_t desc_kmajor(uint32_t tile, int row0, int kk) {
     const uint32_t box = (uint32_t)(kk / 4) * ROWS * 128;  // 64-column box of this k-slice
-    return make_desc(tile + box + (uint32_t)row0 * 128 + (uint32_t)(kk % 4) * 32, 16, 1024);
+    return make_desc(tile + (uint32_t)row0 * 128, 16, 1024) + ((box + (uint32_t)(kk % 4) * 32) >> 4);
 }
 /* MN-major operand (V_j): keys 16 ks .. 16 ks + 15 of a tile of `ROWS` keys, all d columns. */
 template <int ROWS>
 __device__ __host__ __forceinline__ uint64_t desc_mnmajor(uint32_t tile, int ks) {
-    return make_desc(tile + (uint32_t)ks * 16 * 128, ROWS * 128, 1024);
+    return make_desc(tile, ROWS * 128, 1024) + (uint32_t)ks * 16 * 128 / 16;
 }
 // [end generated]
 #endif
