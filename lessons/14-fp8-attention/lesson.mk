@@ -20,6 +20,6 @@ emu_grader := tests/hopper_emu/grade_host.py
 # heads and query tiles, where the causal order maps a block to its head and tile differently), block and
 # per-tensor scales, the Hadamard rotation, the outlier inputs, B > 1; the first two also late in make test
 # (every emulator mutant of lesson 14 is still rejected: make mutants-emu LESSONS=14)
-emu_cases := -b 1 -H 2 -n 200 -d 128 --outliers | -b 1 -H 2 -n 200 -d 128 --causal --hadamard | -b 2 -H 1 -n 77 -d 128 --quant tensor | -b 1 -H 1 -n 1 -d 128 --causal
+emu_cases := -b 1 -H 2 -n 200 -d 128 --outliers | -b 1 -H 2 -n 200 -d 128 --causal --hadamard | -b 2 -H 1 -n 77 -d 128 --quant tensor | -b 1 -H 1 -n 1 -d 128 --causal | -b 1 -H 1 -n 200 -d 128 --peaked
 emu_cases_full := -b 1 -H 1 -n 257 -d 128 --causal --quant tensor --hadamard --outliers | -b 1 -H 2 -n 384 -d 128 --outliers --hadamard | -b 2 -H 1 -n 129 -d 128 --causal --outliers
 emu_late_cases := 2

@@ -58,6 +58,22 @@ int fp8_hadamard_rows(float *X, size_t n_rows, int d) {
     return 0;
 }
 
+void fp8_peak_at_key0(float *Q, int nq, float *K, float *V, int nk, int d, float gap) {
+    const double u = 1.0 / sqrt((double)d);  /* every component of the unit vector u */
+    for (int j = 1; j < nk; ++j) {
+        float *k = K + (size_t)j * d;
+        double along = 0.0;  /* k.u */
+        for (int c = 0; c < d; ++c) along += k[c] * u;
+        for (int c = 0; c < d; ++c) k[c] = (float)(k[c] - along * u);
+    }
+    if (nk > 0)
+        for (int c = 0; c < d; ++c) {
+            K[c] = 1.0f;  /* sqrt(d) u */
+            V[c] = 0.0f;
+        }
+    for (size_t e = 0; e < (size_t)nq * d; ++e) Q[e] = (float)(Q[e] + gap * u);
+}
+
 void fp8_add_outliers(float *X, size_t n, uint64_t seed) {
     rng_t r;
     rng_seed(&r, seed);

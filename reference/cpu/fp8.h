@@ -67,4 +67,18 @@ int fp8_hadamard_rows(float *X, size_t n_rows, int d);
 /* FlashAttention-3's outlier inputs: each element of X[0..n) is multiplied by 10 with
  * probability 1/1000, drawn from seed. */
 void fp8_add_outliers(float *X, size_t n, uint64_t seed);
+
+/* The peaked inputs (--peaked; the FP8 case matrix has such a case), for one slice: Q [nq, d], K
+ * and V [nk, d], row-major, N(0, 1) entries. With u = (1, ..., 1) / sqrt(d), key 0 becomes
+ * sqrt(d) u with a value row of zeros, the other keys lose their component along u and every
+ * query gains gap u, so that with the scale 1 / sqrt(d) query i scores gap + q_i.u on key 0
+ * (q_i.u ~ N(0, 1)) and about N(0, 1) on the others. Each row's other probabilities exp(S - m)
+ * then lie mostly between 2^-16 and 2^-8 (at gap = FP8_PEAK_GAP and nk = 1024 about a sixth of
+ * the row sum l), and O is their share alone: key 0's zero value row keeps FP8's accumulator,
+ * which keeps about 13 bits below its largest term (cpu_reference.c), from losing their
+ * products beside key 0's. Rounded to e4m3 without P's scale, most of them fall below half its
+ * smallest subnormal (2^-10) and leave P V while l still counts them: what P's scale is for
+ * (lesson 14). nq = 0 or nk = 0: that side is left alone (Q or K, V may then be NULL). */
+#define FP8_PEAK_GAP 9.0f
+void fp8_peak_at_key0(float *Q, int nq, float *K, float *V, int nk, int d, float gap);
 #endif

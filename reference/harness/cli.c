@@ -84,6 +84,9 @@ void print_usage(const char *prog, int cpu_lesson) {
            "      --hadamard     rotate Q and K along d by the Hadamard matrix before quantizing\n"
            "                     (incoherent processing)\n"
            "      --outliers     inputs N(0, 1) with 0.1%% of them x10 (the matrix has such a case)\n"
+           "      --peaked       each query scores key 0 about 9 above the other keys, whose\n"
+           "                     probabilities then fall under e4m3's subnormals unless P is\n"
+           "                     scaled before rounding (the matrix has such a case)\n"
            "  Serving layouts (only a lesson that declares them in its LESSON flags; every other\n"
            "  lesson refuses them):\n"
            "      --paged P      a paged KV cache (LESSON_PAGED_KV): K and V each one pool of pages of\n"
@@ -130,7 +133,7 @@ int parse_options(int argc, char **argv, options *o, char *err, size_t errlen) {
     o->seed %= 1000000007ULL; /* short enough to retype */
 
     enum { OPT_WARMUP = 1000, OPT_TIMEOUT, OPT_CHECK, OPT_BENCH, OPT_CSV, OPT_FUZZ, OPT_KV_SEQ, OPT_KV_HEADS,
-           OPT_RAGGED, OPT_QUANT, OPT_HADAMARD, OPT_OUTLIERS, OPT_RANKS, OPT_PAGED, OPT_VARLEN, OPT_SEQLENS,
+           OPT_RAGGED, OPT_QUANT, OPT_HADAMARD, OPT_OUTLIERS, OPT_PEAKED, OPT_RANKS, OPT_PAGED, OPT_VARLEN, OPT_SEQLENS,
            OPT_TRANSPORT, OPT_RING_DELAY, OPT_LOGIT_SCALE };
     static const struct option longopts[] = {
         {"batch", required_argument, 0, 'b'}, {"heads", required_argument, 0, 'H'},
@@ -145,7 +148,7 @@ int parse_options(int argc, char **argv, options *o, char *err, size_t errlen) {
         {"kv-seq", required_argument, 0, OPT_KV_SEQ}, {"kv-heads", required_argument, 0, OPT_KV_HEADS},
         {"ragged", no_argument, 0, OPT_RAGGED},
         {"quant", required_argument, 0, OPT_QUANT}, {"hadamard", no_argument, 0, OPT_HADAMARD},
-        {"outliers", no_argument, 0, OPT_OUTLIERS},
+        {"outliers", no_argument, 0, OPT_OUTLIERS}, {"peaked", no_argument, 0, OPT_PEAKED},
         {"ranks", required_argument, 0, OPT_RANKS},
         {"transport", required_argument, 0, OPT_TRANSPORT}, {"ring-delay-us", required_argument, 0, OPT_RING_DELAY},
         {"paged", required_argument, 0, OPT_PAGED}, {"varlen", required_argument, 0, OPT_VARLEN},
@@ -184,6 +187,7 @@ int parse_options(int argc, char **argv, options *o, char *err, size_t errlen) {
             break;
         case OPT_HADAMARD: o->hadamard = 1; o->given |= GIVEN_FP8; break;
         case OPT_OUTLIERS: o->outliers = 1; o->given |= GIVEN_FP8; break;
+        case OPT_PEAKED: o->peaked = 1; o->given |= GIVEN_FP8; break;
         case OPT_RANKS: RANGE("--ranks", 1, ATTN_MAX_RANKS, o->ranks); break;
         case OPT_TRANSPORT:
             if (strcmp(optarg, "ce") && strcmp(optarg, "nccl")) {

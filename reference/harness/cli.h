@@ -66,6 +66,7 @@ typedef struct {
     int quant_tensor;     /* --quant tensor: one scale per tensor (default block: FP8_BLOCK_ROWS rows) */
     int hadamard;         /* --hadamard: Q and K rotated along d before quantizing */
     int outliers;         /* --outliers: 0.1% of the inputs x10 */
+    int peaked;           /* --peaked: every query's scores peak at key 0 (fp8.h, fp8_peak_at_key0) */
     /* A lesson that runs over ranks (attention_ranks.h; lesson 15): --ranks P, 0 when not given;
      * --transport (ATTN_TRANSPORT_*, 0 when not given: the lesson's choice); --ring-delay-us, the
      * fault mode's delay in microseconds (-1 when not given: ATTN_RING_DELAY_GRADED in grading). */

@@ -22,13 +22,14 @@
  * wrong by sequence, key and page). Lessons that declare LESSON_VARLEN also get packed batches,
  * problems of their own (runner_varlen.cu), which the kinds below hand those cases to.
  *
- * Lessons that declare DTYPE_E4M3 (lesson 14) get FP8 inputs in that dtype (attention.h,
- * attn_fp8; fp8.h): Q, K, V drawn in float (the outlier case: 0.1% of them x10), Q and K rotated
- * by the Hadamard matrix with --hadamard, quantized per block of FP8_BLOCK_ROWS rows (or per
- * tensor with --quant tensor); the kernel gets the codes and the descale factors and writes O in
- * bf16. The grade is against the float64 attention of the dequantized inputs, within twice the
- * error of a plain FP8 attention (cpu_reference.h); the pass line also reports the RMSE of O
- * against the float64 attention of the unquantized inputs: what FP8 costs. */
+ * Lessons that declare DTYPE_E4M3 (lesson 14) get FP8 inputs in that dtype (attention.h, attn_fp8;
+ * fp8.h): Q, K, V drawn in float (the outlier case: 0.1% of them x10; the peaked case: every
+ * query's scores peaked at key 0), Q and K rotated by the Hadamard matrix with --hadamard,
+ * quantized per block of FP8_BLOCK_ROWS rows (or per tensor with --quant tensor); the kernel gets
+ * the codes and the descale factors and writes O in bf16. The grade is against the float64
+ * attention of the dequantized inputs, within twice the error of a plain FP8 attention
+ * (cpu_reference.h); the pass line also reports the RMSE of O against the float64 attention of the
+ * unquantized inputs: what FP8 costs. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -192,6 +193,16 @@ static void fill_inputs_on_host(Problem &p, uint64_t seed) {
     random_slices(p.Q, c.B * c.H, c.N, c.d, 0, c.N, c.qscale, drawn, rng_mix(seed, 1));
     random_slices(p.K, c.B * c.H_kv, c.N_kv, c.d, 0, c.N_kv, 1.f, drawn, rng_mix(seed, 2));
     random_slices(p.V, c.B * c.H_kv, c.N_kv, c.d, 0, c.N_kv, 1.f, drawn, rng_mix(seed, 3));
+    if (c.peaked) {
+        for (int bh = 0; bh < c.B * c.H; ++bh)
+            fp8_peak_at_key0(&p.Q[(size_t)bh * c.N * c.d], c.N, NULL, NULL, 0, c.d, FP8_PEAK_GAP);
+        for (int bh = 0; bh < c.B * c.H_kv; ++bh) {
+            const size_t at = (size_t)bh * c.N_kv * c.d;
+            fp8_peak_at_key0(NULL, 0, &p.K[at], &p.V[at], c.N_kv, c.d, FP8_PEAK_GAP);
+        }
+        for (int k = 0; k < 3; ++k)
+            for (float &x : input(p, k)) x = round_value(x, drawn);
+    }
     if (c.outliers)
         for (int k = 0; k < 3; ++k) {
             std::vector<float> &X = input(p, k);

@@ -43,6 +43,9 @@ struct shape_case {
      * seqlens_k[b] keys; N and N_kv then hold the most of each (normalized() sets them). */
     int page_size;
     std::vector<int> seqlens_q, seqlens_k;
+    /* FP8 inputs: every query's scores peak at key 0 (reference/cpu/fp8.h, fp8_peak_at_key0),
+     * from the command line (--peaked) or the case matrix (the peaked case). */
+    int peaked;
 };
 shape_case normalized(shape_case c);
 /* A shape only a decode lesson takes: N_kv != N, grouped heads (H_kv < H), or ragged lengths. */
@@ -166,6 +169,7 @@ struct case_outcome {
     int ranks;               /* the P a ranks lesson was asked for (shape_case's ranks) */
     int paged, varlen;       /* K and V through a block table; a packed batch */
     int chunked;             /* a packed batch with a sequence of more keys than queries */
+    int peaked;              /* FP8's peaked inputs (shape_case's peaked) */
 };
 case_outcome outcome_of(const shape_case &c, bool pass);
 void print_failure_pattern(const std::vector<case_outcome> &v, const char *what_causal, const char *what_ragged);

@@ -67,6 +67,7 @@ static int grade_cases(const runner_kind &K, const options &o, const shape_case 
         cases = o.fuzz ? fuzz_shapes(o.fuzz, o.seed) : case_matrix(K.causal_edges);
         for (shape_case &c : cases) { /* the command line's FP8 quantization, for every case */
             c.outliers |= o.outliers;
+            c.peaked |= o.peaked;
             if (o.logit_scale != 1.f) c.qscale = o.logit_scale;
             c.fp8_tensor = o.quant_tensor;
             c.hadamard = o.hadamard;

@@ -12,7 +12,9 @@
  *   pscale     P quantized with its scale, the scale never divided back out of O's sum
  *   blockrow   Q's block scale taken from the next block of rows
  *   hadamardq  Q rotated by the Hadamard matrix again (as if only Q were rotated)
- *   tensor     the descale of block 0 used for every block (per-tensor code on block scales) */
+ *   tensor     the descale of block 0 used for every block (per-tensor code on block scales)
+ *   punscaled  P rounded to e4m3 without its scale (mutant 14/p-without-scale): only the peaked
+ *              inputs, whose small probabilities then vanish, can see it */
 #include <cuda_bf16.h>
 #include <math.h>
 #include <stdlib.h>
@@ -79,7 +81,8 @@ extern "C" int attention_forward(const attn_args *a) {
                 for (int j = j0; j < j1; ++j) {
                     const float p = expf(s[j - j0] - mt);
                     l += p;
-                    const float pq = e4m3_decode(e4m3_encode(p * FP8_P_SCALE));
+                    const float pq = bug("punscaled") ? e4m3_decode(e4m3_encode(p)) * FP8_P_SCALE
+                                                      : e4m3_decode(e4m3_encode(p * FP8_P_SCALE));
                     const float w = pq * descale(f.descale_v, f.kv_rows, skv, Nkv, j) / (bug("pscale") ? 1.f : FP8_P_SCALE);
                     for (int c = 0; c < d; ++c) o[c] += w * e4m3_decode(V[kv + (size_t)j * d + c]);
                 }

@@ -112,6 +112,43 @@ Test(fp8, outliers_are_about_one_in_a_thousand) {
     free(X);
 }
 
+/* The peaked inputs put most of each row's other probabilities below e4m3's subnormals (their
+ * mass is what P's scale keeps) while key 0, the peak, adds nothing to O. */
+Test(fp8, peaked_inputs_hide_mass_below_the_subnormals) {
+    enum { nq = 64, nk = 1024, d = 128 };
+    float *Q = malloc(sizeof(float) * nq * d), *K = malloc(sizeof(float) * nk * d), *V = malloc(sizeof(float) * nk * d);
+    rng_t r;
+    rng_seed(&r, 7);
+    for (int e = 0; e < nq * d; ++e) Q[e] = (float)rng_normal(&r);
+    for (int e = 0; e < nk * d; ++e) { K[e] = (float)rng_normal(&r); V[e] = (float)rng_normal(&r); }
+    fp8_peak_at_key0(Q, nq, K, V, nk, d, FP8_PEAK_GAP);
+    for (int c = 0; c < d; ++c) { cr_assert_eq(K[c], 1.0f); cr_assert_eq(V[c], 0.0f); }
+    for (int j = 1; j < nk; ++j) {
+        double along = 0;
+        for (int c = 0; c < d; ++c) along += K[(size_t)j * d + c];
+        cr_assert_lt(fabs(along), 1e-3, "key %d keeps %g along u", j, along);
+    }
+    double tail_share = 0, hidden_share = 0; /* over the rows: the others' share of l, and of that, below 2^-10 */
+    for (int i = 0; i < nq; ++i) {
+        double s0 = 0, l = 1, tail = 0, hidden = 0;
+        for (int c = 0; c < d; ++c) s0 += Q[i * d + c] * K[c] / sqrt((double)d);
+        for (int j = 1; j < nk; ++j) {
+            double s = 0;
+            for (int c = 0; c < d; ++c) s += Q[i * d + c] * K[(size_t)j * d + c] / sqrt((double)d);
+            cr_assert_lt(s, s0, "row %d: key %d scores above key 0", i, j);
+            const double p = exp(s - s0);
+            tail += p;
+            if (p < ldexp(1.0, -10)) hidden += p;
+        }
+        l += tail;
+        tail_share += tail / l / nq;
+        hidden_share += hidden / tail / nq;
+    }
+    cr_assert(tail_share > 0.05 && tail_share < 0.5, "the other keys hold %g of l", tail_share);
+    cr_assert_gt(hidden_share, 0.5, "only %g of their mass lies below 2^-10", hidden_share);
+    free(Q); free(K); free(V);
+}
+
 Test(fp8, plain_reference_and_its_tolerance) {
     /* one key: O is V's row rounded to bf16, whatever P's rounding */
     const float q[4] = {1, 2, 3, 4}, K[4] = {0.5f, 0, 0, 1}, V[4] = {1.0f / 3, 2, -7, 0.1f};
