@@ -74,7 +74,9 @@ test-docs-selftest:
 	  if [ "$${DOCS_REQUIRE:-0}" = 1 ]; then echo "test-docs-selftest: FAIL: pandoc or python3 not installed (DOCS_REQUIRE=1)"; exit 1; fi; \
 	  echo "test-docs-selftest: SKIP: pandoc or python3 not installed (apt-get install pandoc python3)"; exit 0; fi; \
 	bash tests/docs/selftest.sh
-TEST_STEPS += test-docs test-docs-selftest
+# the site's checker tested on planted faults: make test-full (it changes rarely; make test checks the site)
+TEST_STEPS += test-docs
+TEST_FULL_STEPS += test-docs-selftest
 
 # the maintainer's check on a GPU (tests/gpu/gpu_check.sh), and the texts' own experiments
 gpu-check:
