@@ -3,6 +3,7 @@
 #include "attention_ranks.h"
 #include "attention_serving.h"
 #include "serving.h"
+#include "fp8.h"
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
@@ -84,7 +85,7 @@ void print_usage(const char *prog, int cpu_lesson) {
            "      --hadamard     rotate Q and K along d by the Hadamard matrix before quantizing\n"
            "                     (incoherent processing)\n"
            "      --outliers     inputs N(0, 1) with 0.1%% of them x10 (the matrix has such a case)\n"
-           "      --peaked       each query scores key 0 about 9 above the other keys, whose\n"
+           "      --peaked       each query scores key 0 about %g above the other keys, whose\n"
            "                     probabilities then fall under e4m3's subnormals unless P is\n"
            "                     scaled before rounding (the matrix has such a case)\n"
            "  Serving layouts (only a lesson that declares them in its LESSON flags; every other\n"
@@ -120,7 +121,7 @@ void print_usage(const char *prog, int cpu_lesson) {
            "Exit status: 0 pass, 1 failed, 2 usage, 3 not implemented, 4 no GPU,\n"
            "5 CUDA error, 6 timeout, 7 out of memory.\n",
            prog, BENCH_B, BENCH_H, BENCH_N, BENCH_D, MAX_B, MAX_H, MAX_N, MAX_REPS, MAX_N, DECODE_BENCH_N,
-           DECODE_BENCH_NKV, FP8_BLOCK_ROWS, ATTN_PAGE_MIN, ATTN_PAGE_MAX, MAX_N, VARLEN_BENCH_B, VARLEN_BENCH_N,
+           DECODE_BENCH_NKV, FP8_BLOCK_ROWS, (double)FP8_PEAK_GAP, ATTN_PAGE_MIN, ATTN_PAGE_MAX, MAX_N, VARLEN_BENCH_B, VARLEN_BENCH_N,
            VARLEN_BENCH_H, VARLEN_BENCH_D, MAX_B, MAX_N, MAX_B, ATTN_MAX_RANKS, graded_text, graded[0],
            ATTN_RING_DELAY_MAX_US, ATTN_RING_DELAY_GRADED);
 }
