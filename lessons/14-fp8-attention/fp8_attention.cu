@@ -320,13 +320,19 @@ struct Consumer {
     float m[2] = {-INFINITY, -INFINITY};  // running max of S scale log2(e), rows g and g + 8
     float l[2] = {};                      // this thread's share of the running sums (x 2^8)
     float dv = 1.f;                       // the V descale O is counted in
+    /* The accumulator of S on the tile's first W keys: s's first W / 2 values (W = B_c: all of s). */
+    template <int W>
+    __device__ __forceinline__ float (&s_first())[W / 2] { return reinterpret_cast<float(&)[W / 2]>(s); }
     // [region issue-s]
-    /* S = Q_i K_j^T (codes) for this warpgroup's 64 rows: d / 32 wgmmas, the first with scale_d = 0.
-     * dQ, dK: the descriptors of k-slice 0 (desc_kmajor_e4m3); slice kk is 32 kk bytes further. */
+    /* S = Q_i K_j^T (codes) for this warpgroup's 64 rows and the tile's first W keys (B_c, or 64 on a
+     * first tile whose other keys no row sees: Kernel::first_tile): d / 32 wgmmas, the first with
+     * scale_d = 0. dQ, dK: the descriptors of k-slice 0 (desc_kmajor_e4m3); slice kk is 32 kk bytes further. */
+    template <int W = BC>
     __device__ __forceinline__ void issue_s(uint64_t dQ, uint64_t dK) {
-        // TODO(3): one wgmma_ss_e4m3<BC> per 32-wide slice kk of d into s, A the descriptor of slice kk
-        //   of this warpgroup's Q rows (dQ + DESC_K32 kk), B that of the whole K tile (dK + DESC_K32 kk);
-        //   the first overwrites s (scale_d = 0), the others add; then one commit group.
+        // TODO(3): one wgmma_ss_e4m3<W> per 32-wide slice kk of d into s_first<W>(), A the descriptor of
+        //   slice kk of this warpgroup's Q rows (dQ + DESC_K32 kk), B that of the K tile (dK + DESC_K32 kk;
+        //   the wgmma reads its first W rows); the first overwrites (scale_d = 0), the others add; then
+        //   one commit group.
         (void)dQ; (void)dK; (void)DESC_K32;
     }
     // [end issue-s]
@@ -341,34 +347,38 @@ struct Consumer {
         (void)dVt;
     }
     // [end issue-pv]
-    /* Keys >= N and, causal, keys after the row get -inf (`row`: the query row of e < 2). */
+    /* Of the tile's first W keys, keys >= N and, causal, keys after the row get -inf (`row`: the
+     * query row of e < 2). */
+    template <int W = BC>
     __device__ __forceinline__ void mask(int k0, int row, int t, int N, int causal) {
         const int first = k0 + 2 * t;  // the column of s[0]; s[4 j + e] is 8 j + (e & 1) columns after it
         const int lim0 = (causal ? min(N, row + 1) : N) - first, lim1 = (causal ? min(N, row + 9) : N) - first;
 #pragma unroll
-        for (int j = 0; j < BC / 8; ++j)
+        for (int j = 0; j < W / 8; ++j)
 #pragma unroll
             for (int e = 0; e < 4; ++e)
                 if (8 * j + (e & 1) >= (e < 2 ? lim0 : lim1)) s[4 * j + e] = -INFINITY;
     }
     // [region softmax]
-    /* Online softmax of one tile. sc = scale log2(e) descale_Q descale_K(tile): the codes' product
+    /* Online softmax of one tile's first W keys (B_c, or 64: Kernel::first_tile). sc = scale log2(e) descale_Q descale_K(tile): the codes' product
      * times sc is the score in base-2 units, so the per-block descales cost nothing (sc > 0: the
      * maximum of the codes' products, times sc, is the maximum score). P = 2^(S sc - m + 8) in
      * place in s, this thread's share of its row sums; alpha = 2^(m_old - m_new) for the caller.
      * The offset 0 for a row whose maximum is still -inf keeps exp2(-inf) = 0 instead of NaN. */
+    template <int W = BC>
     __device__ __forceinline__ void softmax(float sc, float alpha[2], float rowsum[2]) {
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
             float mx = -INFINITY;
 #pragma unroll
-            for (int j = 0; j < BC / 8; ++j) mx = fmaxf(mx, fmaxf(s[4 * j + 2 * r], s[4 * j + 2 * r + 1]));
+            for (int j = 0; j < W / 8; ++j) mx = fmaxf(mx, fmaxf(s[4 * j + 2 * r], s[4 * j + 2 * r + 1]));
             mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
             mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
             // TODO(4): mx is the row's largest product of codes. The new maximum m_new of m[r] and mx sc
             //   (base-2 units), base = m_new (0 while it is -inf), alpha[r] = 2^(m[r] - base), m[r] =
-            //   m_new; each of the row's s becomes 2^(s sc - base + P_SHIFT) (one ex2 of one fmaf), and
-            //   rowsum[r] their sum (README, "Scales fold into the softmax").
+            //   m_new; each of the row's s among the first W keys (j < W / 8) becomes 2^(s sc - base +
+            //   P_SHIFT) (one ex2 of one fmaf), and rowsum[r] their sum (README, "Scales fold into the
+            //   softmax").
             (void)sc; (void)mx;
             alpha[r] = 1.f;
             rowsum[r] = 0.f;
@@ -403,11 +413,13 @@ struct Consumer {
     __device__ __forceinline__ static uint32_t pack4(float a0, float a1, float a2, float a3) {
         return (uint32_t)cvt_e4m3x2(a1, a0) | (uint32_t)cvt_e4m3x2(a3, a2) << 16;
     }
+    template <int W = BC>
     __device__ __forceinline__ void pack_p() {
         // TODO(6): for each 32 keys ks, x = s + 16 ks (accumulator blocks 4 ks .. 4 ks + 3, four floats
         //   each: row g's two keys, then row g + 8's): p[ks][0] row g of blocks 0 and 1, p[ks][1] row
         //   g + 8 of blocks 0 and 1, p[ks][2] and p[ks][3] the same of blocks 2 and 3, four floats per
-        //   register through pack4 (README, "P changes layout").
+        //   register through pack4 (README, "P changes layout"); zeros for the keys past the tile's
+        //   first W (ks >= W / 32: a narrow first tile's, Kernel::first_tile).
 #pragma unroll
         for (int ks = 0; ks < BC / 32; ++ks) p[ks][0] = p[ks][1] = p[ks][2] = p[ks][3] = 0u;
     }
@@ -483,6 +495,32 @@ struct Kernel {
     }
     // [end producer]
     // [region loop]
+    /* mma_loop's first turn, S_0: the first tile visited (the last key tile), its S, mask and softmax
+     * on its first W keys. W = 64 when no row of the warpgroup sees a key past the tile's 64th (N %
+     * B_c <= 64, or causal rows that end there): a third of the tile's S and exponentials, on the
+     * item's critical path (nothing runs beside S_0's softmax yet): 2-3% at N = 4096 (worklog,
+     * section 22). P's other fragments are zeros, so P_0 V_0 stays one unchanged wgmma group. */
+    template <int W, class EndTurn>
+    __device__ __forceinline__ void first_tile(const Warpgroup &wg, Consumer &w, const Work &wk, int row, float sq,
+                                               const KvScales &kv, uint64_t dQ, uint64_t dK0, int n_mask,
+                                               EndTurn &end_turn, float alpha[2], float rowsum[2]) const {
+        const float sc = sq * kv.dk();
+        w.dv = kv.dv();
+        mbar_wait(wg.bar(FULL_Q), 0);  // after the item's setup, which needs no Q
+        mbar_wait(wg.bar(FULL_K, 0), 0);
+        wg.begin_turn();
+        wgmma_fence();
+        fence_acc(w.s);
+        w.template issue_s<W>(dQ, dK0);
+        end_turn();
+        wgmma_wait<0>();
+        fence_acc(w.s);
+        wg.release(EMPTY_K, 0);
+        if (n_mask > 0) w.template mask<W>((wk.n_tiles - 1) * BC, row, wg.t, N, causal);
+        w.template softmax<W>(sc, alpha, rowsum);
+        w.rescale(alpha, rowsum, w.dv);  // O is 0: only sets l
+        w.template pack_p<W>();
+    }
     /* A consumer warpgroup's MMA loop (lesson 09's, FlashAttention-3 Algorithm 2): in one turn it
      * issues S_it = Q K_it^T and O += P_{it-1} V_{it-1}, waits for the first, computes the softmax
      * of S_it with its tile's scales while the second runs, then rescales O (maximum and V units)
@@ -492,8 +530,10 @@ struct Kernel {
      * the wait for Q, while Q's copy flies (1-4% faster than after it: worklog). (In the SASS,
      * ptxas moves the wait for P V ahead of the softmax, to interleave O's rescale with the
      * exponentials; every version that kept the wait later, FlashAttention-3's order included,
-     * ran 4-14% slower: worklog/README.md, sections 9, 11 and 15.) */
-    __device__ __forceinline__ void mma_loop(const Warpgroup &wg, Consumer &w, const Work &wk, int row) const {
+     * ran 4-14% slower: worklog/README.md, sections 9, 11 and 15.) narrow: S_0 on the first tile's
+     * first 64 keys (first_tile). */
+    __device__ __forceinline__ void mma_loop(const Warpgroup &wg, Consumer &w, const Work &wk, int row,
+                                             bool narrow) const {
         const int n_tiles = wk.n_tiles;
         const float sq = scale_log2 * ds.of(ds.q, ds.q_rows, wk.bh, wk.q0 + wg.wg_row0);
         const uint64_t dQ = desc_kmajor_e4m3<BR>(base + SL::Q, wg.wg_row0, 0);
@@ -512,24 +552,8 @@ struct Kernel {
         };
         if (wg.c == NC - 1) wg.pass_turn();  // warpgroup 0 goes first
         float alpha[2], rowsum[2];
-        {  // S_0
-            const float sc = sq * kv.dk();
-            w.dv = kv.dv();
-            mbar_wait(wg.bar(FULL_Q), 0);  // after the item's setup, which needs no Q
-            mbar_wait(wg.bar(FULL_K, 0), 0);
-            wg.begin_turn();
-            wgmma_fence();
-            fence_acc(w.s);
-            w.issue_s(dQ, dK0);
-            end_turn();
-            wgmma_wait<0>();
-            fence_acc(w.s);
-            wg.release(EMPTY_K, 0);
-            if (n_mask > 0) w.mask((n_tiles - 1) * BC, row, wg.t, N, causal);
-            w.softmax(sc, alpha, rowsum);
-            w.rescale(alpha, rowsum, w.dv);  // O is 0: only sets l
-            w.pack_p();
-        }
+        if (narrow) first_tile<64>(wg, w, wk, row, sq, kv, dQ, dK0, n_mask, end_turn, alpha, rowsum);
+        else first_tile<BC>(wg, w, wk, row, sq, kv, dQ, dK0, n_mask, end_turn, alpha, rowsum);
         int slot = 0, ph = 0;  // the ring slot of tile it - 1, and its fill's parity
         for (int it = 1; it < n_tiles; ++it) {
             const int pslot = slot, pph = ph;
@@ -603,7 +627,11 @@ struct Kernel {
         const Warpgroup wg(base, tid);
         const Work wk = work_of(blockIdx.x, N, BH, causal);
         Consumer w;
-        mma_loop(wg, w, wk, wk.q0 + wg.wg_row0 + 16 * wg.wq + wg.g);
+        /* Keys of the first tile visited that some row of the warpgroup sees (one value per warpgroup;
+         * the shuffle tells ptxas so, a wgmma under a thread-dependent branch serializes them all). */
+        const int c = __shfl_sync(0xffffffffu, wg.c, 0);
+        const int seen = (causal ? min(N, wk.q0 + 64 * c + 64) : N) - (wk.n_tiles - 1) * BC;
+        mma_loop(wg, w, wk, wk.q0 + wg.wg_row0 + 16 * wg.wq + wg.g, BC > 64 && seen <= 64);
         epilogue(wg, w, wk);
     }
 };

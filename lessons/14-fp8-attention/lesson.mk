@@ -14,7 +14,7 @@ ptxas := 90a
 registers := 168
 register_kernel := fp8_forward_kernel
 header_check := tests/checks/headers/ptx_hopper_fp8.cu
-check_builds_full := persistent | persistent-q2 | chain-uniform | transpose-in-kernel | transpose-producer | transpose-ring | no-pdl | exp2-fma | rescale-lazy | epilogue-registers | pack-then-rescale | wide224 | chain-tma | chain-setup | -DFA14_BC=128
+check_builds_full := wide-first | persistent | persistent-q2 | chain-uniform | transpose-in-kernel | transpose-producer | transpose-ring | no-pdl | exp2-fma | rescale-lazy | epilogue-registers | pack-then-rescale | wide224 | chain-tma | chain-setup | -DFA14_BC=128
 emu_grader := tests/hopper_emu/grade_host.py
 # ragged N, one tile and several, causal (the diagonal inside a warpgroup's rows, tiles skipped; several
 # heads and query tiles, where the causal order maps a block to its head and tile differently), block and

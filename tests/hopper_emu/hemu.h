@@ -578,6 +578,17 @@ static inline float __shfl_xor_sync(unsigned, float x, int m) {
     w.bar.arrive_and_wait();
     return r;
 }
+/* Lane src's int to every lane (the float slots carry its bits). */
+static inline int __shfl_sync(unsigned, int x, int src) {
+    emu_me()->ops++;
+    EmuWarp &w = emu_blk->warps[emu_me()->warp];
+    std::memcpy(&w.f[emu_me()->lane], &x, sizeof x);
+    w.bar.arrive_and_wait();
+    int r;
+    std::memcpy(&r, &w.f[src & 31], sizeof r);
+    w.bar.arrive_and_wait();
+    return r;
+}
 /* Votes over the whole warp (the mask is taken as all 32 lanes, as the lessons use them). */
 static inline unsigned __ballot_sync(unsigned, int pred) {
     emu_me()->ops++;
