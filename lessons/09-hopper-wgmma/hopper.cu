@@ -26,6 +26,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <math.h>
+#include <type_traits>  // std::integral_constant
 #include "attention.h"
 #include "tma_params.h"  // the layout TMA writes; the tensor maps (host)
 #include "ptx_mma.h"     // lesson 07's smem_u32, ex2, pack2
@@ -390,15 +391,18 @@ struct Consumer {
     uint32_t p[BC / 16][4];               // P as wgmma A fragments (16 keys each)
     float m[2] = {-INFINITY, -INFINITY};  // running max (raw scores), rows g and g + 8
     float l[2] = {};                      // this thread's share of the running sums
+    template <int W>
+    __device__ __forceinline__ float (&s_first())[W / 2] { return reinterpret_cast<float(&)[W / 2]>(s); }
     // [region issue-s]
-    /* S = Q_i K_j^T for this warpgroup's 64 rows: D / 16 wgmmas, the first with scale_d = 0. */
-    __device__ __forceinline__ void issue_s(uint32_t sQ, int wg_row0, uint32_t sK) {
-        // TODO(3): S = Q_i K_j^T into s: one wgmma_ss per 16-wide slice of d, A the warpgroup's 64
-        //   rows of Q_i (from row wg_row0 of the tile at sQ, which holds all BR = 64 NC rows of
-        //   the block: desc_kmajor<BR>), B the tile K_j at sK (BC rows), each described by
-        //   desc_kmajor; the first overwrites s, the others accumulate; then close them into one
-        //   group (README, "Warpgroups and the instruction" and "Asynchronous, and what that
-        //   demands").
+    /* S = Q_i K_j^T for this warpgroup's 64 rows and the tile's first W keys (B_c, or 64: mma_loop's first
+     * tile), into s_first<W>() (s's first W / 2 values): D / 16 wgmmas, the first with scale_d = 0. */
+    template <int W = BC> __device__ __forceinline__ void issue_s(uint32_t sQ, int wg_row0, uint32_t sK) {
+        // TODO(3): S = Q_i K_j^T into s_first<W>(): one wgmma_ss<T, W> per 16-wide slice of d (W
+        //   keys: B_c, or 64 on a first tile), A the warpgroup's 64 rows of Q_i (from row wg_row0 of
+        //   the tile at sQ, which holds all BR = 64 NC rows of the block: desc_kmajor<BR>), B the
+        //   tile K_j at sK (BC rows; the wgmma reads the first W), each described by desc_kmajor;
+        //   the first overwrites, the others accumulate; then close them into one group (README,
+        //   "Warpgroups and the instruction" and "Asynchronous, and what that demands").
         (void)sQ; (void)wg_row0; (void)sK;
     }
     // [end issue-s]
@@ -411,11 +415,11 @@ struct Consumer {
     }
     // [end issue-pv]
     /* Keys >= N and, causal, keys after the row get -inf (`row`: the query row of e < 2). */
-    __device__ __forceinline__ void mask(int k0, int row, int t, int N, int causal) {
+    template <int W = BC> __device__ __forceinline__ void mask(int k0, int row, int t, int N, int causal) {
         const int first = k0 + 2 * t;  // the column of s[0]; s[4 j + e] is 8 j + (e & 1) columns after it
         const int lim0 = (causal ? min(N, row + 1) : N) - first, lim1 = (causal ? min(N, row + 9) : N) - first;
 #pragma unroll
-        for (int j = 0; j < BC / 8; ++j)
+        for (int j = 0; j < W / 8; ++j)
 #pragma unroll
             for (int e = 0; e < 4; ++e)
                 if (8 * j + (e & 1) >= (e < 2 ? lim0 : lim1)) s[4 * j + e] = -INFINITY;
@@ -427,12 +431,12 @@ struct Consumer {
      * this thread's share of its row sums. Returns alpha for the two rows; the caller
      * rescales O and l once no wgmma is writing O. The offset 0 for a row whose maximum is
      * still -inf (every key so far masked) keeps exp2(-inf - offset) = 0 instead of NaN. */
-    __device__ __forceinline__ void softmax(float scale_log2, float alpha[2], float rowsum[2]) {
+    template <int W = BC> __device__ __forceinline__ void softmax(float scale_log2, float alpha[2], float rowsum[2]) {
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
             float mx = m[r];
 #pragma unroll
-            for (int j = 0; j < BC / 8; ++j) mx = fmaxf(mx, fmaxf(s[4 * j + 2 * r], s[4 * j + 2 * r + 1]));
+            for (int j = 0; j < W / 8; ++j) mx = fmaxf(mx, fmaxf(s[4 * j + 2 * r], s[4 * j + 2 * r + 1]));
             mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
             mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
             const float base = (mx == -INFINITY) ? 0.f : mx * scale_log2;
@@ -440,7 +444,7 @@ struct Consumer {
             m[r] = mx;
             float sum = 0.f;
 #pragma unroll
-            for (int j = 0; j < BC / 8; ++j) {
+            for (int j = 0; j < W / 8; ++j) {
                 const float x0 = fmaf(s[4 * j + 2 * r], scale_log2, -base);
                 const float x1 = fmaf(s[4 * j + 2 * r + 1], scale_log2, -base);
                 s[4 * j + 2 * r] = ex2(x0);
@@ -463,14 +467,14 @@ struct Consumer {
         }
     }
     /* P into A fragments: keys 16 ks .. + 15 are accumulator blocks 2 ks, 2 ks + 1, whose layout
-     * is the A layout (row g: a[0], a[2]; row g + 8: a[1], a[3]): a pack, no shuffle. */
-    __device__ __forceinline__ void pack_p() {
+     * is the A layout (row g: a[0], a[2]; row g + 8: a[1], a[3]): a pack, no shuffle; zeros past W. */
+    template <int W = BC> __device__ __forceinline__ void pack_p() {
 #pragma unroll
         for (int ks = 0; ks < BC / 16; ++ks) {
-            p[ks][0] = pack2<T>(s[8 * ks + 0], s[8 * ks + 1]);
-            p[ks][1] = pack2<T>(s[8 * ks + 2], s[8 * ks + 3]);
-            p[ks][2] = pack2<T>(s[8 * ks + 4], s[8 * ks + 5]);
-            p[ks][3] = pack2<T>(s[8 * ks + 6], s[8 * ks + 7]);
+            p[ks][0] = ks < W / 16 ? pack2<T>(s[8 * ks + 0], s[8 * ks + 1]) : 0u;
+            p[ks][1] = ks < W / 16 ? pack2<T>(s[8 * ks + 2], s[8 * ks + 3]) : 0u;
+            p[ks][2] = ks < W / 16 ? pack2<T>(s[8 * ks + 4], s[8 * ks + 5]) : 0u;
+            p[ks][3] = ks < W / 16 ? pack2<T>(s[8 * ks + 6], s[8 * ks + 7]) : 0u;
         }
     }
     // [end softmax]
@@ -505,9 +509,7 @@ struct Warpgroup {
         (void)b; (void)s;
     }
     /* Steps 6-7, after this warpgroup's last S = Q_i K_j^T: Q_i's buffer may take the next tile. */
-    __device__ __forceinline__ void release_q() const {
-        if constexpr (C::S::PERSISTENT) release(EMPTY_Q);
-    }
+    __device__ __forceinline__ void release_q() const { if (C::S::PERSISTENT) release(EMPTY_Q); }
     /* Turns: c issues its GEMMs after bar.sync on its barrier, then lets c + 1 (mod NC) go. */
     // TODO(8): begin_turn waits on this warpgroup's turn barrier, pass_turn lets the next
     //   warpgroup (mod NC) go without waiting; each barrier counts the 256 threads of the two
@@ -569,19 +571,14 @@ struct Kernel {
         for (;; ++qn) {
             if (!S::DYNAMIC && item >= n_work) break;
             if (qn > 0) mbar_wait(bar(EMPTY_Q), (qn - 1) & 1);  // Q_i's buffer is free
-            if constexpr (S::DYNAMIC) {
-                if (item >= n_work) {
-                    st_shared_u32(base + SL::WORK + 8, 0u);  // no tiles: no more items
-                    mbar_arrive(bar(FULL_Q));
-                    break;
-                }
+            if (S::DYNAMIC && item >= n_work) {
+                st_shared_u32(base + SL::WORK + 8, 0u);  // no tiles: no more items
+                mbar_arrive(bar(FULL_Q));
+                break;
             }
             const Work wk = work_of<C::BR, C::BC>(item, N, BH, causal, HS);
-            if constexpr (S::DYNAMIC) {  // the item itself: the consumers need no divisions
-                st_shared_u32(base + SL::WORK, (uint32_t)wk.q0);
-                st_shared_u32(base + SL::WORK + 4, (uint32_t)wk.bh);
-                st_shared_u32(base + SL::WORK + 8, (uint32_t)wk.n_tiles);
-            }
+            if (S::DYNAMIC)  // the item itself: the consumers need no divisions
+                st_shared_v4(base + SL::WORK, make_uint4((uint32_t)wk.q0, (uint32_t)wk.bh, (uint32_t)wk.n_tiles, 0u));
             mbar_arrive_expect_tx(bar(FULL_Q), C::BR * C::D * 2);
             for (int b = 0; b < C::D / 64; ++b)
                 tma_load_3d(base + SL::Q + b * C::BR * 128, tmQ, 64 * b, wk.q0, wk.bh, bar(FULL_Q));
@@ -604,7 +601,9 @@ struct Kernel {
      * Algorithm 2): in one turn (its named barrier) it issues S_it = Q K_it^T and O += P_{it-1}
      * V_{it-1} once their tiles have landed (full K, full V), waits for the first (wait<1>),
      * computes the softmax of S_it while the second runs, and waits for it (wait<0>) only before it
-     * rescales O and overwrites P. Turns: S_0, n_tiles - 1 pairs, the last P V. Slots from gi. */
+     * rescales O and overwrites P. Turns: S_0, n_tiles - 1 pairs, the last P V. Slots from gi.
+     * S_0 covers 64 keys where no row of the warpgroup sees more (causal, B_r = B_c = 128: warpgroup 0's
+     * diagonal tile; worklog), picked on c broadcast: a wgmma under a branch on a thread's value serializes all. */
     __device__ __forceinline__ void mma_loop(const Warpgroup<C> &wg, Consumer<C> &w, const Work &wk, int row,
                                              int gi) const {
         constexpr int STAGES = C::STAGES;
@@ -618,23 +617,27 @@ struct Kernel {
         };
         if (!S::CHAIN && wg.c == C::NC - 1) wg.pass_turn();  // warpgroup 0 goes first
         float alpha[2], rowsum[2];
-        {  // S_0
+        auto s0 = [&](auto width) {  // S_0 on the first tile's first W keys (issue_s)
+            constexpr int W = decltype(width)::value;
             const int k0 = (n_tiles - 1) * C::BC, slot = gi % STAGES, ph = (gi / STAGES) & 1;
             mbar_wait(wg.bar(FULL_K, slot), ph);
             wg.begin_turn();
             wgmma_fence();
             fence_acc(w.s);
-            w.issue_s(sQ, wg.wg_row0, base + SL::K + slot * SL::TILE);
+            w.template issue_s<W>(sQ, wg.wg_row0, base + SL::K + slot * SL::TILE);
             end_turn();
             wgmma_wait<0>();
             fence_acc(w.s);
             wg.release(EMPTY_K, slot);
             if (n_tiles == 1) wg.release_q();
-            if (needs_mask(k0)) w.mask(k0, row, wg.t, N, causal);
-            w.softmax(scale_log2, alpha, rowsum);
+            if (needs_mask(k0)) w.template mask<W>(k0, row, wg.t, N, causal);
+            w.template softmax<W>(scale_log2, alpha, rowsum);
             w.rescale(alpha, rowsum);  // O is 0: only sets l
-            w.pack_p();
-        }
+            w.template pack_p<W>();
+        };
+        const int c = __shfl_sync(0xffffffffu, wg.c, 0);
+        const bool narrow = C::BC > 64 && (causal ? min(N, wk.q0 + 64 * c + 64) : N) - (n_tiles - 1) * C::BC <= 64;
+        narrow ? s0(std::integral_constant<int, 64>{}) : s0(std::integral_constant<int, C::BC>{});
         for (int it = 1; it < n_tiles; ++it) {
             const int slot = (gi + it) % STAGES, ph = ((gi + it) / STAGES) & 1;
             const int pslot = (gi + it - 1) % STAGES, pph = ((gi + it - 1) / STAGES) & 1;
@@ -756,9 +759,7 @@ struct Kernel {
             if constexpr (!S::DYNAMIC) wi += gridDim.x;
         }
         if (S::CHAIN && wg.c == 0) wg.begin_turn();  // takes the last warpgroup's final hand-over
-        if constexpr (C::O_TMA) {
-            if (tid % 128 == 0) bulk_wait_read<0>();  // shared memory must outlive the last store's reads
-        }
+        if (C::O_TMA && tid % 128 == 0) bulk_wait_read<0>();  // shared memory must outlive the last store's reads
     }
     // [end consumer-loop]
 };
@@ -855,7 +856,6 @@ static int *tile_counter(int dev, cudaStream_t stream) {
 template <typename T, int D, int BC, int STAGES, int NC>
 static int launch(const attn_args *a, int dev, int sms) {
     using C = Config<T, D, BC, STAGES, FA9_STEP, NC>;
-    using SL = typename C::SL;
     auto kernel = fa3_forward_kernel<T, D, BC, STAGES, FA9_STEP, NC>;
     if (const int rc = allow_smem<T, D, BC, STAGES, NC>(dev); rc != ATTN_OK || sms == 0) return rc;
     static tma_qkvo_maps maps = {};
@@ -868,7 +868,7 @@ static int launch(const attn_args *a, int dev, int sms) {
     const long long work = (long long)((a->N + C::BR - 1) / C::BR) * a->B * a->H;
     if (work > 0x3fffffffLL) return ATTN_UNSUPPORTED;  // the counter may run gridDim.x past it
     const long long blocks = C::S::PERSISTENT && work > sms ? sms : work;
-    kernel<<<(unsigned)blocks, C::THREADS, SL::ALLOC, (cudaStream_t)a->stream>>>(
+    kernel<<<(unsigned)blocks, C::THREADS, C::SL::ALLOC, (cudaStream_t)a->stream>>>(
         m->mq, m->mk, m->mv, m->mo, (const T *)a->Q, (const T *)a->K, (const T *)a->V, (T *)a->O, a->L, a->N,
         a->B * a->H, a->scale * 1.4426950408889634f, a->causal, heads_per_section(a, device_info(dev).l2), sched);
     return ATTN_OK;
