@@ -360,9 +360,10 @@ struct Consumer {
                 if (8 * j + (e & 1) >= (e < 2 ? lim0 : lim1)) s[4 * j + e] = -INFINITY;
     }
     // [region softmax]
-    /* Online softmax of one tile's first W keys (B_c, or 64: Kernel::first_tile). sc = scale log2(e) descale_Q descale_K(tile): the codes' product
-     * times sc is the score in base-2 units, so the per-block descales cost nothing (sc > 0: the
-     * maximum of the codes' products, times sc, is the maximum score). P = 2^(S sc - m + 8) in
+    /* Online softmax of one tile's first W keys (B_c, or 64: Kernel::first_tile). sc = scale log2(e)
+     * descale_Q descale_K(tile): the codes' product times sc is the score in base-2 units, so the
+     * per-block descales cost nothing (sc > 0: the maximum of the codes' products, times sc, is the
+     * maximum score). P = 2^(S sc - m + 8) in
      * place in s, this thread's share of its row sums; alpha = 2^(m_old - m_new) for the caller.
      * The offset 0 for a row whose maximum is still -inf keeps exp2(-inf) = 0 instead of NaN. */
     template <int W = BC>
