@@ -16,7 +16,7 @@ speed_todos := 7 8
 ptxas := 90a
 registers := 128 168
 header_check := tests/checks/headers/ptx_hopper.cu
-check_builds_full := step1 -> any | step2 -> any | step3 -> 168 | step4 -> 168 | step5 -> 168 | step6 -> 168 | step7 -> 168 | -DFA9_STEP=7 -DFA64_WG=3 | -DFA9_STEP=5 -DFA64_WG=3 | step7+stride-items+o-from-registers+no-causal-lpt+no-l2-sections -> 168 | step7+exp2-fma -> 168 | step7 -DFA128_BC=176 -DFA128_STAGES=2 -> 168 | mbar-suspend | desc-per-slice | epilogue-stsm | wide-first -> 168
+check_builds_full := step1 -> any | step2 -> any | step3 -> 168 | step4 -> 168 | step5 -> 168 | step6 -> 168 | step7 -> 168 | -DFA9_STEP=7 -DFA64_WG=3 | -DFA9_STEP=5 -DFA64_WG=3 | step7+stride-items+o-from-registers+no-causal-lpt+no-l2-sections -> 168 | step7+exp2-fma -> 168 | step7 -DFA128_BC=176 -DFA128_STAGES=2 -> 168 | mbar-suspend | desc-per-slice | epilogue-stsm | wide-first
 emu_main := tests/hopper_emu/emu9.cpp
 emu_flags := -Itests/hopper_emu
 emu_variants := steps-1-4

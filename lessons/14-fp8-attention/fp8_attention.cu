@@ -320,7 +320,8 @@ struct Consumer {
     float m[2] = {-INFINITY, -INFINITY};  // running max of S scale log2(e), rows g and g + 8
     float l[2] = {};                      // this thread's share of the running sums (x 2^8)
     float dv = 1.f;                       // the V descale O is counted in
-    /* The accumulator of S on the tile's first W keys: s's first W / 2 values (W = B_c: all of s). */
+    /* The accumulator of S on the tile's first W keys: s's first W / 2 values (W = B_c: all of s); an
+     * m64nW accumulator is laid out as the first W / 2 values of a wider one (s[4 j + e], j < W / 8). */
     template <int W>
     __device__ __forceinline__ float (&s_first())[W / 2] { return reinterpret_cast<float(&)[W / 2]>(s); }
     // [region issue-s]
