@@ -74,8 +74,12 @@ void grader_check(grader *g, int bh, int row, int col, double ref, double got, i
     if (s == ELEM_OK) return;
     *rs = 2;
     g->r.bad++;
-    if (s == ELEM_NONFINITE) g->r.nonfinite++;
+    if (s == ELEM_NONFINITE) {
+        g->r.nonfinite++;
+        g->r.neginf += isinf(got) && got < 0;
+    }
     if (s == ELEM_UNWRITTEN) g->r.unwritten++;
+    if (s == ELEM_BAD && got == 0) g->r.zero++;
     g->col_bad[col]++;
     if (g->r.nfirst < GRADE_FIRST) g->r.first[g->r.nfirst++] = (mismatch){bh, row, col, ref, got, s};
 }
@@ -174,12 +178,35 @@ void grader_finish_ex(const grader *g, grade_report *r, const char *every_row_ms
                  r->unwritten);
         add(r->summary, sizeof r->summary, msg);
     }
-    if (r->nonfinite) {
+    if (r->nonfinite && r->neginf == r->nonfinite && r->width == 1) {  /* L: log 0 */
+        snprintf(msg, sizeof msg, "-inf: %ld values are -inf, for L log 0: a row sum l that stayed 0 (no "
+                 "exponential was added to it: the softmax's sums not written yet, or every key masked)", r->neginf);
+        add(r->summary, sizeof r->summary, msg);
+    } else if (r->nonfinite) {
         snprintf(msg, sizeof msg, "overflow/NaN: %ld elements are NaN or Inf (max not subtracted? exp(-inf - (-inf)) on a fully masked block? a read of what nobody wrote: past the inputs, which the GPU harness surrounds with NaN, or shared memory before its barrier, NaN on the CPU emulator?)",
                  r->nonfinite);
         add(r->summary, sizeof r->summary, msg);
     }
     summarize_location(g, r, every_row_msg);
+    if (r->zero == r->bad && r->rows_bad == r->rows_checked) {  /* said first: the likeliest cause */
+        char rest[sizeof r->summary];
+        snprintf(rest, sizeof rest, "%s", r->summary);
+        snprintf(r->summary, sizeof r->summary, "all %ld bad values are 0, on every checked row: nothing reached "
+                 "this output (the product that writes it, or its store, not written yet?)", r->zero);
+        if (rest[0]) add(r->summary, sizeof r->summary, rest);
+    }
+}
+
+const char *grade_max_abs_text(const grade_report *r, char *buf, size_t cap) {
+    const long left_out = r->unwritten + r->nonfinite;
+    if (!left_out)
+        snprintf(buf, cap, "max abs err %.3g", r->max_abs);
+    else if (left_out >= r->checked)
+        snprintf(buf, cap, "no written, finite value to measure an error on");
+    else
+        snprintf(buf, cap, "max abs err %.3g over the written, finite values (%ld not written, %ld NaN or Inf)",
+                 r->max_abs, r->unwritten, r->nonfinite);
+    return buf;
 }
 
 void grade_print_first(const grade_report *r, int H, const char *what) {

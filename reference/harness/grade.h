@@ -55,6 +55,8 @@ typedef struct {
 #define GRADE_FIRST 5
 typedef struct {
     long checked, bad, nonfinite, unwritten;
+    long neginf;                    /* of the bad nonfinite, those that are -inf */
+    long zero;                      /* of the bad, those that are exactly 0 (written) */
     double max_abs, max_rel;        /* over elements with a finite got */
     long rows_checked, rows_bad;
     int nfirst;
@@ -76,6 +78,10 @@ void grader_finish(const grader *g, grade_report *r);
  * passes, so m and l are right. NULL keeps the default. */
 void grader_finish_ex(const grader *g, grade_report *r, const char *every_row_msg);
 void grader_free(grader *g);
+/* "max abs err X" for a report, in buf (cap bytes): the maximum leaves out the values not written
+ * and the NaN or Inf ones, and the text says how many it left out ("no written, finite value" when
+ * that is all of them), so that an error of 0 is never shown beside values that are all wrong. */
+const char *grade_max_abs_text(const grade_report *r, char *buf, size_t cap);
 
 /* Prints "b=..,h=.. row .. col .." style lines for the first mismatches. */
 void grade_print_first(const grade_report *r, int H, const char *what);

@@ -290,11 +290,11 @@ static std::string backward_diagnosis(const Problem &p, const Reference &R, cons
 static std::string backward_report(const Reference &R, const grade_report rep[3]) {
     std::string why;
     for (int g = 0; g < 3; ++g) {
-        char buf[1200];
+        char buf[1200], err[160];
         if (rep[g].bad)
-            snprintf(buf, sizeof buf, "%s: %ld of %ld checked elements bad (%.2f%%), max abs err %.3g; %s%s%s\n      ",
+            snprintf(buf, sizeof buf, "%s: %ld of %ld checked elements bad (%.2f%%), %s; %s%s%s\n      ",
                      BWD_NAME[g], rep[g].bad, rep[g].checked, 100.0 * rep[g].bad / std::max(1L, rep[g].checked),
-                     rep[g].max_abs, R.tol_desc[g], rep[g].summary[0] ? "\n        where: " : "", rep[g].summary);
+                     grade_max_abs_text(&rep[g], err, sizeof err), R.tol_desc[g], rep[g].summary[0] ? "\n        where: " : "", rep[g].summary);
         else
             snprintf(buf, sizeof buf, "%s: passes (max abs err %.2g)\n      ", BWD_NAME[g], rep[g].max_abs);
         why += buf;

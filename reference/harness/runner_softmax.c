@@ -88,8 +88,10 @@ static int grade_row(const row_case *c, uint64_t seed) {
         printf("  pass  %-50s max abs err %.2g\n", c->name, rep.max_abs);
     } else {
         printf("  FAIL  %-50s (n=%d, block=%d)\n", c->name, c->n, c->block);
+        char err[160];
         if (rep.bad)
-            printf("        y: %ld of %d elements bad, max abs err %.3g; %s\n", rep.bad, c->n, rep.max_abs, rep.summary);
+            printf("        y: %ld of %d elements bad, %s; %s\n", rep.bad, c->n, grade_max_abs_text(&rep, err, sizeof err),
+                   rep.summary);
         for (int k = 0; k < rep.nfirst; ++k)
             printf("        y[%d]: expected %.9g, got %.9g (%s)\n", rep.first[k].col, rep.first[k].expected,
                    rep.first[k].got, elem_status_name(rep.first[k].status));

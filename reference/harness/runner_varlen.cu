@@ -536,14 +536,16 @@ verdict varlen_grade(problem_core &pc, const run_result &r, uint64_t seed) {
     std::string why;
     if (!outside.empty()) why += "diagnosis: " + outside + "\n      ";
     if (rep[OUT_O].bad) {
-        snprintf(buf, sizeof buf, "O: %ld of %ld checked elements bad (%.2f%%), max abs err %.3g, max rel err %.3g; %s\n"
+        char err[160];
+        snprintf(buf, sizeof buf, "O: %ld of %ld checked elements bad (%.2f%%), %s, max rel err %.3g; %s\n"
                  "      diagnosis: %s\n      ", rep[OUT_O].bad, rep[OUT_O].checked, 100.0 * rep[OUT_O].bad / rep[OUT_O].checked,
-                 rep[OUT_O].max_abs, rep[OUT_O].max_rel, tol_desc, rep[OUT_O].summary);
+                 grade_max_abs_text(&rep[OUT_O], err, sizeof err), rep[OUT_O].max_rel, tol_desc, rep[OUT_O].summary);
         why += buf;
     }
     if (rep[OUT_L].bad) {
-        snprintf(buf, sizeof buf, "L (logsumexp): %ld of %ld bad, max abs err %.3g\n      diagnosis: %s\n      ",
-                 rep[OUT_L].bad, rep[OUT_L].checked, rep[OUT_L].max_abs, rep[OUT_L].summary);
+        char err[160];
+        snprintf(buf, sizeof buf, "L (logsumexp): %ld of %ld bad, %s\n      diagnosis: %s\n      ",
+                 rep[OUT_L].bad, rep[OUT_L].checked, grade_max_abs_text(&rep[OUT_L], err, sizeof err), rep[OUT_L].summary);
         why += buf;
     }
     if (outside.empty()) why += varlen_diagnosis(p, g, r, tol) + "\n";

@@ -75,6 +75,49 @@ Test(grade, unwritten_and_nan_are_named) {
     cr_assert(strstr(r.summary, "every row") != NULL, "%s", r.summary);
 }
 
+/* Values every bad element of a grade of width d takes (ref 0.5): got, as written. */
+static void run_all(int d, double got, grade_report *r) {
+    grader *g = grader_new(1, 1, 40, d);
+    for (int i = 0; i < 40; ++i)
+        for (int c = 0; c < d; ++c) grader_check(g, 0, i, c, 0.5, got, 0, TOL);
+    grader_finish(g, r);
+    grader_free(g);
+}
+
+Test(grade, all_minus_inf_l_is_log_zero) {  /* L, width 1: a row sum that stayed 0 */
+    grade_report r;
+    char err[160];
+    run_all(1, -INFINITY, &r);
+    cr_assert_eq(r.neginf, 40);
+    cr_assert(strstr(r.summary, "row sum l that stayed 0") != NULL, "%s", r.summary);
+    cr_assert(strstr(r.summary, "overflow/NaN") == NULL, "%s", r.summary);
+    cr_assert(strstr(grade_max_abs_text(&r, err, sizeof err), "no written, finite value") != NULL, "%s", err);
+    run_all(4, -INFINITY, &r);  /* O: -inf is an overflow, not log 0 */
+    cr_assert(strstr(r.summary, "overflow/NaN") != NULL, "%s", r.summary);
+}
+
+Test(grade, all_zero_is_named_and_max_error_counts_only_finite) {
+    grade_report r;
+    char err[160];
+    run_all(8, 0.0, &r);
+    cr_assert_eq(r.zero, 320);
+    cr_assert(strstr(r.summary, "all 320 bad values are 0, on every checked row: nothing reached this output") == r.summary,
+              "%s", r.summary);
+    cr_assert(strstr(grade_max_abs_text(&r, err, sizeof err), "max abs err 0.5") != NULL, "%s", err);
+    grader *g = grader_new(1, 1, 40, 8);  /* zeros on some rows only: not "nothing reached" */
+    for (int i = 0; i < 40; ++i)
+        for (int c = 0; c < 8; ++c) grader_check(g, 0, i, c, 0.5, i < 20 ? 0.5 : 0.0, 0, TOL);
+    grader_finish(g, &r);
+    grader_free(g);
+    cr_assert_eq(r.zero, r.bad);
+    cr_assert(strstr(r.summary, "nothing reached") == NULL, "%s", r.summary);
+    run(1, 50, 4, every, ELEM_NONFINITE, &r);  /* NaN everywhere: no error to measure */
+    cr_assert(strstr(grade_max_abs_text(&r, err, sizeof err), "no written, finite value") != NULL, "%s", err);
+    run(3, 77, 8, last_partial, ELEM_NONFINITE, &r);  /* some NaN: the maximum says it leaves them out */
+    cr_assert(strstr(grade_max_abs_text(&r, err, sizeof err), "over the written, finite values (0 not written, 312 NaN or Inf)")
+              != NULL, "%s", err);
+}
+
 Test(grade, column_range_is_named) {
     grade_report r;
     run(2, 20, 64, high_cols, ELEM_BAD, &r);
