@@ -142,8 +142,8 @@ void diagnose_O(const o_row *rows, int n, char *out, size_t cap) {
             snprintf(out, cap, "%s by a factor that changes from row to row (median %.4g): the rescaling of O "
                      "by exp(m_old - m_new) when the running max grows, or the final O / l", head, c);
         else if (c == 0)
-            snprintf(out, cap, "%s: " DIAG_O_ZERO ": nothing reached it, so P (its packing into the wgmma or mma "
-                     "operand), the P V product or O's store is not written yet", head);
+            snprintf(out, cap, "%s: O is 0 on every failing row: nothing reached it, so P (its packing into "
+                     "the wgmma or mma operand), the P V product or O's store is not written yet", head);
         else if (fabs(c - 4) < 0.4)
             snprintf(out, cap, "%s: O is about 4x the reference on every failing row: it was divided by one "
                      "lane's partial l; sum l across the 4 lanes of a row first", head);

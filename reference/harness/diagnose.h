@@ -40,8 +40,6 @@ typedef struct {
  * another constant; otherwise the usual causes (P V, the rescaling of O, the final
  * division). n >= 1. */
 void diagnose_O(const o_row *rows, int n, char *out, size_t cap);
-/* The words of diagnose_O's sentence when O is 0 on every failing row (callers test for it). */
-#define DIAG_O_ZERO "O is 0 on every failing row"
 /* Writes into the guard regions around an output [B*H, N, width] (width d for O, 1 for L):
  * `after` elements changed past the end, the first and last of them after_first and
  * after_last elements past it; `before` elements changed in front of it, the nearest
