@@ -86,7 +86,8 @@ template <int NC>
 struct Roles {
     static_assert(NC == 2 || NC == 3, "2 or 3 consumer warpgroups");
     static constexpr int BR = 64 * NC;
-    static constexpr int REG_PRODUCER = NC == 2 ? 24 : 32, REG_CONSUMER = NC == 2 ? 240 : 160;
+    static constexpr int REG_PRODUCER = NC == 2 ? 24 : 32;
+    static constexpr int REG_CONSUMER = NC == 2 ? 240 : 160;
     enum NamedBarrier : int { TURN_WG0 = 1, EPILOGUE_WG0 = TURN_WG0 + NC };
 };
 /* mbarriers, full and empty of Q_i's buffer and of each ring slot's K_j and V_j: full takes the
@@ -135,6 +136,7 @@ template <int R> __device__ __forceinline__ void setmaxnreg_dec() {
 template <int R> __device__ __forceinline__ void setmaxnreg_inc() {
     asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(R));
 }
+
 // [region ptx-mbarrier]
 /* An mbarrier is 8 bytes of shared memory that counts arrivals and transaction bytes. A
  * phase completes when `count` arrivals and every expected byte have come; it then flips
@@ -155,13 +157,11 @@ __device__ __forceinline__ void mbar_arrive_expect_tx(uint32_t bar, uint32_t byt
                  "r"(bytes) : "memory");
 }
 /* True once the phase of parity `parity` has completed (try_wait may suspend the thread for a
- * while before it answers false; TEST: test_wait, which answers at once, for a look ahead). */
-template <bool TEST = false> __device__ __forceinline__ bool mbar_try_wait(uint32_t bar, uint32_t parity) {
+ * while before it answers false). */
+__device__ __forceinline__ bool mbar_try_wait(uint32_t bar, uint32_t parity) {
     uint32_t done;
-    if constexpr (TEST) asm volatile("{\n.reg .pred p;\nmbarrier.test_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-                                     "selp.u32 %0, 1, 0, p;\n}\n" : "=r"(done) : "r"(bar), "r"(parity) : "memory");
-    else asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
-                      : "=r"(done) : "r"(bar), "r"(parity) : "memory");
+    asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+                 : "=r"(done) : "r"(bar), "r"(parity) : "memory");
     return done != 0;
 }
 // [end ptx-mbarrier]
@@ -216,6 +216,7 @@ template <typename T, int N>
 __device__ void wgmma_ss(float (&d)[N / 2], uint64_t desc_a, uint64_t desc_b, int scale_d);
 template <typename T, int N>
 __device__ void wgmma_rs(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t desc_b, int scale_d);
+
 // [region wgmma-ss]
 /* IA, IB, IS: the operand numbers of desc_a, desc_b, scale_d (after the N/2 accumulators). */
 #define FA_WGMMA_SS(T, TY, N, ACC, REGS, IA, IB, IS)                                                          \
@@ -253,6 +254,7 @@ FA_WGMMA_RS(__half, "f16", 64, FA_ACC32, FA_REGS32, "%32, %33, %34, %35", "36", 
 FA_WGMMA_RS(__half, "f16", 128, FA_ACC64, FA_REGS64, "%64, %65, %66, %67", "68", "69")
 FA_WGMMA_RS(__nv_bfloat16, "bf16", 64, FA_ACC32, FA_REGS32, "%32, %33, %34, %35", "36", "37")
 FA_WGMMA_RS(__nv_bfloat16, "bf16", 128, FA_ACC64, FA_REGS64, "%64, %65, %66, %67", "68", "69")
+
 // [region wgmma-order]
 /* Ordering around the asynchronous instructions. wgmma_fence: before the first wgmma, and
  * whenever registers a wgmma uses (accumulators, A) were written by other instructions since
@@ -422,6 +424,7 @@ struct Consumer {
             for (int e = 0; e < 4; ++e)
                 if (8 * j + (e & 1) >= (e < 2 ? lim0 : lim1)) s[4 * j + e] = -INFINITY;
     }
+
     // [region softmax]
     /* Online softmax, first part (lesson 08): the new row maxima, alpha = exp2((m_old -
      * m_new) scale_log2), then P = exp2(S scale_log2 - m_new scale_log2) in place in s and
@@ -733,7 +736,8 @@ struct Kernel {
     __device__ __forceinline__ void consumer_mainloop(int tid) const {
         const Warpgroup<C> wg(base, tid);
         if (S::CHAIN && wg.c == C::NC - 1) wg.pass_turn();  // step 7: warpgroup 0 takes the first turn
-        int gi = 0, wi = blockIdx.x;  // K/V tiles consumed so far (the ring's position), the work item
+        int gi = 0;                // K/V tiles consumed so far (the ring's position)
+        int wi = blockIdx.x;       // the work item
         for (int qn = 0;; ++qn) {  // qn: query tiles consumed so far
             Work wk;
             if constexpr (S::DYNAMIC) {  // the producer's item; no tiles: no more items

@@ -48,7 +48,8 @@ template <int NC>
 struct Roles {
     static_assert(NC == 2 || NC == 3, "2 or 3 consumer warpgroups");
     static constexpr int BR = 64 * NC;
-    static constexpr int REG_PRODUCER = NC == 2 ? 24 : 32, REG_CONSUMER = NC == 2 ? 240 : 160;
+    static constexpr int REG_PRODUCER = NC == 2 ? 24 : 32;
+    static constexpr int REG_CONSUMER = NC == 2 ? 240 : 160;
     enum NamedBarrier : int { TURN_WG0 = 1, EPILOGUE_WG0 = TURN_WG0 + NC };
 };
 /* mbarriers, full and empty of Q_i's buffer and of each ring slot's K_j and V_j: full takes the
@@ -148,6 +149,7 @@ struct Consumer {
             for (int e = 0; e < 4; ++e)
                 if (8 * j + (e & 1) >= (e < 2 ? lim0 : lim1)) s[4 * j + e] = -INFINITY;
     }
+
     /* Online softmax, first part (lesson 08): the new row maxima, alpha = exp2((m_old -
      * m_new) scale_log2), then P = exp2(S scale_log2 - m_new scale_log2) in place in s and
      * this thread's share of its row sums. Returns alpha for the two rows; the caller
@@ -347,13 +349,12 @@ struct Kernel {
         const int c = __shfl_sync(0xffffffffu, wg.c, 0);
         const bool narrow = C::BC > 64 && (causal ? min(N, wk.q0 + 64 * c + 64) : N) - (n_tiles - 1) * C::BC <= 64;
         narrow ? s0(std::integral_constant<int, 64>{}) : s0(std::integral_constant<int, C::BC>{});
-        bool k_ok = false, v_ok = false;  // the turn's K and V seen landed by the look ahead below
         for (int it = 1; it < n_tiles; ++it) {
             const int slot = (gi + it) % STAGES, ph = ((gi + it) / STAGES) & 1;
             const int pslot = (gi + it - 1) % STAGES, pph = ((gi + it - 1) / STAGES) & 1;
             const int k0 = (n_tiles - 1 - it) * C::BC;
-            if (!k_ok) mbar_wait(wg.bar(FULL_K, slot), ph);
-            if (!v_ok) mbar_wait(wg.bar(FULL_V, pslot), pph);
+            mbar_wait(wg.bar(FULL_K, slot), ph);
+            mbar_wait(wg.bar(FULL_V, pslot), pph);
             wg.begin_turn();
             wgmma_fence();
             fence_acc(w.s);
@@ -365,9 +366,6 @@ struct Kernel {
             fence_acc(w.s);
             wg.release(EMPTY_K, slot);
             if (it == n_tiles - 1) wg.release_q();
-            const int nx = gi + it + 1;  // look ahead: the next turn's tiles, tested while the softmax runs
-            k_ok = it + 1 < n_tiles && mbar_try_wait<true>(wg.bar(FULL_K, nx % STAGES), (nx / STAGES) & 1);
-            v_ok = mbar_try_wait<true>(wg.bar(FULL_V, slot), ph);
             if (needs_mask(k0)) w.mask(k0, row, wg.t, N, causal);
             w.softmax(scale_log2, alpha, rowsum);
             wgmma_wait<0>();  // P_{it-1} V_{it-1} is done: O and P may change
@@ -378,7 +376,7 @@ struct Kernel {
         }
         {  // P V of the last tile
             const int pslot = (gi + n_tiles - 1) % STAGES, pph = ((gi + n_tiles - 1) / STAGES) & 1;
-            if (!v_ok) mbar_wait(wg.bar(FULL_V, pslot), pph);
+            mbar_wait(wg.bar(FULL_V, pslot), pph);
             wg.begin_turn();
             wgmma_fence();
             fence_acc(w.o);
@@ -453,7 +451,8 @@ struct Kernel {
     __device__ __forceinline__ void consumer_mainloop(int tid) const {
         const Warpgroup<C> wg(base, tid);
         if (S::CHAIN && wg.c == C::NC - 1) wg.pass_turn();  // step 7: warpgroup 0 takes the first turn
-        int gi = 0, wi = blockIdx.x;  // K/V tiles consumed so far (the ring's position), the work item
+        int gi = 0;                // K/V tiles consumed so far (the ring's position)
+        int wi = blockIdx.x;       // the work item
         for (int qn = 0;; ++qn) {  // qn: query tiles consumed so far
             Work wk;
             if constexpr (S::DYNAMIC) {  // the producer's item; no tiles: no more items

@@ -72,6 +72,7 @@ template <int R> __device__ __forceinline__ void setmaxnreg_dec() {
 template <int R> __device__ __forceinline__ void setmaxnreg_inc() {
     asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(R));
 }
+
 /* An mbarrier is 8 bytes of shared memory that counts arrivals and transaction bytes. A
  * phase completes when `count` arrivals and every expected byte have come; it then flips
  * the phase parity and rearms. A waiter names the parity of the phase it waits for. */
@@ -91,13 +92,11 @@ __device__ __forceinline__ void mbar_arrive_expect_tx(uint32_t bar, uint32_t byt
                  "r"(bytes) : "memory");
 }
 /* True once the phase of parity `parity` has completed (try_wait may suspend the thread for a
- * while before it answers false; TEST: test_wait, which answers at once, for a look ahead). */
-template <bool TEST = false> __device__ __forceinline__ bool mbar_try_wait(uint32_t bar, uint32_t parity) {
+ * while before it answers false). */
+__device__ __forceinline__ bool mbar_try_wait(uint32_t bar, uint32_t parity) {
     uint32_t done;
-    if constexpr (TEST) asm volatile("{\n.reg .pred p;\nmbarrier.test_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-                                     "selp.u32 %0, 1, 0, p;\n}\n" : "=r"(done) : "r"(bar), "r"(parity) : "memory");
-    else asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
-                      : "=r"(done) : "r"(bar), "r"(parity) : "memory");
+    asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+                 : "=r"(done) : "r"(bar), "r"(parity) : "memory");
     return done != 0;
 }
 /* One TMA copy: the box at coordinates (c0, c1, c2) of the tensor described by `map` (a
@@ -149,6 +148,7 @@ template <typename T, int N>
 __device__ void wgmma_ss(float (&d)[N / 2], uint64_t desc_a, uint64_t desc_b, int scale_d);
 template <typename T, int N>
 __device__ void wgmma_rs(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t desc_b, int scale_d);
+
 /* IA, IB, IS: the operand numbers of desc_a, desc_b, scale_d (after the N/2 accumulators). */
 #define FA_WGMMA_SS(T, TY, N, ACC, REGS, IA, IB, IS)                                                          \
     template <>                                                                                                \
@@ -184,6 +184,7 @@ FA_WGMMA_RS(__half, "f16", 64, FA_ACC32, FA_REGS32, "%32, %33, %34, %35", "36", 
 FA_WGMMA_RS(__half, "f16", 128, FA_ACC64, FA_REGS64, "%64, %65, %66, %67", "68", "69")
 FA_WGMMA_RS(__nv_bfloat16, "bf16", 64, FA_ACC32, FA_REGS32, "%32, %33, %34, %35", "36", "37")
 FA_WGMMA_RS(__nv_bfloat16, "bf16", 128, FA_ACC64, FA_REGS64, "%64, %65, %66, %67", "68", "69")
+
 /* Ordering around the asynchronous instructions. wgmma_fence: before the first wgmma, and
  * whenever registers a wgmma uses (accumulators, A) were written by other instructions since
  * the last wgmma. commit: the wgmmas issued since the last commit form one group. wait<N>:

@@ -796,19 +796,17 @@ static void tma_load_3d(uint32_t dst, const CUtensorMap *map, int c0, int c1, in
     if (emu_tma_late) emu_blk->tma_queue.push_back(cp);
     else emu_tma_deliver(cp);
 }
-/* TEST: mbarrier.test_wait, which answers at once: no waiting for the others to progress, and
- * with EMU_TMA=late no copy lands for it (a look ahead may find the phase still pending). */
-template <bool TEST = false> static bool mbar_try_wait(uint32_t bar, uint32_t parity) {
+static bool mbar_try_wait(uint32_t bar, uint32_t parity) {
     EmuMbar *b = emu_mbar(bar, "mbarrier.try_wait");
     if (!b) return true;
     if (parity > 1) emu_fail("mbarrier.try_wait.parity with a parity other than 0 or 1");
-    for (auto it = emu_blk->tma_queue.begin(); !TEST && it != emu_blk->tma_queue.end();) {  // late copies land now
+    for (auto it = emu_blk->tma_queue.begin(); it != emu_blk->tma_queue.end();) {  // late copies land now
         if (it->bar == bar) { emu_tma_deliver(*it); it = emu_blk->tma_queue.erase(it); emu_progress++; }
         else ++it;
     }
     auto done = [&] { return (b->phase & 1) != (parity & 1); };
     // the others run; back after some progress (the wait names its parity for a hang report)
-    if (!TEST && !done()) emu::spin("mbarrier.try_wait", bar | (uint64_t)(parity & 1) << 32);
+    if (!done()) emu::spin("mbarrier.try_wait", bar | (uint64_t)(parity & 1) << 32);
     if (!done()) return false;  // a thread polling here while nothing progresses is a hang (the core)
     emu_progress++;
     b->passes[emu_me()->tid]++;
