@@ -488,7 +488,7 @@ struct Consumer {
         return pack2<T>(o[4 * j + 2 * r] * inv, o[4 * j + 2 * r + 1] * inv);
     }
     __device__ __forceinline__ float lse(int r, float lr, float scale_log2) const {
-        return lr > 0.f ? (m[r] * scale_log2 + log2f(lr)) * 0.69314718055994531f : -INFINITY;
+        return lr > 0.f ? (m[r] * scale_log2 + __log2f(lr)) * 0.69314718055994531f : -INFINITY;
     }
 };
 
@@ -690,12 +690,12 @@ struct Kernel {
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
             const float lr = w.row_sum(r);
-            const float inv = lr > 0.f ? 1.f / lr : 0.f;
+            const float inv = lr > 0.f ? __fdividef(1.f, lr) : 0.f;
             const int srow = wg_row0 + 16 * wg.wq + wg.g + 8 * r;  // row in the tile
             if constexpr (C::O_TMA) {
-#pragma unroll
-                for (int j = 0; j < D / 8; ++j)
-                    st_shared_u32(sO + tma_tile_offset(srow - wg_row0, 8 * j + 2 * wg.t, 64), w.o_pair(j, r, inv));
+                const uint32_t o_row = sO + tma_tile_offset(srow - wg_row0, 2 * wg.t, 64);  // box 0, chunk 0
+#pragma unroll  // box j / 8 (8 KiB each), chunk j % 8: the 128-byte swizzle XORs the chunk's offset
+                for (int j = 0; j < D / 8; ++j) st_shared_u32((o_row + j / 8 * 8192) ^ j % 8 * 16, w.o_pair(j, r, inv));
             } else if constexpr (S::PERSISTENT) {
                 if (q0 + srow < N) {
 #pragma unroll

@@ -465,6 +465,9 @@ static inline float ex2(float x) {
     emu_me()->ops++;  // the softmax's work, which a wgmma group in flight may overlap (the report)
     return exp2f(x);
 }
+/* The fast-math intrinsics an epilogue may use: exact here (the GPU's are within 2 ulp). */
+static inline float __fdividef(float a, float b) { return a / b; }
+#define __log2f log2f /* glibc declares a __log2f of its own */
 static inline unsigned __float_as_uint(float x) { unsigned u; memcpy(&u, &x, 4); return u; }
 static inline float __uint_as_float(unsigned u) { float x; memcpy(&x, &u, 4); return x; }
 static void st_shared_u32(uint32_t addr, uint32_t v) {
