@@ -499,7 +499,7 @@ struct Consumer {
         return lr + __shfl_xor_sync(0xffffffffu, lr, 2);
     }
     __device__ __forceinline__ float lse(int r, float lr) const {
-        return lr > 0.f ? (m[r] + log2f(lr) - P_SHIFT) * 0.69314718055994531f : -INFINITY;
+        return lr > 0.f ? (m[r] + __log2f(lr) - P_SHIFT) * 0.69314718055994531f : -INFINITY;
     }
 };
 
@@ -672,11 +672,12 @@ struct Kernel {
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
             const float lr = w.row_sum(r);
-            const float inv = lr > 0.f ? w.dv / lr : 0.f;
+            const float inv = lr > 0.f ? __fdividef(w.dv, lr) : 0.f;
             const int srow = 16 * wg.wq + wg.g + 8 * r, q = wk.q0 + wg.wg_row0 + srow;
+            const uint32_t o_row = sO + tma_tile_offset(srow, 2 * wg.t, 64);  // chunk 0 of the row
 #pragma unroll
-            for (int j = 0; j < D / 8; ++j)
-                st_shared_u32(sO + tma_tile_offset(srow, 8 * j + 2 * wg.t, 64),
+            for (int j = 0; j < D / 8; ++j)  // box j / 8, chunk j % 8: the swizzle is an XOR of the chunk
+                st_shared_u32((o_row + (j / 8) * 64 * 128) ^ ((j % 8) * 16),
                               pack2<__nv_bfloat16>(w.o[4 * j + 2 * r] * inv, w.o[4 * j + 2 * r + 1] * inv));
             if (wg.t == 0 && q < N) L[(size_t)wk.bh * N + q] = w.lse(r, lr);
         }
