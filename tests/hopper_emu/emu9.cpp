@@ -79,6 +79,9 @@ template <typename E> struct Guarded {
 template <typename T> static T nan16() { uint16_t b = 0x7fff; T t; memcpy(&t, &b, 2); return t; }
 template <typename T> static T poison16() { uint16_t b = 0xffad; T t; memcpy(&t, &b, 2); return t; }
 
+#ifndef EMU9_O_BOX
+#define EMU9_O_BOX 64  // rows of O's TMA store box, as the solution's host code makes it (a variant may change it)
+#endif
 /* One launch on B H heads of N rows, graded. NC: consumer warpgroups (B_r = 64 NC); HS: heads
  * per section of the causal order (0: all, one section). */
 template <typename T, int D, int BC, int STAGES, int STEP, int NC = 2>
@@ -97,7 +100,7 @@ static void run(int B, int H, int N, int causal, float qmul, unsigned seed, int 
     CUtensorMap mq, mk, mv, mo;
     T *ptr[4] = {Q.data(), K.data(), V.data(), O.data()};
     CUtensorMap *maps[4] = {&mq, &mk, &mv, &mo};
-    const int rows[4] = {BR, BC, BC, 64};
+    const int rows[4] = {BR, BC, BC, EMU9_O_BOX};
     for (int i = 0; i < 4; ++i) {
         tma_tile_params p;
         char err[256];
