@@ -610,8 +610,8 @@ struct Kernel {
             const int srow = 16 * wg.wq + wg.g + 8 * r, q = wk.q0 + wg.wg_row0 + srow;
             const uint32_t o_row = sO + tma_tile_offset(srow, 2 * wg.t, 64);  // chunk 0 of the row
 #pragma unroll
-            for (int j = 0; j < D / 8; ++j)  // box j / 8, chunk j % 8: the swizzle is an XOR of the chunk
-                st_shared_u32((o_row + (j / 8) * 64 * 128) ^ ((j % 8) * 16),
+            for (int j = 0; j < D / 8; ++j)  // chunk j of the row: one XOR of chunk 0's address (tma_tile_chunk)
+                st_shared_u32(tma_tile_chunk(o_row, j, 64),
                               pack2<__nv_bfloat16>(w.o[4 * j + 2 * r] * inv, w.o[4 * j + 2 * r + 1] * inv));
             if (wg.t == 0 && q < N) L[(size_t)wk.bh * N + q] = w.lse(r, lr);
         }

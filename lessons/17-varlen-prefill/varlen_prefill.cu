@@ -248,12 +248,12 @@ struct Varlen {
         }
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
-            const float lr = w.row_sum(r), inv = lr > 0.f ? 1.f / lr : 0.f;
+            const float lr = w.row_sum(r), inv = lr > 0.f ? __fdividef(1.f, lr) : 0.f;  // l >= 1: exact to 2 ulp
             const int srow = 16 * wg.wq + wg.g + 8 * r, i = r0 + srow;  // row in the O tile, in the sequence
             if (by_tma) {
-#pragma unroll
-                for (int j = 0; j < D / 8; ++j)
-                    st_shared_u32(sO + tma_tile_offset(srow, 8 * j + 2 * wg.t, 64), w.o_pair(j, r, inv));
+                const uint32_t o_row = sO + tma_tile_offset(srow, 2 * wg.t, 64);  // chunk 0 of the row
+#pragma unroll  // chunk j: one XOR of chunk 0's address (tma_tile_chunk)
+                for (int j = 0; j < D / 8; ++j) st_shared_u32(tma_tile_chunk(o_row, j, 64), w.o_pair(j, r, inv));
             } else if (i < it.s.n_q) {
 #pragma unroll
                 for (int j = 0; j < D / 8; ++j)

@@ -411,8 +411,8 @@ struct Kernel {
             const int srow = wg_row0 + 16 * wg.wq + wg.g + 8 * r;  // row in the tile
             if constexpr (C::O_TMA) {
                 const uint32_t o_row = sO + tma_tile_offset(srow - wg_row0, 2 * wg.t, 64);  // box 0, chunk 0
-#pragma unroll  // box j / 8 (8 KiB each), chunk j % 8: the 128-byte swizzle XORs the chunk's offset
-                for (int j = 0; j < D / 8; ++j) st_shared_u32((o_row + j / 8 * 8192) ^ j % 8 * 16, w.o_pair(j, r, inv));
+#pragma unroll  // chunk j of the row: one XOR of chunk 0's address (tma_tile_chunk)
+                for (int j = 0; j < D / 8; ++j) st_shared_u32(tma_tile_chunk(o_row, j, 64), w.o_pair(j, r, inv));
             } else if constexpr (S::PERSISTENT) {
                 if (q0 + srow < N) {
 #pragma unroll

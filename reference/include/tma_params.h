@@ -120,6 +120,15 @@ static inline TMA_HD uint32_t tma_tile_offset(int r, int c, int rows) {
                          (uint32_t)(c % TMA_BOX_COLS) * 2u;
     return tma_swizzle128(lin);
 }
+/* Where chunk k (columns 8 k .. 8 k + 7) of a row of such a tile lies, from where its chunk 0 does:
+ * `row0` = base + tma_tile_offset(r, c, rows) for a column c < 8 of row r, base a multiple of 1024
+ * bytes; the result is base + tma_tile_offset(r, c + 8 k, rows). In a 1024-byte block the swizzle
+ * leaves row r's chunk-0 address with r mod 8 in bits 4-6 and the chunk's own bits there 0, so the
+ * chunk is one XOR (after the box's offset): an epilogue that writes a row's chunks in turn pays
+ * one instruction per store instead of tma_tile_offset's four (lessons 09 and 14, worklogs). */
+static inline TMA_HD uint32_t tma_tile_chunk(uint32_t row0, int k, int rows) {
+    return (row0 + (uint32_t)(k / 8) * (uint32_t)rows * 128u) ^ ((uint32_t)(k % 8) * 16u);
+}
 
 #if defined(__CUDACC__)
 /* ---- CUDA only: the tensor map, for a lesson's host code ---- */

@@ -155,3 +155,22 @@ Test(tma_swizzle, every_box_starts_on_1024_bytes) {
         for (int b = 0; b < 4; ++b)
             cr_assert_eq(tma_tile_offset(0, 64 * b, rows[i]) % 1024, 0, "rows=%d box %d", rows[i], b);
 }
+
+/* tma_tile_chunk: a row's chunk k from its chunk 0, by XOR, lands where tma_tile_offset puts column
+ * c + 8 k, for every row, every column of chunk 0 (the 2-byte element), every chunk of both boxes of a
+ * d = 128 tile, and a 1024-aligned base that is not 0. */
+Test(tma_swizzle, chunk_from_chunk0_is_tile_offset) {
+    const uint32_t base = 7 * 1024;
+    const int rows_of[] = {64, 128, 176};
+    for (int i = 0; i < 3; ++i) {
+        const int rows = rows_of[i];
+        for (int r = 0; r < rows; ++r)
+            for (int c = 0; c < 8; ++c)
+                for (int k = 0; k < 16; ++k) {
+                    const uint32_t want = base + tma_tile_offset(r, c + 8 * k, rows);
+                    const uint32_t got = tma_tile_chunk(base + tma_tile_offset(r, c, rows), k, rows);
+                    cr_assert_eq(got, want, "rows %d, row %d, column %d + 8 x %d: %u, tma_tile_offset says %u", rows, r,
+                                 c, k, got, want);
+                }
+    }
+}
