@@ -164,8 +164,10 @@ solution%: $$(call bin_deps,$$@)
 # ptxas-lessonN SRC=path compiles that file (a copy of the lesson's) instead.
 ptxas-%:
 	@mkdir -p build/variants; $(if $(SRC),src=$(SRC); defs=,$(call variant_src,$*)); echo "== nvcc -Xptxas -v $$src $$defs ($(call arch_n,$(call num_of,$*)))"; \
-	$(NVCC) $(NVCC_FLAGS) $$defs $(call arch_n,$(call num_of,$*)) $(REF_INC) -Xptxas -v -c $$src -o /dev/null 2>&1 \
-	  | grep -E 'Compiling entry|Function properties|registers|spill|stack frame' | sed -E 's/^ptxas info *: //'
+	log=build/variants/ptxas-$*.log; \
+	if ! $(NVCC) $(NVCC_FLAGS) $$defs $(call arch_n,$(call num_of,$*)) $(REF_INC) -Xptxas -v -c $$src -o /dev/null > $$log 2>&1; then \
+	  grep -vE '^ptxas info *: (Compiling|Function properties|Used)|bytes stack frame' $$log; echo "ptxas-$*: nvcc failed on $$src (its messages above)"; exit 1; fi; \
+	grep -E 'Compiling entry|Function properties|registers|spill|stack frame' $$log | sed -E 's/^ptxas info *: //'
 sass-%: %
 	@mkdir -p build && cuobjdump --dump-sass ./$* > build/$*.sass
 	@echo "== instruction counts in ./$* (full listing: build/$*.sass)"

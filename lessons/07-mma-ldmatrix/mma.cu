@@ -154,7 +154,7 @@ template <> __device__ __forceinline__ uint32_t pack2<__nv_bfloat16>(float lo, f
  * the 8 rows an ldmatrix matrix reads (same logical chunk, 8 consecutive
  * rows) then land in 8 different 16-byte bank groups, so each 8x8 matrix is
  * read in one conflict-free shared-memory wavefront. For D = 128 only the low
- * 3 bits of the chunk index (0..15) change, so a row stays within its row. */
+ * 3 bits of the chunk index (0..15) change: a chunk stays in its half of the row. */
 template <int D>
 __device__ __forceinline__ uint32_t swz(int row, int chunk) {
     // TODO(6): the byte offset of 16-byte chunk `chunk` of row `row`, with the chunk
@@ -203,7 +203,7 @@ __device__ __forceinline__ void load_tile(unsigned char *tile, const T *g, int r
  *   lanes 24-31: rows 8-15, chunk 2kk + 1 -> a[3]                      */
 template <int D>
 __device__ __forceinline__ void load_q_fragments(uint32_t (&qf)[D / 16][4], uint32_t aQ, int warp, int lane) {
-    // TODO(3): the tile row (of the warp's 16, from warp * 16) and the chunk of the pair
+    // TODO(3): the row of the 64-row Q tile (warp * 16 plus 0..15) and the chunk of the pair
     //   (2kk, 2kk + 1) this lane points ldmatrix at, so that qf[kk][0..3] come back as
     //   a[0..3] of the A fragment kk (table above).
     const int row = 0, chunk_of_kk0 = 0;

@@ -79,15 +79,22 @@ void diagnose_L(const l_row *rows, int n, char *out, size_t cap) {
             snprintf(out, cap, "%s", L_HYPOTHESES[h].what);
             return;
         }
-    if (c < -LN4 + 0.4 && c > -LN4 - 0.4)
+    int one_key = 0; /* rows whose reference l is 1: one key, so O is its V whatever the score */
+    for (int k = 0; k < n; ++k) one_key += fabs(rows[k].ref_L - rows[k].m) <= 1e-9;
+    if (one_key == n)
+        snprintf(out, cap, "every one of these rows sees a single key, so O is that key's V whatever its score and "
+                 "L is the scaled score itself: S = Q K^T is wrong (the fragments of Q or K, their rows, or the "
+                 "scale), not l");
+    else if (c < -LN4 + 0.4 && c > -LN4 - 0.4)
         snprintf(out, cap, "L is about ln 4 = 1.39 too small, as when l is one lane's partial sum: sum l "
                  "across the 4 lanes that share a row (two xor-shuffles) before L = m + log(l)");
     else if (c < -LN2 + 0.2 && c > -LN2 - 0.2)
         snprintf(out, cap, "L is about ln 2 = 0.69 too small, as when l is summed over only 2 of the 4 lanes "
                  "of a row: add both xor-shuffles (offsets 1 and 2)");
     else if (4 * near_c >= 3 * n)
-        snprintf(out, cap, "L is off by a near-constant %.4g on most rows, so l is off by a factor e^%.4g = "
-                 "%.4g: check how l is summed (all lanes, all K/V tiles) and rescaled", c, c, exp(c));
+        snprintf(out, cap, "L is off by a near-constant %.4g on %d of the %d rows, so l is off by a factor "
+                 "e^%.4g = %.4g: check how l is summed (all lanes, all K/V tiles) and rescaled", c, near_c, n, c,
+                 exp(c));
     else
         snprintf(out, cap, "O is right, so the online softmax inside the loop works; the error is in how L "
                  "is formed at the end: L = m * scale + log(l), natural log, l summed over the lanes of "

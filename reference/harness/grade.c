@@ -133,7 +133,8 @@ static void summarize_location(const grader *g, grade_report *r, const char *eve
     if (rows_bad == 0) return;
     if (rows_bad * 10 >= rows_checked * 9 && rows_checked >= 4) {
         if (!every_row_msg)
-            every_row_msg = "every row is wrong: check the running max m, the sum l, the rescaling, the K/V loop";
+            every_row_msg = "every row is wrong: check the running max m, the sum l, the rescaling, the K/V loop, and "
+                            "S = Q K^T itself (the fragments of Q and K, the scale)";
         if (*every_row_msg) add(r->summary, sizeof r->summary, every_row_msg);
     } else if (min_bad > 0 && max_ok_above < min_bad) {
         /* every checked row >= min_bad is bad (within the bad slices) and all rows below are fine */
@@ -202,7 +203,7 @@ const char *grade_max_abs_text(const grade_report *r, char *buf, size_t cap) {
     if (!left_out)
         snprintf(buf, cap, "max abs err %.3g", r->max_abs);
     else if (left_out >= r->checked)
-        snprintf(buf, cap, "no written, finite value to measure an error on");
+        snprintf(buf, cap, "no value both written and finite to measure an error on");
     else
         snprintf(buf, cap, "max abs err %.3g over the written, finite values (%ld not written, %ld NaN or Inf)",
                  r->max_abs, r->unwritten, r->nonfinite);

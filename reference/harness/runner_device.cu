@@ -50,6 +50,7 @@ void gpu_init(gpu_env *g, int quiet) {
     if (e == cudaErrorInsufficientDriver || e == cudaErrorNoDevice || (e == cudaSuccess && n == 0)) {
         fprintf(stderr,
                 "no NVIDIA driver/GPU found (%s): lessons 02 and later run on an NVIDIA GPU.\n"
+                "  Without one, make emu-lessonN grades your file of lesson N on the CPU emulator (small shapes).\n"
                 "  Lesson 01 runs on the CPU: make lesson1 && ./lesson1\n",
                 e == cudaSuccess ? "0 devices" : cudaGetErrorName(e));
         exit(EXIT_NO_GPU);

@@ -99,7 +99,7 @@ template <> __device__ __forceinline__ uint32_t pack2<__nv_bfloat16>(float lo, f
  * the 8 rows an ldmatrix matrix reads (same logical chunk, 8 consecutive
  * rows) then land in 8 different 16-byte bank groups, so each 8x8 matrix is
  * read in one conflict-free shared-memory wavefront. For D = 128 only the low
- * 3 bits of the chunk index (0..15) change, so a row stays within its row. */
+ * 3 bits of the chunk index (0..15) change: a chunk stays in its half of the row. */
 template <int D>
 __device__ __forceinline__ uint32_t swz(int row, int chunk) {
     return (uint32_t)(row * (D * 2) + ((chunk ^ (row & 7)) << 4));

@@ -57,6 +57,34 @@ Test(diagnose, L_one_lane_partial_sum) {
     cr_assert(strstr(out, "4 lanes") != NULL, "%s", out);
 }
 
+Test(diagnose, L_single_key_rows_name_S) {
+    /* one key per row (N = 1): l = 1, L = the scaled score; a wrong S moves L and not O */
+    l_row r[NROWS];
+    rng_t g;
+    rng_seed(&g, 5);
+    for (int k = 0; k < NROWS; ++k) {
+        double s = rng_normal(&g);
+        r[k] = (l_row){s, s * 0.8 - 0.2, s, SCALE};
+    }
+    char out[1024];
+    diagnose_L(r, NROWS, out, sizeof out);
+    cr_assert(strstr(out, "single key") != NULL && strstr(out, "S = Q K^T is wrong") != NULL, "%s", out);
+}
+
+Test(diagnose, L_near_constant_counts_its_rows) {
+    /* l off by a factor 1.5 on every row: the sentence gives how many rows share the offset */
+    l_row r[NROWS];
+    rng_t g;
+    rng_seed(&g, 9);
+    for (int k = 0; k < NROWS; ++k) {
+        double m = rng_uniform(&g), l = 50 + 900 * rng_uniform(&g);
+        r[k] = (l_row){m + log(l), m + log(l * 1.5), m, SCALE};
+    }
+    char out[1024];
+    diagnose_L(r, NROWS, out, sizeof out);
+    cr_assert(strstr(out, "near-constant") != NULL && strstr(out, "on 200 of the 200 rows") != NULL, "%s", out);
+}
+
 /* O rows: reference values, the kernel's O = factor(row) x reference. */
 static void expect_O(double (*factor)(double l, int k), const char *needle) {
     static double ref[NROWS][16], got[NROWS][16];

@@ -91,7 +91,7 @@ Test(grade, all_minus_inf_l_is_log_zero) {  /* L, width 1: a row sum that stayed
     cr_assert_eq(r.neginf, 40);
     cr_assert(strstr(r.summary, "row sum l that stayed 0") != NULL, "%s", r.summary);
     cr_assert(strstr(r.summary, "overflow/NaN") == NULL, "%s", r.summary);
-    cr_assert(strstr(grade_max_abs_text(&r, err, sizeof err), "no written, finite value") != NULL, "%s", err);
+    cr_assert(strstr(grade_max_abs_text(&r, err, sizeof err), "no value both written and finite") != NULL, "%s", err);
     run_all(4, -INFINITY, &r);  /* O: -inf is an overflow, not log 0 */
     cr_assert(strstr(r.summary, "overflow/NaN") != NULL, "%s", r.summary);
 }
@@ -112,7 +112,7 @@ Test(grade, all_zero_is_named_and_max_error_counts_only_finite) {
     cr_assert_eq(r.zero, r.bad);
     cr_assert(strstr(r.summary, "nothing reached") == NULL, "%s", r.summary);
     run(1, 50, 4, every, ELEM_NONFINITE, &r);  /* NaN everywhere: no error to measure */
-    cr_assert(strstr(grade_max_abs_text(&r, err, sizeof err), "no written, finite value") != NULL, "%s", err);
+    cr_assert(strstr(grade_max_abs_text(&r, err, sizeof err), "no value both written and finite") != NULL, "%s", err);
     run(3, 77, 8, last_partial, ELEM_NONFINITE, &r);  /* some NaN: the maximum says it leaves them out */
     cr_assert(strstr(grade_max_abs_text(&r, err, sizeof err), "over the written, finite values (0 not written, 312 NaN or Inf)")
               != NULL, "%s", err);

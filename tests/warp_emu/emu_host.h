@@ -15,13 +15,19 @@
  * hostsim11.py treats as a failure. */
 static struct EmuHostReport {
     ~EmuHostReport() {
+        const long ldsm = emu_ldsm_count.load(), sts = emu_sts_count.load(), errors = emu_errors.load();
+        if (!ldsm && !sts && !errors) return;  // a process that ran no kernel (the runner's parent) adds nothing
         fprintf(stderr, "emulator: %ld ldmatrix, %ld bank conflicts; %ld st.shared warp stores through the PTX wrappers "
                         "(plain C++ stores: the performance report), %ld bank conflicts; "
                         "%ld emulator errors\n",
-                emu_ldsm_count.load(), emu_ldsm_conflicts.load(), emu_sts_count.load(), emu_sts_conflicts.load(),
-                emu_errors.load());
-        if (emu_ldsm_conflicts.load() || emu_sts_conflicts.load() || emu_errors.load())
-            fprintf(stderr, "EMU ERROR: the emulator reported the problems above\n");
+                ldsm, emu_ldsm_conflicts.load(), sts, emu_sts_conflicts.load(), errors);
+        if (emu_ldsm_conflicts.load())
+            fprintf(stderr, "EMU ERROR: %ld bank conflicts in ldmatrix reads: the 8 rows of an 8x8 matrix share banks "
+                            "(is the tile swizzled, and read with the same swizzle?)\n", emu_ldsm_conflicts.load());
+        if (emu_sts_conflicts.load())
+            fprintf(stderr, "EMU ERROR: %ld bank conflicts in st.shared through the PTX wrappers\n",
+                    emu_sts_conflicts.load());
+        if (errors) fprintf(stderr, "EMU ERROR: the emulator reported the problems above\n");
     }
 } emu_host_report;
 #endif
