@@ -176,7 +176,8 @@ __global__ void merge_partial(float *__restrict__ o_acc, float *__restrict__ l_a
     /* TODO(4): one warp per row (row = blockIdx.x * warps per block + warp): the row's weights and
      * new L (merge_weights), then each of its d columns of o_acc replaced by the weighted sum with
      * o_blk's, in fp32; with `first` set the accumulator just takes the block's values ("Merging
-     * two partial results"). Every lane reads l_acc[row] before one of them overwrites it. */
+     * two partial results"). Every lane reads l_acc[row] before one of them overwrites it. A warp
+     * whose row is >= rows does nothing: the grid is rounded up to whole blocks. */
     (void)o_acc; (void)l_acc; (void)o_blk; (void)l_blk; (void)rows; (void)d; (void)first;
 }
 // [end merge]
@@ -712,7 +713,8 @@ static int run_steps(Ring &g, RingTimeline *tl) {
     /* TODO(8): the P steps. At each: every rank's compute stream waits for the block received at
      * the step before (none at step 0); the exchange of the blocks held now starts (none at the
      * last step); every rank computes on the block it holds (compute_step: rank r holds rank
-     * (r - step) mod P's block), between tl's two events when tl is set; then the received block
+     * (r - step) mod P's block), between tl's compute_begin and compute_end records (the wait for
+     * `received` before them) when tl is set; then the received block
      * becomes the held one. Each rank's pairs_done (compute_step's counters) starts at zero at
      * every call: a local int pairs_done[RING_MAX_RANKS][2] = {}, since the harness calls
      * attention_forward many times. "Overlap: two streams, four events" gives the order of these

@@ -721,6 +721,8 @@ static bool rerun_check(Problem &p, const run_result &r1, const options &o) {
     printf("    FAIL  %-6s %s%s%s: race suspected: two launches on the same input differ in %ld elements "
            "(%s)\n", c.name, dtype_name(p.dt), c.causal ? " causal" : "", ranks_text(c).c_str(), nd,
            outside ? "blocks that write outside their rows (above) race with the blocks that own those rows"
+                   : c.ranks ? "a wait between the ranks' streams missing or on the wrong event? the fault mode "
+                               "names most such races' rank and step; a longer delay (--ring-delay-us 20000) more"
                    : LESSON.needs_cc >= 90
                        ? "a wait on a full or empty mbarrier missing, or a wrong phase? racecheck cannot see "
                          "mbarrier ordering; `make emu-09 EMU09_SRC=<your file>` checks every shared access"

@@ -32,7 +32,7 @@ for t in "${transports[@]}"; do
     "$NVCC" "${flags[@]}" -cudart none $t -Itests/ring -Itests/fake_cuda -DRING_LOGIC_SRC="\"$(realpath "$src")\"" \
         tests/ring/ring_hostrun.cu "${objs[@]}" -o "$dir/hostrun" -lcriterion || { echo "$name: the host run of $src does not build"; exit 1; }
     if "$dir/hostrun" --jobs 1; then echo "$name: $src runs right on the CPU ($what)"
-    else echo "$name: $src fails the tests above ($what); each failure names the TODO it checks"; failed=1; fi
+    else echo "$name: $src fails the tests above ($what): a unit test's failure names its TODO; a wrong gathered O or L names none (TODO(5)-(8): the fault mode's finding, if any, is above)"; failed=1; fi
 done
 # the grader, as on one GPU: the virtual ring, each shape on 2, 3 and 4 ranks (its default)
 # (quick: each shape under one schedule, the two shapes covering both)

@@ -64,7 +64,7 @@ Test(ring_layout, every_pair_once_with_its_kind) {
                             ++met[q * chunks + k];
                             const PairKind kind = pair_kind(causal, q, k);
                             const PairKind want = !causal || k < q ? PAIR_FULL : k == q ? PAIR_DIAGONAL : PAIR_SKIP;
-                            cr_assert_eq(kind, want, "TODO(2) pair_kind: P = %d causal %d: pair (q %d, k %d) is %d, not %d (0 full, 1 diagonal, 2 skip)", p, causal, q,
+                            cr_assert_eq(kind, want, "TODO(2) pair_kind: P = %d causal %d: pair (q %d, k %d) is %d, not %d (0 skip, 1 full, 2 diagonal: PairKind)", p, causal, q,
                                          k, (int)kind, (int)want);
                             work[r] += kind == PAIR_FULL ? 2 : kind == PAIR_DIAGONAL ? 1 : 0;
                         }
