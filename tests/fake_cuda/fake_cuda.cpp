@@ -111,7 +111,8 @@ static void drain() {
                 }
         }
         if (!ran) {
-            fprintf(stderr, "fake CUDA: every stream waits for another (a bug of the fake's schedule)\n");
+            fprintf(stderr, "fake CUDA: every stream waits for another: state an earlier failure (above: an index out "
+                            "of range?) corrupted, or else a bug of the fake's schedule\n");
             abort();
         }
     }
