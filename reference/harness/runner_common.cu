@@ -581,10 +581,11 @@ static bool print_serving_pattern(const std::vector<case_outcome> &v) {
 }
 
 void print_failure_pattern(const std::vector<case_outcome> &v, const char *what_causal, const char *what_ragged) {
-    int fail = 0, fail_nc = 0, pass_nc = 0, fail_aligned = 0, pass_aligned = 0;
+    int fail = 0, fail_nc = 0, pass_nc = 0, fail_c = 0, pass_c = 0, fail_aligned = 0, pass_aligned = 0;
     for (const case_outcome &o : v) {
         fail += !o.pass;
         if (!o.causal) { fail_nc += !o.pass; pass_nc += o.pass; }
+        else { fail_c += !o.pass; pass_c += o.pass; }
         if (o.N % 16 == 0) { fail_aligned += !o.pass; pass_aligned += o.pass; }
     }
     if (fail == 0) return;
@@ -616,6 +617,10 @@ void print_failure_pattern(const std::vector<case_outcome> &v, const char *what_
                       "or written";
     if (fail_nc == 0 && pass_nc > 0)
         printf("diagnosis: only the causal cases fail, every non-causal one passes: %s\n", what_causal);
+    else if (fail_c == 0 && pass_c > 0)
+        printf("diagnosis: only the non-causal cases fail, every causal one passes: does code meant for causal "
+               "attention run when causal is 0 (a mask or a skipped tile without its causal test)? Non-causal, "
+               "every row sees every key < N: only keys >= N of the last tile are masked\n");
     else if (fail_aligned == 0 && pass_aligned > 0 && fail > 1)
         printf("diagnosis: only the cases whose N is not a multiple of 16 fail (those whose N is pass): %s\n",
                what_ragged);
