@@ -115,7 +115,8 @@ def main(argv):
             open(path, "w").write(text)
             return os.path.relpath(path, ROOT), defs
         try:
-            lines.append(judge("the starter " + starter, report(starter, archs), desc, "", solution=False))
+            mine = "the lesson's file (the starter, with what you wrote) " + starter
+            lines.append(judge(mine, report(starter, archs), desc, "", solution=False))
             lines.append(judge("the solution", report(sol, archs), desc, desc["registers"]))
             for v in variant.names(n):
                 source(sol, [v], "sol")
