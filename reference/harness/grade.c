@@ -92,10 +92,10 @@ static void add(char *buf, size_t cap, const char *msg) {
 
 /* Describes where the bad rows are: which (b,h) slices and which rows. */
 static void summarize_location(const grader *g, grade_report *r, const char *every_row_msg) {
-    char msg[256];
+    char msg[512];
     int N = g->N, BH = g->BH;
     /* (b,h) slices */
-    int slices_checked = 0, slices_bad = 0, first_slice_bad = 0;
+    int slices_checked = 0, slices_bad = 0, first_slice_bad = 0, last_slice_bad = 0;
     for (int bh = 0; bh < BH; ++bh) {
         int checked = 0, bad = 0;
         for (int i = 0; i < N; ++i) {
@@ -106,11 +106,19 @@ static void summarize_location(const grader *g, grade_report *r, const char *eve
         slices_checked += checked;
         slices_bad += bad;
         if (bh == 0) first_slice_bad = bad;
+        if (bh == BH - 1) last_slice_bad = bad;
     }
+    /* the slice before the NaN guard that follows the arrays: a read past row N - 1 finds NaN there only */
+    const char *past_end = "a read past its row N - 1 finds the NaN guard after the array there, where in the other "
+                           "slices it gets the next slice's rows";
     if (slices_checked > 1 && slices_bad > 0 && slices_bad < slices_checked) {
         if (!first_slice_bad && slices_bad == slices_checked - 1)
             snprintf(msg, sizeof msg,
-                     "only (b,h) != (0,0) is wrong: batch/head stride (the slice offset) suspected");
+                     "only (b,h) != (0,0) is wrong: batch/head stride (the slice offset) suspected%s%s",
+                     slices_bad == 1 ? ", or, the last slice being the only one wrong, " : "",
+                     slices_bad == 1 ? past_end : "");
+        else if (slices_bad == 1 && last_slice_bad)
+            snprintf(msg, sizeof msg, "only the last (b,h) slice is wrong: %s", past_end);
         else
             snprintf(msg, sizeof msg, "wrong in %d of %d (b,h) slices", slices_bad, slices_checked);
         add(r->summary, sizeof r->summary, msg);

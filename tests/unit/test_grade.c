@@ -40,6 +40,7 @@ static void run(int BH, int N, int d, int (*bad)(int, int, int), elem_status how
 
 static int last_partial(int bh, int i, int c) { (void)bh; (void)c; return i >= 64; }
 static int not_first_slice(int bh, int i, int c) { (void)i; (void)c; return bh != 0; }
+static int last_of_6_slices(int bh, int i, int c) { (void)c; return bh == 5 && i == 39; }
 static int every(int bh, int i, int c) { (void)bh; (void)i; (void)c; return 1; }
 static int none(int bh, int i, int c) { (void)bh; (void)i; (void)c; return 0; }
 static int high_cols(int bh, int i, int c) { (void)bh; (void)i; return c >= 32; }
@@ -63,6 +64,18 @@ Test(grade, slice_offset_bug_is_named) {
     grade_report r;
     run(6, 40, 4, not_first_slice, ELEM_BAD, &r);
     cr_assert(strstr(r.summary, "batch/head stride") != NULL, "%s", r.summary);
+}
+
+Test(grade, last_slice_alone_names_the_read_past_n) {
+    /* a read of row N reaches the NaN guard only after the last slice (the others read the next slice) */
+    grade_report r;
+    run(6, 40, 4, last_of_6_slices, ELEM_BAD, &r);
+    cr_assert(strstr(r.summary, "only the last (b,h) slice is wrong") != NULL, "%s", r.summary);
+    cr_assert(strstr(r.summary, "NaN guard") != NULL, "%s", r.summary);
+    grade_report r2; /* two slices: the stride message stays first, the read past N beside it */
+    run(2, 40, 4, not_first_slice, ELEM_BAD, &r2);
+    cr_assert(strstr(r2.summary, "batch/head stride") != NULL && strstr(r2.summary, "NaN guard") != NULL, "%s",
+              r2.summary);
 }
 
 Test(grade, unwritten_and_nan_are_named) {
