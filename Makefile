@@ -130,8 +130,8 @@ nvcc_flags_kind = $(if $(filter-out $(NVCC_FLAGS_DEFAULT),$(NVCC_FLAGS))$(filter
 define link_lesson
 	@mkdir -p build/ptxas build/variants; $(call variant_src,$(1)); \
 	if [ -z "$$src" ]; then echo "no source for $(1) (expected lessons/NN-*/*.cu)"; exit 2; fi; \
-	if [ "$${src%.c}" != "$$src" ]; then set -x; \
-	  $(CC) $(CFLAGS) $(REF_INC) $$src build/host/runner_softmax.o $(HARNESS_C_OBJ) -o $(1) -lm; exit; fi; \
+	if [ "$${src%.c}" != "$$src" ]; then cmd="$(CC) $(CFLAGS) $(REF_INC) $$src build/host/runner_softmax.o $(HARNESS_C_OBJ) -o $(1) -lm"; \
+	  echo "$$cmd"; $$cmd; exit; fi; \
 	$(if $(L$(call num_of,$(1))_transport),$(RING_NOTE);) \
 	cmd="$(NVCC) $(NVCC_FLAGS) $(call arch_n,$(call num_of,$(1))) $$defs $(call link_flags_n,$(call num_of,$(1))) $(REF_INC) $$src -o $(1) $(call link_libs_n,$(call num_of,$(1)))"; \
 	echo "$$cmd"; log=build/ptxas/$(1).log; rm -f $$log; \

@@ -428,9 +428,13 @@ def grade_moves_on(hang):
         return "skipped: no solution after lesson %02d" % hang.lesson, True, ""
     tree = os.path.join(ROOT, "build", "mutants", "grade-tree")
     shutil.rmtree(tree, ignore_errors=True)
-    for sub in ("reference",):
+    for sub in ("reference", "mk"):
         shutil.copytree(os.path.join(ROOT, sub), os.path.join(tree, sub))
     shutil.copy2(os.path.join(ROOT, "Makefile"), tree)
+    # the two lessons' folders: their descriptors (lesson.mk) say how the Makefile builds them
+    for sol in (os.path.dirname(hang.solution), nxt[0]):
+        name = os.path.basename(sol)
+        shutil.copytree(os.path.join(ROOT, "lessons", name), os.path.join(tree, "lessons", name))
     for sub in ("host", env("ARCH_TAG")):
         if sub and os.path.isdir(os.path.join(ROOT, "build", sub)):
             shutil.copytree(os.path.join(ROOT, "build", sub), os.path.join(tree, "build", sub))
