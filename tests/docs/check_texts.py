@@ -26,6 +26,8 @@ Fails (exit 1, one line per problem, FILE:LINE first) on:
   (g) the top-level README's lesson table is not the lessons of the descriptors
       (lessons/NN-*/lesson.mk): a row per lesson, in order, linking its page, "(sm_90a)"
       exactly where the descriptor says arch := sm_90a.
+  (h) a grader message quoted in a lesson's table (the "the grader says" tables) that the
+      sources print nowhere: a text that kept an old wording (tests/docs/quoted_messages.py).
 ROOT may also be a fixture tree (tests/docs/selftest.sh). Standard library only (+ pandoc).
 """
 import glob
@@ -38,6 +40,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import fence_bodies  # noqa: E402
+import quoted_messages  # noqa: E402
 
 MAX_WORDS = 5000
 
@@ -270,6 +273,7 @@ def main(root):
                         errors.append(f"lessons/{name}/README.md: no link to its worklog "
                                       f"{target} (end the page with one)")
     errors += lesson_table_problems(root)                                          # (g)
+    errors += quoted_messages.problems(root)                                       # (h)
     if counts:
         print("docs-texts: words of prose on each lesson's student path (code and math not counted):")
         for name, words, pages in counts:
