@@ -615,13 +615,20 @@ void print_failure_pattern(const std::vector<case_outcome> &v, const char *what_
     if (!what_ragged)
         what_ragged = "check the last, partial tiles: keys >= N need a score of -inf, rows >= N must not be read "
                       "or written";
+    const bool only_non_causal = fail_c == 0 && pass_c > 0;
+    const bool only_ragged = fail_aligned == 0 && pass_aligned > 0 && fail > 1;
     if (fail_nc == 0 && pass_nc > 0)
         printf("diagnosis: only the causal cases fail, every non-causal one passes: %s\n", what_causal);
-    else if (fail_c == 0 && pass_c > 0)
+    else if (only_non_causal && only_ragged)
+        printf("diagnosis: only the non-causal cases whose N is not a multiple of 16 fail (every causal case and "
+               "every N that is pass): the keys >= N of the last, partial key tile are not masked when causal is 0 "
+               "(with causal on, the test key > row masks them for every row < N); they need a score of -inf "
+               "whatever causal is\n");
+    else if (only_non_causal)
         printf("diagnosis: only the non-causal cases fail, every causal one passes: does code meant for causal "
                "attention run when causal is 0 (a mask or a skipped tile without its causal test)? Non-causal, "
                "every row sees every key < N: only keys >= N of the last tile are masked\n");
-    else if (fail_aligned == 0 && pass_aligned > 0 && fail > 1)
+    else if (only_ragged)
         printf("diagnosis: only the cases whose N is not a multiple of 16 fail (those whose N is pass): %s\n",
                what_ragged);
 }
