@@ -647,6 +647,30 @@ static std::string append_text(const Problem &p) {
     return append_diagnosis(ac);
 }
 
+/* Causal: the graded rows that see exactly one key (row 0 of an ordinary shape sees key 0 alone) are
+ * NaN or Inf in O or L, and some row that sees more keys is finite: the diagonal itself is masked
+ * (j < i where j <= i belongs), so those rows have no key at all. "" when the pattern is not there. */
+static std::string single_key_rows_text(const Problem &p, const graded_rows &g, const run_result &r) {
+    const shape_case &c = p.c;
+    if (!c.causal) return "";
+    int po, single = 0, single_bad = 0, wider_ok = 0;
+    for (const auto &row : g.rows) {
+        const int bh = row.first, i = row.second, nk = visible_keys(p, bh / c.H, i);
+        if (nk < 1) continue;
+        bool finite = isfinite(decode_value(r.out[OUT_L].data(), (size_t)bh * c.N + i, p.out[OUT_L].dt, &po));
+        for (int col = 0; col < c.d && finite; ++col)
+            finite = isfinite(decode_value(r.out[OUT_O].data(), ((size_t)bh * c.N + i) * c.d + col, p.out[OUT_O].dt, &po));
+        if (nk == 1) ++single, single_bad += !finite;
+        else wider_ok += finite;
+    }
+    if (!single || single_bad < single || !wider_ok) return "";
+    char buf[400];
+    snprintf(buf, sizeof buf, "causal: every graded row that sees a single key (%d, row 0 among them: key 0 alone) is "
+             "NaN or Inf, and rows that see more keys are finite: is the diagonal masked? Key j is visible to query "
+             "i iff j <= i, the key at j = i included; a row with no visible key gets m = -inf and NaN", single);
+    return buf;
+}
+
 /* Grades O and L of run r on the picked rows (every other element must be written), and the
  * pools when the case grades the append, and prints the FAIL block when a bad element, a write
  * outside them or a wrong row of a pool shows. */
@@ -687,6 +711,11 @@ static verdict grade(problem_core &pc, const run_result &r, uint64_t seed) {
         return v;
     }
     std::string why = forward_report(outside, rep, only, tol_desc);
+    const std::string diagonal = single_key_rows_text(p, g, r);
+    if (!diagonal.empty()) {
+        if (!why.empty() && why.back() != '\n') why += "\n";
+        why += "      " + diagonal + "\n";
+    }
     /* FP8: a wrong descale looks like a wrong loop to the checks above; name the FP8 suspects */
     /* not when O is all 0 or L all -inf: something is not written yet, whatever the scales */
     if (p.dt == DTYPE_E4M3 && rep[OUT_O].bad && rep[OUT_O].zero < rep[OUT_O].bad &&
@@ -725,8 +754,11 @@ static bool rerun_check(Problem &p, const run_result &r1, const options &o) {
                                "names most such races' rank and step; a longer delay (--ring-delay-us 20000) more"
                    : LESSON.needs_cc >= 90
                        ? "a wait on a full or empty mbarrier missing, or a wrong phase? racecheck cannot see "
-                         "mbarrier ordering; `make emu-09 EMU09_SRC=<your file>` checks every shared access"
-                       : "a missing __syncthreads()? `make sanitize-lessonN` runs racecheck");
+                         "mbarrier ordering; `make emu-09 EMU09_SRC=<your file>` checks every shared access. Or "
+                         "state the kernel keeps in global memory from one launch to the next (a counter or flag "
+                         "it does not reset)"
+                       : "a missing __syncthreads()? `make sanitize-lessonN` runs racecheck. Or state the kernel "
+                         "keeps in global memory from one launch to the next (a counter or flag it does not reset)");
     return false;
 }
 

@@ -338,7 +338,7 @@ std::vector<shape_case> case_matrix(bool causal_edges) {
     const int db = lesson_supports_d(BENCH_D) ? BENCH_D : d0;
     std::vector<shape_case> m = {
         {"tiny", 1, 1, 4, d0, 0, 1.f},      {"N=1", 1, 2, 1, d0, 0, 1.f},
-        {"N=77", 2, 3, 77, d0, 0, 1.f},     {"B*H", 3, 5, 200, d1, 0, 1.f},
+        {"N=77", 2, 3, 77, d0, 0, 1.f},     {"B*H", 3, 5, 255, d1, 0, 1.f},
         {"N=1000", 1, 2, 1000, d1, 0, 1.f}, {"x30", 1, 2, 300, d0, 0, 30.f},
         {"bench", BENCH_B, BENCH_H, BENCH_N, db, 0, 1.f},
     };
