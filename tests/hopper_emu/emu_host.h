@@ -33,6 +33,7 @@ static bool emu_launch(dim3 grid, int nt, size_t smem, const std::function<void(
  * launch as kernel<<<grid, block, smem>>>, its attributes without effect here (hemu.h, griddep_wait). */
 template <class... P, class... A>
 static cudaError_t emu_launch_kernel_ex(const cudaLaunchConfig_t *cfg, void (*kernel)(P...), A &&...args) {
+    emu_smem_check(reinterpret_cast<const void *>(kernel), cfg->dynamicSmemBytes, "the kernel of cudaLaunchKernelEx");
     return emu_launch(cfg->gridDim, (int)(cfg->blockDim.x * cfg->blockDim.y * cfg->blockDim.z), cfg->dynamicSmemBytes,
                       [&] { kernel(args...); })
                ? cudaSuccess
