@@ -306,7 +306,7 @@ static std::vector<shape_case> varlen_cases(int d0, int d1) {
     std::vector<shape_case> m = {
         varlen("varlen", 2, 2, d0, 0, 1.f, {77, 1, 130, 16, 300}),
         varlen("varlen", 4, 2, d1, causal, 1.f, {77, 1, 130, 16, 300}),
-        varlen("chunk", 2, 1, d1, causal, 1.f, {16, 1, 100, 7}, {145, 1, 100, 300}), /* 145 - 16 = B_r + 1 */
+        varlen("chunk", 2, 1, d1, causal, 1.f, {200, 1, 100, 7}, {329, 1, 100, 300}), /* 329 - 200 = B_r + 1, two query tiles */
         varlen("chunk", 4, 4, d0, 0, 1.f, {33, 5, 64}, {64, 260, 64}),
         varlen("x30", 2, 2, d1, causal, 30.f, {300, 17, 64}),
         varlen("long", 2, 1, d0, causal, 1.f, {2000, 3, 600}),
