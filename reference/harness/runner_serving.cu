@@ -161,6 +161,11 @@ std::string paged_diagnosis(const paged_case &pc, const graded_run &run) {
                  ok_full ? ", every sequence that fills its last page is right" : "",
                  all_nan ? "; every wrong row is NaN" : "");
         lines.push_back(buf);
+        if (!ok_full) /* no sequence that fills its last page to compare with */
+            lines.push_back("no graded sequence fills its last page, so this cannot be told from a read of the wrong "
+                            "page (a spare page holds NaN too): check also which table entry each tile reads, "
+                            "block_table[b * max_pages + j / page_size] for key j, in a split that starts past the "
+                            "sequence's first page");
     }
     /* hypotheses, on up to 32 of the finite wrong rows spread over them */
     const size_t step = std::max<size_t>(1, wrong.size() / 32);

@@ -427,7 +427,8 @@ static void emu_write(uint32_t addr, uint32_t bytes, int who, const uint32_t *vc
             if (r && vc[t] < r && t != who) {
                 emu_fail(emu_fmt("hazard: %s overwrites %s that %s read (its wgmma or "
                                  "load) with no release between the read and the write (a slot refilled before every "
-                                 "consumer released it: empty-barrier wait, or a ring index, off?)",
+                                 "consumer released it: the producer's empty-barrier wait, or a ring index, off? or a "
+                                 "consumer that released the slot before the wgmma_wait that retires its read)",
                                  kind, emu_bytes(16 * c, 16 * c + 16).c_str(), emu_threads({t}).c_str()));
                 break;
             }
