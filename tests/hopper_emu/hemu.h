@@ -10,7 +10,8 @@
  *     descriptors decoded with the canonical shared-memory layouts of the PTX ISA (none,
  *     32/64/128-byte swizzle; K-major and MN-major); the products land in the accumulators
  *     only when a wait_group retires their group. EMU_WGMMA=late also reads the operands
- *     then (not at issue), which exposes a slot released before its wgmma finished;
+ *     then (not at issue), and lets the other threads run at every mbarrier arrive, which
+ *     exposes a slot released before its wgmma finished;
  *   - cp.async.bulk.tensor (3-D tiled, 128-byte swizzle, zero fill out of bounds) with
  *     complete_tx on an mbarrier. EMU_TMA=late delivers a copy only when some thread waits on
  *     its barrier (a consumer that reads without waiting sees old bytes);
@@ -696,6 +697,10 @@ static void emu_arrive(uint32_t bar, uint32_t tx, const char *what) {
     b->ever[emu_me()->tid] = 1;
     emu_tick();
     emu_mbar_complete(*b);
+    /* EMU_WGMMA=late: the other threads run before this one goes on, so that a producer waiting for
+     * this release refills the slot at once; a consumer that released a slot before the wait_group
+     * of the wgmma that reads it then reads the refill, which no full-barrier wait ordered. */
+    if (emu_wgmma_late) emu::to_scheduler();
 }
 static inline void mbar_arrive(uint32_t bar) { emu_arrive(bar, 0, "mbarrier.arrive"); }
 static inline void mbar_arrive_expect_tx(uint32_t bar, uint32_t bytes) {
