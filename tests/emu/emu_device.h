@@ -20,42 +20,11 @@ cudaError_t CUDARTAPI cudaDeviceGetAttribute(int *v, enum cudaDeviceAttr attr, i
     return cudaSuccess;
 }
 }
-/* The dynamic shared memory a kernel may ask for: 48 KiB unless the host raised the kernel's limit with
- * cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes), up to the opt-in
- * maximum, as on a GPU, where a launch over the limit fails (cudaErrorInvalidValue). */
-#include <cstdio>
-#include <cstdlib>
-#include <map>
-static const size_t EMU_SMEM_DEFAULT = 48 * 1024;
-static std::map<const void *, size_t> &emu_smem_optin() {
-    static std::map<const void *, size_t> m;
-    return m;
-}
+#include "smem_optin.h"  // the 48 KiB rule: emu_smem_check, called before each launch
 /* the runtime's template form, which g++ does not see (nvcc-only in cuda_runtime.h) */
 template <typename F>
 static cudaError_t cudaFuncSetAttribute(F *f, enum cudaFuncAttribute attr, int value) {
-    if (attr == cudaFuncAttributeMaxDynamicSharedMemorySize) {
-        if (value < 0 || value > 227 * 1024) return cudaErrorInvalidValue;
-        emu_smem_optin()[reinterpret_cast<const void *>(f)] = (size_t)value;
-    }
+    if (attr == cudaFuncAttributeMaxDynamicSharedMemorySize && !emu_smem_optin_set(emu_fn_addr(f), value))
+        return cudaErrorInvalidValue;
     return cudaSuccess;
-}
-/* A kernel's address, from its name, a template-id or a pointer variable alike (the key of the limits). */
-template <typename F>
-static const void *emu_fn_addr(F *f) { return reinterpret_cast<const void *>(f); }
-/* Called before each launch of `kernel` (named `name`) with `smem` bytes of dynamic shared memory
- * (tests/emu/prep.py puts the call in front of every kernel<<<...>>>): over its limit, the
- * emulator stops as the GPU's launch would fail, and says which call is missing. */
-static void emu_smem_check(const void *kernel, size_t smem, const char *name) {
-    if (smem <= EMU_SMEM_DEFAULT) return;
-    const auto it = emu_smem_optin().find(kernel);
-    if (it != emu_smem_optin().end() && smem <= it->second) return;
-    fprintf(stderr,
-            "emu: the launch of %s asks for %zu bytes of dynamic shared memory, more than the %s: on a GPU the "
-            "launch fails (cudaErrorInvalidValue). Before it, the host code must call cudaFuncSetAttribute(%s, "
-            "cudaFuncAttributeMaxDynamicSharedMemorySize, bytes) with bytes >= %zu (up to 227 KiB)\n",
-            name, smem, it == emu_smem_optin().end() ? "48 KiB a kernel gets by default"
-                                                       : "limit its cudaFuncSetAttribute call gave it",
-            name, smem);
-    exit(9);
 }

@@ -24,10 +24,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <map>
 #include <memory>
 #include <vector>
 #include "../emu/core.h"
+#include "../emu/smem_optin.h"
 #include "../emu/perf_report.h"
 using std::max;
 using std::min;
@@ -57,14 +57,9 @@ enum {
 inline const char *cudaGetErrorName(cudaError_t) { return "emulated"; }
 inline const char *cudaGetErrorString(cudaError_t) { return "emulated"; }
 enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize };
-/* A kernel gets 48 KiB of dynamic shared memory unless the host raises its limit (up to 227 KiB), as
- * on a GPU, where a launch over the limit fails: emu_launch checks it. */
-inline std::map<const void *, size_t> emu_smem_optin;
 template <class F> inline cudaError_t cudaFuncSetAttribute(F f, cudaFuncAttribute attr, int value) {
-    if (attr == cudaFuncAttributeMaxDynamicSharedMemorySize) {
-        if (value < 0 || value > 227 * 1024) return cudaErrorInvalidValue;
-        emu_smem_optin[reinterpret_cast<const void *>(f)] = (size_t)value;
-    }
+    if (attr == cudaFuncAttributeMaxDynamicSharedMemorySize && !emu_smem_optin_set(emu_fn_addr(f), value))
+        return cudaErrorInvalidValue;
     return (cudaError_t)0;
 }
 
@@ -107,17 +102,7 @@ template <class Kernel, class... Args>
 void emu_launch(dim3 grid, int threads, size_t smem, cudaStream_t, Kernel kernel, Args... args) {
     if (threads % 32) { fprintf(stderr, "emu: %d threads is not whole warps\n", threads); exit(9); }
     if (smem > EMU_SMEM_LIMIT) { fprintf(stderr, "emu: %zu bytes of shared memory\n", smem); exit(9); }
-    if (smem > 48 * 1024) {
-        const auto it = emu_smem_optin.find(reinterpret_cast<const void *>(kernel));
-        if (it == emu_smem_optin.end() || smem > it->second) {
-            fprintf(stderr, "emu: a launch asks for %zu bytes of dynamic shared memory, more than the %s: on a GPU "
-                    "the launch fails (cudaErrorInvalidValue). Before it, the host code must call "
-                    "cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes) with bytes >= "
-                    "%zu (up to 227 KiB)\n", smem, it == emu_smem_optin.end() ? "48 KiB a kernel gets by default"
-                    : "limit its cudaFuncSetAttribute call gave it", smem);
-            exit(9);
-        }
-    }
+    emu_smem_check(emu_fn_addr(kernel), smem, nullptr);  // the 48 KiB rule (tests/emu/smem_optin.h)
     emu_smem_max = std::max(emu_smem_max, smem);
     gridDim = grid;
     blockDim = dim3(threads);
