@@ -747,18 +747,19 @@ static bool rerun_check(Problem &p, const run_result &r1, const options &o) {
                     count_differences(p, OUT_L, r1.out[OUT_L], r2.out[OUT_L], 0, c.N, false, exact, NULL);
     if (!nd) return true;
     const bool outside = !outside_writes(p).empty();
+    /* a block's own race, or state one launch leaves for the next: both make two launches differ */
+    const char *kept = ". Or state the kernel keeps in global memory from one launch to the next (a counter or "
+                       "flag it does not reset)";
     printf("    FAIL  %-6s %s%s%s: race suspected: two launches on the same input differ in %ld elements "
-           "(%s)\n", c.name, dtype_name(p.dt), c.causal ? " causal" : "", ranks_text(c).c_str(), nd,
+           "(%s%s)\n", c.name, dtype_name(p.dt), c.causal ? " causal" : "", ranks_text(c).c_str(), nd,
            outside ? "blocks that write outside their rows (above) race with the blocks that own those rows"
                    : c.ranks ? "a wait between the ranks' streams missing or on the wrong event? the fault mode "
                                "names most such races' rank and step; a longer delay (--ring-delay-us 20000) more"
                    : LESSON.needs_cc >= 90
                        ? "a wait on a full or empty mbarrier missing, or a wrong phase? racecheck cannot see "
-                         "mbarrier ordering; `make emu-09 EMU09_SRC=<your file>` checks every shared access. Or "
-                         "state the kernel keeps in global memory from one launch to the next (a counter or flag "
-                         "it does not reset)"
-                       : "a missing __syncthreads()? `make sanitize-lessonN` runs racecheck. Or state the kernel "
-                         "keeps in global memory from one launch to the next (a counter or flag it does not reset)");
+                         "mbarrier ordering; `make emu-09 EMU09_SRC=<your file>` checks every shared access"
+                       : "a missing __syncthreads()? `make sanitize-lessonN` runs racecheck",
+           outside || c.ranks ? "" : kept);
     return false;
 }
 

@@ -2,7 +2,7 @@
 """tests/emu/prep.py SRC: print a lesson source as g++ compiles it over a CPU emulator (warp_emu,
 hopper_emu): nothing is cut out; only each CUDA launch, kernel<<<grid, block, smem[, stream]>>>(args);
 (CUDA syntax, which g++ does not know), becomes { emu_smem_check(emu_fn_addr(kernel), smem, "kernel"); emu_launch(dim3(grid),
-block, smem, [&] { kernel(args); }); } (the check: tests/emu/emu_device.h, the 48 KiB rule).
+block, smem, [&] { kernel(args); }); } (the check: tests/emu/smem_optin.h, the 48 KiB rule).
 Used by make emu-07/08/11/12 (the emulator drivers), tests/emu/grade.py (make emu-lessonN) and
 tests/warp_emu/hostsim11.py. Exit 1 when the file has no launch."""
 import re
